@@ -1,0 +1,50 @@
+# pgoutbox — the two commands a newcomer needs:
+#   make demo    build, start a throwaway PostgreSQL (or use DB=URL), relay events
+#   make check   build with ASan+UBSan and run every test against real servers
+# and the rest:
+#   make build | bench | install | format | clean
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+PREFIX     ?= /usr/local
+DB         ?=
+
+.PHONY: all deps build asan demo check bench install format format-check clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) --prefix=$(PREFIX) -Dbuildtype=release -Db_ndebug=true
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+$(ASAN_BUILD)/build.ninja:
+	meson setup $(ASAN_BUILD) -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+
+asan: deps $(ASAN_BUILD)/build.ninja
+	ninja -C $(ASAN_BUILD)
+
+demo: build
+	scripts/demo.sh $(if $(DB),--db "$(DB)")
+
+check: asan
+	tests/run.sh $(ASAN_BUILD)
+
+bench: build
+	bench/run.sh $(BUILD)
+
+install: build
+	meson install -C $(BUILD)
+
+format:
+	clang-format -i include/*.h src/lib/*.[ch] src/cli/*.[ch] tests/unit/*.c bench/*.c
+
+format-check:
+	clang-format --dry-run --Werror include/*.h src/lib/*.[ch] src/cli/*.[ch] tests/unit/*.c bench/*.c
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

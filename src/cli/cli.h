@@ -1,0 +1,71 @@
+/*
+ * cli.h — what the subcommands of the pgoutbox binary share: option
+ * parsing over the configuration table, the stderr logger, connecting.
+ * Each subcommand parses its flags and calls the library; nothing more.
+ */
+#ifndef PGO_CLI_H
+#define PGO_CLI_H
+
+#include <stdbool.h>
+
+#include "pgoutbox.h"
+
+/* Exit codes. */
+#define EXIT_OK 0
+#define EXIT_FAIL 1  /* the operation failed */
+#define EXIT_USAGE 2 /* bad flags, config or input */
+
+/* An option of one subcommand (besides the configuration flags). */
+typedef struct cli_opt {
+	const char *name;  /* "--topic" */
+	const char *arg;   /* argument name for help ("TEXT"), NULL: boolean */
+	const char *help;
+	const char **value; /* where a string argument goes */
+	bool *set;          /* set to true when given */
+} cli_opt_t;
+
+/* A subcommand's description for parsing and --help. */
+typedef struct cli_cmd {
+	const char *name;      /* "relay" */
+	const char *usage;     /* "pgoutbox relay [options]" */
+	const char *summary;   /* one line */
+	const char *details;   /* paragraphs after the usage, or NULL */
+	const cli_opt_t *opts; /* NULL-terminated by name */
+	const char *const *flags; /* configuration flags that apply, NULL-ended */
+	int min_args, max_args; /* positional arguments */
+} cli_cmd_t;
+
+typedef struct cli {
+	pgo_conf_t *conf;
+	const char *args[8]; /* positional arguments */
+	int nargs;
+} cli_t;
+
+/* Parses argv (argv[0] is the subcommand) into cli: defaults, then the
+ * --config file, then PGOUTBOX_* environment, then flags.  Prints help and
+ * returns 0 with *exit_now set for --help; prints errors and returns
+ * EXIT_USAGE on bad input; returns 0 otherwise. */
+int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
+	      bool *exit_now);
+void cli_free(cli_t *cli);
+
+/* The stderr logger: "2026-11-30T16:53:33.123Z INFO  subject: msg". */
+void cli_log(void *ctx, pgo_log_level_t level, const char *subject,
+	     const char *msg);
+void cli_log_setup(const pgo_conf_t *conf);
+
+/* Connects (blocking) to database.url; prints the error and returns NULL
+ * when that fails. */
+PGconn *cli_connect(const pgo_conf_t *conf, const char *app_name);
+
+/* Prints "pgoutbox CMD: message" to stderr. */
+void cli_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+int cmd_migrate(int argc, char **argv);
+int cmd_send(int argc, char **argv);
+int cmd_relay(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * cmd_migrate.c — `pgoutbox migrate`: apply the embedded migrations.
+ */
+#include <stdio.h>
+
+#include "cli.h"
+
+static const char *const flags[] = {"--db", "--log-level", NULL};
+
+static const cli_cmd_t cmd = {
+	.name = "migrate",
+	.usage = "usage: pgoutbox migrate [--db URL]",
+	.summary = "Creates schema pgoutbox or upgrades it to this build's "
+		   "version.",
+	.details = "Idempotent and safe to run from several instances at once "
+		   "(one advisory lock,\none transaction).  A database whose "
+		   "schema is newer than this build is refused\nand left "
+		   "untouched.",
+	.flags = flags,
+};
+
+int cmd_migrate(int argc, char **argv)
+{
+	pgo_error_t err;
+	bool done;
+	cli_t cli;
+	PGconn *conn;
+	int from = 0, to = 0, rc;
+
+	rc = cli_parse(&cli, &cmd, argc, argv, &done);
+	if (rc != EXIT_OK || done)
+		return rc;
+	cli_log_setup(cli.conf);
+	conn = cli_connect(cli.conf, "pgoutbox migrate");
+	if (!conn) {
+		cli_free(&cli);
+		return EXIT_FAIL;
+	}
+	rc = pgo_migrate(conn, &from, &to, &err);
+	PQfinish(conn);
+	cli_free(&cli);
+	if (rc != PGO_OK) {
+		cli_error("migrate", "%s", err.msg);
+		return EXIT_FAIL;
+	}
+	if (from == to)
+		printf("schema pgoutbox is up to date (version %d)\n", to);
+	else
+		printf("schema pgoutbox migrated from version %d to %d\n", from,
+		       to);
+	return EXIT_OK;
+}

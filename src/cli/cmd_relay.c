@@ -1,0 +1,116 @@
+/*
+ * cmd_relay.c — `pgoutbox relay`: run the relay until SIGTERM.
+ *
+ * SIGTERM and SIGINT finish the batches in flight and exit 0; SIGHUP
+ * reloads the configuration file (reloadable keys only).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static pgo_relay_t *running;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	if (running)
+		pgo_relay_request_stop(running);
+}
+
+static void on_hup(int sig)
+{
+	(void)sig;
+	if (running)
+		pgo_relay_request_reload(running);
+}
+
+static const char *const flags[] = {
+	"--db", "--queue", "--name", "--sink", "--exec", "--exec-timeout",
+	"--batch", "--in-flight", "--listen", "--poll-interval",
+	"--max-attempts", "--log-level", NULL};
+
+static const cli_cmd_t cmd = {
+	.name = "relay",
+	.usage = "usage: pgoutbox relay [--sink stdout|exec] [--exec CMD] "
+		 "[--batch N] [options]",
+	.summary = "Relays committed events of a queue to a sink, at least "
+		   "once, deleting each\nevent only after the sink "
+		   "acknowledged it.",
+	.details =
+		"Sinks:\n"
+		"  stdout  one NDJSON line per event on standard output "
+		"(logs go to stderr)\n"
+		"  exec    runs CMD once per batch with the NDJSON on its "
+		"stdin; exit 0 acks\n"
+		"          the batch; lines \"retry ID reason\" or \"dead ID "
+		"reason\" on its\n"
+		"          stdout fail single events; other exits retry "
+		"the batch.\n\n"
+		"Several relays may run at once: SKIP LOCKED gives each its "
+		"own events.\n"
+		"SIGTERM finishes the batch in flight and exits 0; SIGHUP "
+		"reloads --config.",
+	.flags = flags,
+};
+
+int cmd_relay(int argc, char **argv)
+{
+	const struct sigaction stop = {.sa_handler = on_stop};
+	const struct sigaction hup = {.sa_handler = on_hup};
+	pgo_error_t err;
+	pgo_sink_t *sink = NULL;
+	pgo_relay_t *relay = NULL;
+	char name[96], host[64];
+	bool done;
+	cli_t cli;
+	int rc;
+
+	rc = cli_parse(&cli, &cmd, argc, argv, &done);
+	if (rc != EXIT_OK || done)
+		return rc;
+	if (!*pgo_conf_get(cli.conf, "relay.name")) {
+		if (gethostname(host, sizeof(host)) != 0)
+			strcpy(host, "relay");
+		host[sizeof(host) - 1] = '\0';
+		snprintf(name, sizeof(name), "%s-%d", host, (int)getpid());
+		/* As a flag, so that a reload keeps it. */
+		pgo_conf_set(cli.conf, "relay.name", name, PGO_CONF_FLAG,
+			     "--name");
+	}
+	if (pgo_conf_validate(cli.conf) != PGO_OK) {
+		cli_error("relay", "%s", pgo_conf_errmsg(cli.conf));
+		cli_free(&cli);
+		return EXIT_USAGE;
+	}
+	cli_log_setup(cli.conf);
+	signal(SIGPIPE, SIG_IGN);
+	sink = pgo_sink_new(pgo_conf_get(cli.conf, "relay.sink"), cli.conf,
+			    &err);
+	if (!sink) {
+		cli_error("relay", "%s", err.msg);
+		cli_free(&cli);
+		return EXIT_USAGE;
+	}
+	relay = pgo_relay_new(cli.conf, sink);
+	if (!relay) {
+		cli_error("relay", "out of memory");
+		pgo_sink_destroy(sink);
+		cli_free(&cli);
+		return EXIT_FAIL;
+	}
+	running = relay;
+	sigaction(SIGTERM, &stop, NULL);
+	sigaction(SIGINT, &stop, NULL);
+	sigaction(SIGHUP, &hup, NULL);
+	rc = pgo_relay_run(relay);
+	running = NULL;
+	if (rc != PGO_OK)
+		cli_error("relay", "%s", pgo_relay_errmsg(relay));
+	pgo_relay_destroy(relay);
+	pgo_sink_destroy(sink);
+	cli_free(&cli);
+	return rc == PGO_OK ? EXIT_OK : EXIT_FAIL;
+}

@@ -1,0 +1,56 @@
+/*
+ * main.c — the pgoutbox binary: dispatches to a subcommand.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+} commands[] = {
+	{"migrate", cmd_migrate, "create or upgrade the pgoutbox schema"},
+	{"send", cmd_send, "write one event into the outbox"},
+	{"relay", cmd_relay, "relay committed events to a sink"},
+	{"status", cmd_status, "show pending events, dead letters, relays"},
+	{"config", cmd_config, "show the configuration or its reference"},
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: pgoutbox COMMAND [options]\n\n"
+		     "A transactional outbox and relay on PostgreSQL.\n\n"
+		     "Commands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name,
+			commands[i].summary);
+	fprintf(out, "\n`pgoutbox COMMAND --help` describes a command.\n"
+		     "  --version  print the version and schema version\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	if (strcmp(argv[1], "--version") == 0 ||
+	    strcmp(argv[1], "version") == 0) {
+		printf("pgoutbox %s (schema version %d, libpq %d)\n",
+		       PGO_VERSION, pgo_schema_version(), PQlibVersion());
+		return EXIT_OK;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "pgoutbox: unknown command \"%s\"\n\n", argv[1]);
+	usage(stderr);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,100 @@
+/*
+ * conn.h — one non-blocking PostgreSQL connection driven by an event loop.
+ *
+ * The connection is an explicit state machine (PgBouncer/pgqd style):
+ * DOWN -> CONNECTING -> SETUP -> READY <-> BUSY, and back to DOWN with a
+ * backoff whenever the server goes away.  Once connected it runs in libpq
+ * pipeline mode: the owner queues several statements and a sync as one
+ * "round" (one round trip), then collects the round's results.
+ */
+#ifndef PGO_CONN_H
+#define PGO_CONN_H
+
+#include <poll.h>
+
+#include "pgo_int.h"
+
+#define PGO_ROUND_MAX 16
+
+typedef enum pgo_conn_state {
+	PGO_CONN_DOWN = 0,   /* no connection; a new attempt at retry_at */
+	PGO_CONN_CONNECTING, /* PQconnectPoll() in progress */
+	PGO_CONN_SETUP,      /* the setup round (settings, checks) in flight */
+	PGO_CONN_READY,      /* idle, in pipeline mode, no round in flight */
+	PGO_CONN_BUSY        /* a round in flight */
+} pgo_conn_state_t;
+
+/* What pgo_conn_step() reports to the owner. */
+typedef enum pgo_conn_event {
+	PGO_CONN_EV_NONE = 0, /* nothing finished yet */
+	PGO_CONN_EV_READY,    /* setup done: the connection is usable */
+	PGO_CONN_EV_ROUND,    /* the round in flight finished */
+	PGO_CONN_EV_LOST,     /* connection failed or lost: now DOWN */
+	PGO_CONN_EV_FATAL     /* setup found what a retry cannot fix */
+} pgo_conn_event_t;
+
+/* The results of one round: one slot per statement, in order. */
+typedef struct pgo_round {
+	int nq;                       /* statements queued */
+	int got;                      /* results collected */
+	PGresult *res[PGO_ROUND_MAX]; /* owned by the round until taken */
+	bool failed;                  /* some statement failed */
+	char sqlstate[6];             /* of the first failure */
+	char err[512];                /* message of the first failure */
+} pgo_round_t;
+
+/* Built once by the owner: what every new session runs first. */
+typedef struct pgo_conn_setup {
+	const char *subject;   /* log prefix, e.g. "relay outbox" */
+	const char *app_name;  /* application_name of the session */
+	const char *sql[8];    /* statements, NULL-terminated */
+	const char *prep_name[4]; /* statements to prepare (NULL-terminated) */
+	const char *prep_sql[4];
+	bool check_schema;     /* read and check the schema version */
+} pgo_conn_setup_t;
+
+typedef struct pgo_conn {
+	PGconn *pg;
+	pgo_conn_state_t state;
+	PostgresPollingStatusType poll; /* what PQconnectPoll waits for */
+	bool need_flush;      /* queued bytes not yet sent: wait for POLLOUT */
+	int64_t retry_at;     /* DOWN: when to try again (monotonic ms) */
+	int64_t backoff;      /* current reconnect backoff, ms */
+	int64_t backoff_max;  /* ceiling, ms */
+	int notifies;         /* notifications received since last taken */
+	bool ever_connected;  /* for counting reconnects */
+	const pgo_conf_t *conf;
+	const pgo_conn_setup_t *setup;
+	pgo_round_t round;    /* the round in flight or just finished */
+	pgo_error_t fatal;    /* why EV_FATAL was reported */
+	char last_err[256];   /* last connection error, to log changes only */
+} pgo_conn_t;
+
+void pgo_conn_init(pgo_conn_t *c, const pgo_conf_t *conf,
+		   const pgo_conn_setup_t *setup);
+/* Closes the connection (if any) and frees the round's results. */
+void pgo_conn_close(pgo_conn_t *c);
+/* Starts connecting if DOWN and retry_at has passed. */
+void pgo_conn_kick(pgo_conn_t *c, int64_t now);
+/* Fills pfd for poll(); fd -1 when there is nothing to wait for. */
+void pgo_conn_pollfd(const pgo_conn_t *c, struct pollfd *pfd);
+/* Drives the state machine after poll() (revents may be 0). */
+pgo_conn_event_t pgo_conn_step(pgo_conn_t *c, short revents);
+
+/* Queues a statement of the next round (READY only).  Values are text. */
+void pgo_conn_query(pgo_conn_t *c, const char *sql, int n,
+		    const char *const *values);
+void pgo_conn_exec_prepared(pgo_conn_t *c, const char *name, int n,
+			    const char *const *values);
+/* Ends the round with a sync and sends it: READY -> BUSY.  Returns
+ * PGO_ERR_CONNECT (and the connection goes DOWN) when sending fails. */
+int pgo_conn_send(pgo_conn_t *c);
+/* Takes ownership of result i of the finished round. */
+PGresult *pgo_conn_take(pgo_conn_t *c, int i);
+/* Frees the results of the finished round. */
+void pgo_conn_round_clear(pgo_conn_t *c);
+
+/* Drops the connection and schedules a reconnect with backoff. */
+void pgo_conn_drop(pgo_conn_t *c, const char *why);
+
+#endif

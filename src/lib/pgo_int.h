@@ -1,0 +1,151 @@
+/*
+ * pgo_int.h — internals shared by the modules of libpgoutbox (like libpq's
+ * libpq-int.h).  Nothing here is part of the public API.
+ */
+#ifndef PGO_INT_H
+#define PGO_INT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pgoutbox.h"
+
+/* --- log --- */
+
+extern pgo_log_level_t pgo_log_max;
+
+/* Level checked before any formatting happens. */
+#define pgo_log(level, subject, ...)                                           \
+	do {                                                                   \
+		if ((level) <= pgo_log_max)                                    \
+			pgo_log_emit((level), (subject), __VA_ARGS__);         \
+	} while (0)
+
+void pgo_log_emit(pgo_log_level_t level, const char *subject, const char *fmt,
+		  ...) __attribute__((format(printf, 3, 4)));
+
+/* --- errors --- */
+
+/* Fills err (NULL allowed) and returns code, so callers can
+ * `return pgo_error_set(err, PGO_ERR_INVALID, 0, "...")`. */
+int pgo_error_set(pgo_error_t *err, int code, int retriable, const char *fmt,
+		  ...) __attribute__((format(printf, 4, 5)));
+void pgo_error_clear(pgo_error_t *err);
+/* The primary message of a failed result or connection, one line. */
+const char *pgo_pq_msg(const PGconn *conn, const PGresult *res);
+
+/* --- time --- */
+
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t pgo_now_ms(void);
+/* CLOCK_REALTIME in microseconds since the epoch. */
+int64_t pgo_wall_us(void);
+
+/* --- arena: per-batch memory, reset after each cycle --- */
+
+typedef struct pgo_arena pgo_arena_t;
+pgo_arena_t *pgo_arena_new(size_t chunk);
+void *pgo_arena_alloc(pgo_arena_t *a, size_t n);
+char *pgo_arena_strdup(pgo_arena_t *a, const char *s);
+/* Frees everything allocated but the first chunk. */
+void pgo_arena_reset(pgo_arena_t *a);
+void pgo_arena_destroy(pgo_arena_t *a);
+
+/* --- growable text buffer --- */
+
+typedef struct pgo_buf {
+	char *data; /* NUL-terminated while len < cap */
+	size_t len;
+	size_t cap;
+	bool oom; /* a failed grow: contents are incomplete */
+} pgo_buf_t;
+
+void pgo_buf_init(pgo_buf_t *b);
+void pgo_buf_free(pgo_buf_t *b);
+void pgo_buf_reset(pgo_buf_t *b);
+bool pgo_buf_reserve(pgo_buf_t *b, size_t extra);
+void pgo_buf_append(pgo_buf_t *b, const char *s, size_t n);
+void pgo_buf_puts(pgo_buf_t *b, const char *s);
+void pgo_buf_printf(pgo_buf_t *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Appends s as a JSON string literal (with quotes). */
+void pgo_buf_json_str(pgo_buf_t *b, const char *s);
+/* Appends s as an element of a PostgreSQL array literal ("..." or NULL). */
+void pgo_buf_array_elem(pgo_buf_t *b, const char *s);
+
+/* --- config: the typed view the modules read --- */
+
+typedef enum pgo_sink_kind { PGO_SINK_STDOUT = 0, PGO_SINK_EXEC = 1 } pgo_sink_kind_t;
+
+struct pgo_conf_values {
+	/* [database] */
+	char *db_url;              /* libpq conninfo or URL, passed through */
+	int64_t connect_timeout;   /* ms */
+	int64_t statement_timeout; /* ms */
+	int64_t lock_timeout;      /* ms */
+	int64_t idle_tx_timeout;   /* ms: idle_in_transaction_session_timeout */
+	/* [relay] */
+	char *queue;             /* queue table in schema pgoutbox */
+	char *name;              /* relay name in application_name and logs */
+	int sink;                /* pgo_sink_kind_t */
+	int batch;               /* events claimed per transaction */
+	int in_flight;           /* connections claiming at once */
+	bool listen;             /* LISTEN for wake-ups (else poll only) */
+	int64_t poll_interval;   /* ms: fallback poll */
+	int max_attempts;        /* then dead letters */
+	int64_t retry_base;      /* ms: first backoff */
+	int64_t retry_max;       /* ms: backoff ceiling */
+	int64_t reconnect_max;   /* ms: reconnect backoff ceiling */
+	int64_t stats_interval;  /* ms: periodic stats line; 0 = off */
+	/* [sink] */
+	char *exec_command;      /* sh -c command for the exec sink */
+	int64_t exec_timeout;    /* ms: a batch command is killed after this */
+	/* [log] */
+	int log_level;           /* pgo_log_level_t */
+};
+
+/* Read-only view of the typed values (valid until the next set/reload). */
+const struct pgo_conf_values *pgo_conf_values(const pgo_conf_t *conf);
+
+/* Parses a duration ("250ms", "30s", "5m", "1h", "0") into ms. */
+int pgo_parse_duration(const char *s, int64_t *ms, const char **why);
+
+/* --- retry --- */
+
+/* Backoff before attempt `attempt` (1 = first retry): base * 2^(attempt-1)
+ * capped at max, then "equal jitter": half fixed, half random.  rnd is a
+ * uniform value in [0,1). */
+int64_t pgo_backoff_ms(int attempt, int64_t base, int64_t max, double rnd);
+
+/* --- sinks --- */
+
+struct pgo_sink {
+	const pgo_sink_ops_t *ops;
+	void *priv;
+	char name[32];
+	char errmsg[512];
+};
+
+extern const pgo_sink_ops_t pgo_sink_stdout_ops;
+extern const pgo_sink_ops_t pgo_sink_exec_ops;
+
+/* The exec sink's configuration, copied at open. */
+struct pgo_exec_conf {
+	char *command;
+	int64_t timeout_ms;
+};
+int pgo_sink_exec_configure(pgo_sink_t *sink, const char *command,
+			    int64_t timeout_ms);
+
+/* --- schema --- */
+
+/* Reads the applied schema version (0 if none) on an idle connection. */
+int pgo_schema_read_version(PGconn *conn, int *version, pgo_error_t *err);
+/* The message for a version mismatch, or NULL when version matches. */
+int pgo_schema_verdict(int db_version, pgo_error_t *err);
+
+/* Channel a queue's producers notify and relays listen on. */
+#define PGO_CHANNEL_PREFIX "pgoutbox_"
+
+#endif /* PGO_INT_H */

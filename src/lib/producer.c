@@ -1,0 +1,267 @@
+/*
+ * producer.c — writing events inside the caller's transaction.
+ *
+ * pgo_send() runs a prepared INSERT on the caller's connection, so the
+ * event commits or rolls back with the caller's business rows; the
+ * statement trigger on the queue table issues the wake-up NOTIFY, which
+ * PostgreSQL delivers only at COMMIT.  pgo_send_bulk() streams many events
+ * through one COPY, which fires the same statement trigger once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pgo_int.h"
+
+struct pgo_producer {
+	PGconn *conn;         /* borrowed from the caller */
+	char queue[64];       /* validated identifier */
+	char stmt[96];        /* prepared statement name on conn */
+	bool prepared;        /* stmt known to exist on conn */
+	pgo_buf_t copy;       /* COPY data being assembled */
+	char errmsg[512];     /* last error */
+};
+
+static int fail(pgo_producer_t *p, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(pgo_producer_t *p, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(p->errmsg, sizeof(p->errmsg), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+pgo_producer_t *pgo_producer_new(PGconn *conn, const char *queue,
+				 pgo_error_t *err)
+{
+	pgo_producer_t *p;
+
+	if (!queue)
+		queue = "outbox";
+	if (!conn) {
+		pgo_error_set(err, PGO_ERR_INVALID, 0, "no connection given");
+		return NULL;
+	}
+	if (pgo_ident_check(queue, err) != PGO_OK)
+		return NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
+		return NULL;
+	}
+	p->conn = conn;
+	snprintf(p->queue, sizeof(p->queue), "%s", queue);
+	snprintf(p->stmt, sizeof(p->stmt), "pgoutbox_send_%s", queue);
+	pgo_buf_init(&p->copy);
+	pgo_error_clear(err);
+	return p;
+}
+
+void pgo_producer_destroy(pgo_producer_t *p)
+{
+	if (!p)
+		return;
+	pgo_buf_free(&p->copy);
+	free(p);
+}
+
+const char *pgo_producer_errmsg(const pgo_producer_t *p)
+{
+	return p ? p->errmsg : "no producer";
+}
+
+/* Checks what can be checked without a round trip. */
+static int check_msg(pgo_producer_t *p, const pgo_msg_t *m, size_t i)
+{
+	size_t n;
+
+	if (!m->topic || !*m->topic)
+		return fail(p, PGO_ERR_INVALID, "event %zu: topic is empty", i);
+	if (!m->type)
+		return fail(p, PGO_ERR_INVALID, "event %zu: type is NULL", i);
+	if (!m->payload)
+		return fail(p, PGO_ERR_INVALID,
+			    "event %zu: payload is NULL (send \"null\")", i);
+	n = strlen(m->payload);
+	if (n > PGO_MAX_PAYLOAD)
+		return fail(p, PGO_ERR_INVALID,
+			    "event %zu: payload is %zu bytes, the limit is %d",
+			    i, n, PGO_MAX_PAYLOAD);
+	return PGO_OK;
+}
+
+/* Makes sure the INSERT is prepared on this connection.  A lookup in
+ * pg_prepared_statements cannot fail the caller's transaction the way a
+ * blind EXECUTE of a missing statement would. */
+static int ensure_prepared(pgo_producer_t *p)
+{
+	const char *name = p->stmt;
+	char sql[256];
+	PGresult *res;
+	bool exists;
+
+	if (p->prepared)
+		return PGO_OK;
+	res = PQexecParams(p->conn,
+			   "SELECT 1 FROM pg_prepared_statements "
+			   "WHERE name = $1",
+			   1, NULL, &name, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		fail(p, PGO_ERR_DB, "send: %s", pgo_pq_msg(p->conn, res));
+		PQclear(res);
+		return PGO_ERR_DB;
+	}
+	exists = PQntuples(res) > 0;
+	PQclear(res);
+	if (!exists) {
+		snprintf(sql, sizeof(sql),
+			 "INSERT INTO pgoutbox.\"%s\" "
+			 "(topic, key, type, payload, headers) "
+			 "VALUES ($1, $2, $3, $4::jsonb, "
+			 "coalesce($5::jsonb, '{}')) RETURNING id",
+			 p->queue);
+		res = PQprepare(p->conn, p->stmt, sql, 5, NULL);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			fail(p, PGO_ERR_DB, "send: preparing: %s",
+			     pgo_pq_msg(p->conn, res));
+			PQclear(res);
+			return PGO_ERR_DB;
+		}
+		PQclear(res);
+	}
+	p->prepared = true;
+	return PGO_OK;
+}
+
+int pgo_send(pgo_producer_t *p, const pgo_msg_t *msg, int64_t *id)
+{
+	const char *params[5];
+	PGresult *res;
+	int rc;
+
+	if (!p || !msg)
+		return PGO_ERR_INVALID;
+	rc = check_msg(p, msg, 0);
+	if (rc != PGO_OK)
+		return rc;
+	rc = ensure_prepared(p);
+	if (rc != PGO_OK)
+		return rc;
+	params[0] = msg->topic;
+	params[1] = msg->key;
+	params[2] = msg->type;
+	params[3] = msg->payload;
+	params[4] = msg->headers;
+	res = PQexecPrepared(p->conn, p->stmt, 5, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		fail(p, PGO_ERR_DB, "send: %s", pgo_pq_msg(p->conn, res));
+		PQclear(res);
+		return PGO_ERR_DB;
+	}
+	if (id)
+		*id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	p->errmsg[0] = '\0';
+	return PGO_OK;
+}
+
+/* Appends one COPY text-format field: backslash escapes, \N for NULL. */
+static void copy_field(pgo_buf_t *b, const char *s, char end)
+{
+	if (!s) {
+		pgo_buf_append(b, "\\N", 2);
+	} else {
+		const char *run = s;
+
+		for (; *s; s++) {
+			const char *esc = NULL;
+
+			switch (*s) {
+			case '\\': esc = "\\\\"; break;
+			case '\t': esc = "\\t"; break;
+			case '\n': esc = "\\n"; break;
+			case '\r': esc = "\\r"; break;
+			default: continue;
+			}
+			pgo_buf_append(b, run, (size_t)(s - run));
+			pgo_buf_append(b, esc, 2);
+			run = s + 1;
+		}
+		pgo_buf_append(b, run, (size_t)(s - run));
+	}
+	pgo_buf_append(b, &end, 1);
+}
+
+/* Drains the results of a COPY that failed or finished. */
+static int copy_finish(pgo_producer_t *p, int rc)
+{
+	PGresult *res;
+
+	while ((res = PQgetResult(p->conn)) != NULL) {
+		if (PQresultStatus(res) != PGRES_COMMAND_OK && rc == PGO_OK)
+			rc = fail(p, PGO_ERR_DB, "send_bulk: %s",
+				  pgo_pq_msg(p->conn, res));
+		PQclear(res);
+	}
+	return rc;
+}
+
+int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n)
+{
+	char sql[160];
+	PGresult *res;
+	int rc = PGO_OK;
+
+	if (!p || (!msgs && n))
+		return PGO_ERR_INVALID;
+	if (n == 0)
+		return PGO_OK;
+	for (size_t i = 0; i < n; i++) {
+		rc = check_msg(p, &msgs[i], i);
+		if (rc != PGO_OK)
+			return rc;
+	}
+	snprintf(sql, sizeof(sql),
+		 "COPY pgoutbox.\"%s\" (topic, key, type, payload, headers) "
+		 "FROM STDIN",
+		 p->queue);
+	res = PQexec(p->conn, sql);
+	if (PQresultStatus(res) != PGRES_COPY_IN) {
+		fail(p, PGO_ERR_DB, "send_bulk: %s", pgo_pq_msg(p->conn, res));
+		PQclear(res);
+		return PGO_ERR_DB;
+	}
+	PQclear(res);
+	pgo_buf_reset(&p->copy);
+	for (size_t i = 0; i < n && rc == PGO_OK; i++) {
+		const pgo_msg_t *m = &msgs[i];
+
+		copy_field(&p->copy, m->topic, '\t');
+		copy_field(&p->copy, m->key, '\t');
+		copy_field(&p->copy, m->type, '\t');
+		copy_field(&p->copy, m->payload, '\t');
+		copy_field(&p->copy, m->headers ? m->headers : "{}", '\n');
+		if (p->copy.oom)
+			rc = fail(p, PGO_ERR_NOMEM, "send_bulk: out of memory");
+		else if (p->copy.len >= 256 * 1024 || i + 1 == n) {
+			if (PQputCopyData(p->conn, p->copy.data,
+					  (int)p->copy.len) != 1)
+				rc = fail(p, PGO_ERR_DB, "send_bulk: %s",
+					  pgo_pq_msg(p->conn, NULL));
+			pgo_buf_reset(&p->copy);
+		}
+	}
+	if (PQputCopyEnd(p->conn, rc == PGO_OK ? NULL : p->errmsg) != 1 &&
+	    rc == PGO_OK)
+		rc = fail(p, PGO_ERR_DB, "send_bulk: %s",
+			  pgo_pq_msg(p->conn, NULL));
+	rc = copy_finish(p, rc);
+	if (p->copy.cap > 1024 * 1024)
+		pgo_buf_free(&p->copy);
+	if (rc == PGO_OK)
+		p->errmsg[0] = '\0';
+	return rc;
+}

@@ -1,0 +1,99 @@
+/*
+ * status.c — the operator's view of a queue: what is pending (per topic,
+ * with the age of the oldest event and how many are waiting for a retry),
+ * the dead letters, and which relays are connected right now.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pgo_int.h"
+
+/* Runs a query with one text parameter; NULL (and err filled) on error. */
+static PGresult *query(PGconn *conn, const char *sql, const char *param,
+		       pgo_error_t *err)
+{
+	PGresult *res = PQexecParams(conn, sql, param ? 1 : 0, NULL,
+				     param ? &param : NULL, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		pgo_error_set(err, PGO_ERR_DB, 1, "status: %s",
+			      pgo_pq_msg(conn, res));
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
+
+int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
+		     pgo_error_t *err)
+{
+	char sql[640];
+	PGresult *res;
+	int rc;
+
+	if (!queue)
+		queue = "outbox";
+	rc = pgo_ident_check(queue, err);
+	if (rc != PGO_OK)
+		return rc;
+	rc = pgo_schema_check(conn, err);
+	if (rc != PGO_OK)
+		return rc;
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT topic, count(*), "
+		 "coalesce(to_char(extract(epoch FROM now() - min(created_at)), "
+		 "'FM9999999990.000'), '0'), "
+		 "count(*) FILTER (WHERE run_at > now()), "
+		 "count(*) FILTER (WHERE attempts > 0) "
+		 "FROM pgoutbox.\"%s\" GROUP BY topic ORDER BY 2 DESC, 1",
+		 queue);
+	res = query(conn, sql, NULL, err);
+	if (!res)
+		return PGO_ERR_DB;
+	fprintf(out, "queue %s\n", queue);
+	if (PQntuples(res) == 0)
+		fprintf(out, "  pending: none\n");
+	else
+		fprintf(out, "  %-32s %10s %12s %9s %9s\n", "topic",
+			"pending", "oldest (s)", "delayed", "retried");
+	for (int i = 0; i < PQntuples(res); i++)
+		fprintf(out, "  %-32s %10s %12s %9s %9s\n",
+			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3),
+			PQgetvalue(res, i, 4));
+	PQclear(res);
+
+	res = query(conn,
+		    "SELECT count(*), coalesce(max(failed_at)::text, '-'), "
+		    "coalesce((array_agg(last_error ORDER BY failed_at DESC))"
+		    "[1], '-') FROM pgoutbox.dead_letters WHERE queue = $1",
+		    queue, err);
+	if (!res)
+		return PGO_ERR_DB;
+	fprintf(out, "  dead letters: %s", PQgetvalue(res, 0, 0));
+	if (strcmp(PQgetvalue(res, 0, 0), "0") != 0)
+		fprintf(out, " (latest %s: %.120s)", PQgetvalue(res, 0, 1),
+			PQgetvalue(res, 0, 2));
+	fputc('\n', out);
+	PQclear(res);
+
+	res = query(conn,
+		    "SELECT application_name, pid, coalesce(client_addr::text, "
+		    "'local'), date_trunc('second', now() - backend_start), "
+		    "state FROM pg_stat_activity WHERE datname = "
+		    "current_database() AND application_name LIKE "
+		    "'pgoutbox relay%' ORDER BY backend_start",
+		    NULL, err);
+	if (!res)
+		return PGO_ERR_DB;
+	fprintf(out, "  relay connections: %d\n", PQntuples(res));
+	for (int i = 0; i < PQntuples(res); i++)
+		fprintf(out, "    %-32s pid %-8s %-16s up %-10s %s\n",
+			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3),
+			PQgetvalue(res, i, 4));
+	PQclear(res);
+	pgo_error_clear(err);
+	return PGO_OK;
+}

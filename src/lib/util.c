@@ -1,0 +1,373 @@
+/*
+ * util.c — the small shared pieces: error codes and messages, the log
+ * callback, clocks, the per-batch arena and a growable text buffer with the
+ * two escapers the wire formats need (JSON strings, PostgreSQL array
+ * elements).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pgo_int.h"
+
+/* --- errors --- */
+
+const char *pgo_strerror(int code)
+{
+	switch (code) {
+	case PGO_OK: return "success";
+	case PGO_ERR_NOMEM: return "out of memory";
+	case PGO_ERR_INVALID: return "invalid input";
+	case PGO_ERR_CONFIG: return "configuration error";
+	case PGO_ERR_DB: return "database error";
+	case PGO_ERR_SCHEMA: return "schema mismatch";
+	case PGO_ERR_SINK: return "sink error";
+	case PGO_ERR_IO: return "I/O error";
+	case PGO_ERR_CONNECT: return "cannot connect to PostgreSQL";
+	case PGO_ERR_AGAIN: return "operation in progress";
+	default: return "unknown error";
+	}
+}
+
+int pgo_error_set(pgo_error_t *err, int code, int retriable, const char *fmt,
+		  ...)
+{
+	if (err) {
+		va_list ap;
+
+		err->code = code;
+		err->retriable = retriable;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+void pgo_error_clear(pgo_error_t *err)
+{
+	if (err) {
+		err->code = PGO_OK;
+		err->retriable = 0;
+		err->msg[0] = '\0';
+	}
+}
+
+const char *pgo_pq_msg(const PGconn *conn, const PGresult *res)
+{
+	static __thread char line[512];
+	const char *m = NULL;
+	size_t n;
+
+	if (res)
+		m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	if (!m && res)
+		m = PQresultErrorMessage(res);
+	if ((!m || !*m) && conn)
+		m = PQerrorMessage(conn);
+	if (!m || !*m)
+		m = "unknown error";
+	/* libpq messages may span lines ("ERROR:  x\nDETAIL: ..."): keep one. */
+	snprintf(line, sizeof(line), "%s", m);
+	n = strcspn(line, "\n");
+	line[n] = '\0';
+	return line;
+}
+
+/* --- log --- */
+
+static pgo_log_fn log_fn;
+static void *log_ctx;
+pgo_log_level_t pgo_log_max = PGO_LOG_INFO;
+
+void pgo_log_set(pgo_log_fn fn, void *ctx, pgo_log_level_t max_level)
+{
+	log_fn = fn;
+	log_ctx = ctx;
+	pgo_log_max = fn ? max_level : PGO_LOG_ERROR;
+}
+
+int pgo_log_level_parse(const char *s)
+{
+	static const char *names[] = {"error", "warn", "info", "debug"};
+
+	for (int i = 0; i < 4; i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+void pgo_log_emit(pgo_log_level_t level, const char *subject, const char *fmt,
+		  ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	if (!log_fn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_fn(log_ctx, level, subject, msg);
+}
+
+/* --- time --- */
+
+int64_t pgo_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t pgo_wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* --- arena --- */
+
+struct chunk {
+	struct chunk *next;
+	size_t size;
+	size_t used;
+	max_align_t data[]; /* aligned storage */
+};
+
+struct pgo_arena {
+	struct chunk *head; /* newest first; the last one is kept on reset */
+	size_t chunk;
+};
+
+static struct chunk *chunk_new(size_t size)
+{
+	struct chunk *c = malloc(sizeof(*c) + size);
+
+	if (c) {
+		c->next = NULL;
+		c->size = size;
+		c->used = 0;
+	}
+	return c;
+}
+
+pgo_arena_t *pgo_arena_new(size_t chunk)
+{
+	pgo_arena_t *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	a->chunk = chunk ? chunk : 8192;
+	a->head = chunk_new(a->chunk);
+	if (!a->head) {
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+void *pgo_arena_alloc(pgo_arena_t *a, size_t n)
+{
+	const size_t align = sizeof(max_align_t);
+	struct chunk *c = a->head;
+	void *p;
+
+	n = (n + align - 1) & ~(align - 1);
+	if (c->size - c->used < n) {
+		size_t size = n > a->chunk ? n : a->chunk;
+
+		c = chunk_new(size);
+		if (!c)
+			return NULL;
+		c->next = a->head;
+		a->head = c;
+	}
+	p = (char *)c->data + c->used;
+	c->used += n;
+	return p;
+}
+
+char *pgo_arena_strdup(pgo_arena_t *a, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = pgo_arena_alloc(a, n);
+
+	if (p)
+		memcpy(p, s, n);
+	return p;
+}
+
+void pgo_arena_reset(pgo_arena_t *a)
+{
+	while (a->head->next) {
+		struct chunk *c = a->head;
+
+		a->head = c->next;
+		free(c);
+	}
+	a->head->used = 0;
+}
+
+void pgo_arena_destroy(pgo_arena_t *a)
+{
+	if (!a)
+		return;
+	pgo_arena_reset(a);
+	free(a->head);
+	free(a);
+}
+
+/* --- buffer --- */
+
+void pgo_buf_init(pgo_buf_t *b)
+{
+	b->data = NULL;
+	b->len = 0;
+	b->cap = 0;
+	b->oom = false;
+}
+
+void pgo_buf_free(pgo_buf_t *b)
+{
+	free(b->data);
+	pgo_buf_init(b);
+}
+
+void pgo_buf_reset(pgo_buf_t *b)
+{
+	b->len = 0;
+	b->oom = false;
+	if (b->data)
+		b->data[0] = '\0';
+}
+
+bool pgo_buf_reserve(pgo_buf_t *b, size_t extra)
+{
+	size_t need = b->len + extra + 1;
+	size_t cap;
+	char *p;
+
+	if (b->oom)
+		return false;
+	if (need <= b->cap)
+		return true;
+	cap = b->cap ? b->cap : 256;
+	while (cap < need)
+		cap *= 2;
+	p = realloc(b->data, cap);
+	if (!p) {
+		b->oom = true;
+		return false;
+	}
+	b->data = p;
+	b->cap = cap;
+	return true;
+}
+
+void pgo_buf_append(pgo_buf_t *b, const char *s, size_t n)
+{
+	if (!pgo_buf_reserve(b, n))
+		return;
+	memcpy(b->data + b->len, s, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+void pgo_buf_puts(pgo_buf_t *b, const char *s)
+{
+	pgo_buf_append(b, s, strlen(s));
+}
+
+void pgo_buf_printf(pgo_buf_t *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || !pgo_buf_reserve(b, (size_t)n))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+void pgo_buf_json_str(pgo_buf_t *b, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s;
+
+	/* Worst case: every byte becomes \u00XX. */
+	if (!pgo_buf_reserve(b, strlen(s) * 6 + 2))
+		return;
+	b->data[b->len++] = '"';
+	for (; *p; p++) {
+		unsigned char c = *p;
+		char *o = b->data + b->len;
+
+		if (c >= 0x20 && c != '"' && c != '\\') {
+			*o = (char)c;
+			b->len++;
+			continue;
+		}
+		o[0] = '\\';
+		switch (c) {
+		case '"': o[1] = '"'; b->len += 2; break;
+		case '\\': o[1] = '\\'; b->len += 2; break;
+		case '\n': o[1] = 'n'; b->len += 2; break;
+		case '\r': o[1] = 'r'; b->len += 2; break;
+		case '\t': o[1] = 't'; b->len += 2; break;
+		default:
+			o[1] = 'u';
+			o[2] = '0';
+			o[3] = '0';
+			o[4] = hex[c >> 4];
+			o[5] = hex[c & 15];
+			b->len += 6;
+		}
+	}
+	b->data[b->len++] = '"';
+	b->data[b->len] = '\0';
+}
+
+void pgo_buf_array_elem(pgo_buf_t *b, const char *s)
+{
+	if (!s) {
+		pgo_buf_append(b, "NULL", 4);
+		return;
+	}
+	if (!pgo_buf_reserve(b, strlen(s) * 2 + 2))
+		return;
+	b->data[b->len++] = '"';
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			b->data[b->len++] = '\\';
+		b->data[b->len++] = *s;
+	}
+	b->data[b->len++] = '"';
+	b->data[b->len] = '\0';
+}
+
+/* --- retry --- */
+
+int64_t pgo_backoff_ms(int attempt, int64_t base, int64_t max, double rnd)
+{
+	int64_t d = base;
+
+	if (attempt < 1)
+		attempt = 1;
+	for (int i = 1; i < attempt && d < max; i++)
+		d *= 2;
+	if (d > max)
+		d = max;
+	if (d <= 0)
+		return 0;
+	return d / 2 + (int64_t)((double)(d - d / 2) * rnd);
+}

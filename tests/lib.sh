@@ -1,0 +1,69 @@
+# lib.sh — sourced by every integration test (tests/integration/t_*.sh).
+# tests/run.sh exports PGO_BIN (the binary under test), PG_DIR/PG_PORT
+# (a running cluster) and T_TMP (a scratch directory for this test).
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/pg.sh"
+
+PIDS=()
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+note() { echo "  $*" >&2; }
+
+# Creates a fresh database named after the test and migrates it.
+t_db() {
+	local name=${1:-$(basename "$0" .sh)}
+	PGOPTIONS='-c client_min_messages=warning' psql -XAtq "$(pg_url postgres)" -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
+	export DATABASE_URL
+	DATABASE_URL=$(pg_url "$name")
+	"$PGO_BIN" migrate >/dev/null 2>"$T_TMP/migrate.log" || { cat "$T_TMP/migrate.log" >&2; fail "migrate"; }
+}
+
+q() { psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" -c "$1"; }
+
+# Starts a relay in the background: stdout to $1, stderr to $1.log.
+# Prints nothing; the pid is in RELAY_PID and PIDS.
+start_relay() {
+	local out=$1; shift
+	PGOUTBOX_RELAY_STATS_INTERVAL=0 "$PGO_BIN" relay "$@" >"$out" 2>"$out.log" &
+	RELAY_PID=$!
+	PIDS+=("$RELAY_PID")
+}
+
+# Waits until a shell condition holds; fails after $1 seconds.
+wait_until() {
+	local secs=$1; shift
+	local end=$((SECONDS + secs))
+	until eval "$@"; do
+		[ $SECONDS -lt $end ] || fail "timed out after ${secs}s waiting for: $*"
+		sleep 0.05
+	done
+}
+
+pending() { q "SELECT count(*) FROM pgoutbox.outbox"; }
+
+# The event ids in NDJSON files, one per line, in file order.
+ids_of() { cat "$@" | grep -o '^{"id":[0-9]*' | cut -d: -f2; }
+
+# Stops a relay with SIGTERM and checks that it exits 0 within 10 s.
+stop_relay() {
+	local pid=$1 rc=0
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 200); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -0 "$pid" 2>/dev/null && fail "relay $pid did not stop within 10 s of SIGTERM"
+	wait "$pid" || rc=$?
+	[ "$rc" = 0 ] || fail "relay $pid exited $rc after SIGTERM"
+}
+
+cleanup_pids() {
+	for p in "${PIDS[@]:-}"; do
+		[ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
+	done
+}
+trap cleanup_pids EXIT

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# run.sh BUILD_DIR — runs every test: the cmocka unit tests of BUILD_DIR,
+# then each tests/integration/t_*.sh against a throwaway PostgreSQL
+# cluster started here.  Ends with the line "N passed, N failed".
+#   tests/run.sh build-asan              all tests
+#   tests/run.sh build-asan t_rollback   integration tests matching a pattern
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:?usage: tests/run.sh BUILD_DIR [PATTERN]}
+PATTERN=${2:-}
+ROOT=$(pwd)
+export PGO_BIN=$ROOT/$BUILD/pgoutbox
+[ -x "$PGO_BIN" ] || { echo "run.sh: $PGO_BIN not built" >&2; exit 2; }
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=86}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:exitcode=87}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan.supp:print_suppressions=0}
+
+passed=0
+failed=0
+failures=()
+
+TMP=$(mktemp -d /tmp/pgoutbox-test.XXXXXX)
+chmod 755 "$TMP"
+. scripts/pg.sh
+cleanup() { pg_stop; rm -rf "$TMP"; }
+trap cleanup EXIT
+
+if [ -z "$PATTERN" ]; then
+	echo "== unit tests"
+	for t in "$BUILD"/tests/test_*; do
+		[ -f "$t" ] && [ -x "$t" ] || continue
+		out=$("$t" 2>&1); rc=$?
+		p=$(grep -o '\[  PASSED  \] [0-9]* test' <<<"$out" | grep -o '[0-9]*' || true)
+		f=$(grep -o '\[  FAILED  \] [0-9]* test' <<<"$out" | grep -o '[0-9]*' || true)
+		p=${p:-0}; f=${f:-0}
+		if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+		passed=$((passed + p)); failed=$((failed + f))
+		printf '  %-28s %s passed, %s failed\n' "$(basename "$t")" "$p" "$f"
+		if [ "$f" != 0 ]; then
+			failures+=("$(basename "$t")")
+			echo "$out" | grep -v '^\[ \(RUN\|       OK\) ' | tail -n 40
+		fi
+	done
+fi
+
+echo "== integration tests (PostgreSQL $(pg_bindir | grep -o '[0-9]*' | head -1))"
+pg_start "$TMP/pg" fsync=off || { echo "run.sh: cannot start PostgreSQL" >&2; exit 2; }
+for t in tests/integration/t_*.sh; do
+	name=$(basename "$t" .sh)
+	[ -n "$PATTERN" ] && [[ "$name" != *$PATTERN* ]] && continue
+	export T_TMP="$TMP/$name"
+	mkdir -p "$T_TMP"; chmod 777 "$T_TMP"
+	start=$SECONDS
+	timeout -k 10 300 bash "$t" >"$T_TMP/output" 2>&1; rc=$?
+	if [ "$rc" = 0 ]; then
+		passed=$((passed + 1))
+		printf '  ok   %-34s %3ds\n' "$name" $((SECONDS - start))
+	else
+		failed=$((failed + 1)); failures+=("$name")
+		printf '  FAIL %-34s %3ds (exit %s)\n' "$name" $((SECONDS - start)) "$rc"
+		sed 's/^/       | /' "$T_TMP/output" | tail -n 60
+		for log in "$T_TMP"/*.log; do
+			[ -f "$log" ] || continue
+			echo "       -- $(basename "$log") (last lines)"
+			tail -n 15 "$log" | sed 's/^/       | /'
+		done
+	fi
+	grep -h '^  ' "$T_TMP/output" | sed 's/^/       /' || true
+done
+
+echo
+[ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,203 @@
+/*
+ * test_util.c — table-driven tests of the small pure pieces: retry
+ * backoff, identifier checks, the JSON and array escapers, NDJSON lines.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pgo_int.h"
+
+static void test_backoff(void **state)
+{
+	static const struct {
+		int attempt;
+		int64_t base, max;
+		double rnd;
+		int64_t want;
+	} cases[] = {
+		/* equal jitter: half fixed, half random */
+		{1, 1000, 300000, 0.0, 500},
+		{1, 1000, 300000, 0.999999, 999},
+		{2, 1000, 300000, 0.0, 1000},
+		{3, 1000, 300000, 0.5, 3000},
+		{10, 1000, 300000, 0.0, 150000},  /* 512 s capped at 300 s */
+		{40, 1000, 300000, 0.0, 150000},  /* no overflow */
+		{0, 1000, 300000, 0.0, 500},      /* treated as 1 */
+		{5, 0, 300000, 0.7, 0},           /* no delay configured */
+		{3, 250, 1000, 1.0 - 1e-9, 999},  /* 1000 capped, top end */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int64_t got = pgo_backoff_ms(cases[i].attempt, cases[i].base,
+					     cases[i].max, cases[i].rnd);
+
+		if (got != cases[i].want)
+			fail_msg("case %zu: attempt %d -> %lld, want %lld", i,
+				 cases[i].attempt, (long long)got,
+				 (long long)cases[i].want);
+	}
+}
+
+static void test_ident(void **state)
+{
+	static const struct {
+		const char *name;
+		int ok;
+		const char *msg; /* substring of the error */
+	} cases[] = {
+		{"outbox", 1, NULL},
+		{"_emails2", 1, NULL},
+		{"a", 1, NULL},
+		{"", 0, "must not be empty"},
+		{"Outbox", 0, "must start with a lower-case letter"},
+		{"9lives", 0, "must start with a lower-case letter"},
+		{"out-box", 0, "'-' at position 4"},
+		{"x; DROP TABLE y", 0, "';' at position 2"},
+		{"a\"b", 0, "'\"' at position 2"},
+		{"pg_catalog", 0, "must not start with pg_"},
+		{"abcdefghijabcdefghijabcdefghijabcdefghijabcdefgh", 1, NULL},
+		{"abcdefghijabcdefghijabcdefghijabcdefghijabcdefghi", 0,
+		 "49 characters long; the limit is 48"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		pgo_error_t err;
+		int rc = pgo_ident_check(cases[i].name, &err);
+
+		if (cases[i].ok) {
+			assert_int_equal(rc, PGO_OK);
+		} else {
+			assert_int_equal(rc, PGO_ERR_INVALID);
+			if (!strstr(err.msg, cases[i].msg))
+				fail_msg("case %zu: \"%s\" not in \"%s\"", i,
+					 cases[i].msg, err.msg);
+		}
+	}
+	assert_int_equal(pgo_ident_check(NULL, NULL), PGO_ERR_INVALID);
+}
+
+static void test_json_str(void **state)
+{
+	static const struct {
+		const char *in, *want;
+	} cases[] = {
+		{"plain", "\"plain\""},
+		{"", "\"\""},
+		{"a\"b\\c", "\"a\\\"b\\\\c\""},
+		{"line\nnext\ttab\r", "\"line\\nnext\\ttab\\r\""},
+		{"\x01\x1f", "\"\\u0001\\u001f\""},
+		{"caf\xc3\xa9", "\"caf\xc3\xa9\""}, /* UTF-8 passes through */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		pgo_buf_t b;
+
+		pgo_buf_init(&b);
+		pgo_buf_json_str(&b, cases[i].in);
+		assert_string_equal(b.data, cases[i].want);
+		pgo_buf_free(&b);
+	}
+}
+
+static void test_array_elem(void **state)
+{
+	pgo_buf_t b;
+
+	(void)state;
+	pgo_buf_init(&b);
+	pgo_buf_puts(&b, "{");
+	pgo_buf_array_elem(&b, "x");
+	pgo_buf_puts(&b, ",");
+	pgo_buf_array_elem(&b, NULL);
+	pgo_buf_puts(&b, ",");
+	pgo_buf_array_elem(&b, "{\"a\": \"q\\\"\"}");
+	pgo_buf_puts(&b, "}");
+	assert_string_equal(b.data,
+			    "{\"x\",NULL,\"{\\\"a\\\": \\\"q\\\\\\\"\\\"}\"}");
+	pgo_buf_free(&b);
+}
+
+static void test_ndjson(void **state)
+{
+	pgo_event_t ev = {
+		.id = 42,
+		.topic = "chat\"room",
+		.key = NULL,
+		.type = "message.sent",
+		.payload = "{\"text\": \"hi\"}",
+		.headers = "{}",
+		.created_at = "2026-11-30T16:53:33.123456Z",
+		.attempts = 2,
+	};
+	const char *want =
+		"{\"id\":42,\"topic\":\"chat\\\"room\",\"key\":null,"
+		"\"type\":\"message.sent\",\"payload\":{\"text\": \"hi\"},"
+		"\"headers\":{},\"created_at\":\"2026-11-30T16:53:33.123456Z\","
+		"\"attempts\":2}\n";
+	char buf[512], small[16];
+	size_t n;
+
+	(void)state;
+	n = pgo_event_ndjson(&ev, buf, sizeof(buf));
+	assert_int_equal(n, strlen(want));
+	assert_string_equal(buf, want);
+	/* Too small: returns the size needed, still NUL-terminated. */
+	n = pgo_event_ndjson(&ev, small, sizeof(small));
+	assert_int_equal(n, strlen(want));
+	assert_int_equal(strlen(small), sizeof(small) - 1);
+	ev.key = "user-7";
+	n = pgo_event_ndjson(&ev, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "\"key\":\"user-7\""));
+}
+
+static void test_duration(void **state)
+{
+	static const struct {
+		const char *in;
+		int ok;
+		int64_t ms;
+	} cases[] = {
+		{"0", 1, 0},         {"250ms", 1, 250}, {"30s", 1, 30000},
+		{"5m", 1, 300000},   {"1h", 1, 3600000}, {"30", 0, 0},
+		{"s", 0, 0},         {"-1s", 0, 0},     {"10x", 0, 0},
+		{"", 0, 0},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int64_t ms = -1;
+		const char *why = NULL;
+		int rc = pgo_parse_duration(cases[i].in, &ms, &why);
+
+		if (cases[i].ok) {
+			assert_int_equal(rc, PGO_OK);
+			assert_int_equal(ms, cases[i].ms);
+		} else {
+			if (rc == PGO_OK)
+				fail_msg("\"%s\" accepted", cases[i].in);
+			assert_non_null(why);
+		}
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_backoff),
+		cmocka_unit_test(test_ident),
+		cmocka_unit_test(test_json_str),
+		cmocka_unit_test(test_array_elem),
+		cmocka_unit_test(test_ndjson),
+		cmocka_unit_test(test_duration),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
