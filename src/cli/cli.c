@@ -170,6 +170,8 @@ int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 usage:
 	for (int i = 0; i < nflags; i++)
 		free(flags[i].flag);
+	pgo_conf_destroy(cli->conf);
+	cli->conf = NULL;
 	return EXIT_USAGE;
 }
 

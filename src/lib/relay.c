@@ -75,6 +75,7 @@ struct pgo_relay {
 	int64_t next_stats;
 	pgo_relay_stats_t stats;
 	pgo_relay_stats_t stats_last; /* at the previous stats line */
+	int64_t stats_last_at;       /* when that line was written */
 	unsigned rnd;                /* jitter state */
 	char errmsg[512];
 };
@@ -545,11 +546,11 @@ static void log_stats(pgo_relay_t *r, int64_t now)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	pgo_relay_stats_t *a = &r->stats, *b = &r->stats_last;
-	double secs = (double)v->stats_interval / 1000.0;
+	double secs = (double)(now - r->stats_last_at) / 1000.0;
 
 	pgo_log(PGO_LOG_INFO, r->subject,
 		"stats: published %llu (%.0f/s), retried %llu, dead %llu, "
-		"batches %llu, wake-ups %llu, reconnects %llu",
+		"batches %llu, notifications %llu, connections lost %llu",
 		(unsigned long long)a->published,
 		secs > 0 ? (double)(a->published - b->published) / secs : 0.0,
 		(unsigned long long)a->retried, (unsigned long long)a->dead,
@@ -557,7 +558,8 @@ static void log_stats(pgo_relay_t *r, int64_t now)
 		(unsigned long long)a->wakeups,
 		(unsigned long long)a->reconnects);
 	r->stats_last = *a;
-	r->next_stats = now + v->stats_interval;
+	r->stats_last_at = now;
+	r->next_stats = v->stats_interval ? now + v->stats_interval : 0;
 }
 
 static void do_reload(pgo_relay_t *r)
@@ -595,6 +597,7 @@ int pgo_relay_run(pgo_relay_t *r)
 	bool fatal = false;
 
 	r->kick = true;
+	r->stats_last_at = now;
 	r->next_poll = now + v->poll_interval;
 	r->next_stats = v->stats_interval ? now + v->stats_interval : 0;
 	pgo_log(PGO_LOG_INFO, r->subject,
