@@ -37,6 +37,11 @@ check: asan
 bench: build
 	bench/run.sh $(BUILD)
 
+# The chat scenario of issue 3: 20 seeded runs (SEED=n picks the first).
+.PHONY: chaos
+chaos: asan
+	tests/chaos/chat.sh --build $(ASAN_BUILD) --runs 20 $(if $(SEED),--seed $(SEED))
+
 install: build
 	meson install -C $(BUILD)
 

@@ -153,6 +153,12 @@ int pgo_schema_version(void);
  * conn must be idle (not inside a transaction). */
 int pgo_migrate(PGconn *conn, int *from, int *to, pgo_error_t *err);
 
+/* Like pgo_migrate(), stopping at version target (1 .. newest): for
+ * stepwise upgrades and for testing them.  A database already past target
+ * is left as it is. */
+int pgo_migrate_to(PGconn *conn, int target, int *from, int *to,
+		   pgo_error_t *err);
+
 /* Checks that the schema exists and matches this build: PGO_ERR_SCHEMA
  * with a message saying what to do when it is missing, older or newer. */
 int pgo_schema_check(PGconn *conn, pgo_error_t *err);
@@ -317,6 +323,324 @@ void pgo_relay_request_reload(pgo_relay_t *relay);
 
 void pgo_relay_get_stats(const pgo_relay_t *relay, pgo_relay_stats_t *out);
 const char *pgo_relay_errmsg(const pgo_relay_t *relay);
+
+/* --- inbox --- */
+
+/* The inbox drops duplicate deliveries on the consumer side: a message id
+ * is claimed once per logical consumer within a dedup window (7 days by
+ * default), in the same transaction as the message's effects.  Rows expire
+ * by dropping daily partitions (pgo_inbox_maintain), never by DELETE. */
+
+/* Claims message_id for consumer inside the caller's open transaction
+ * (PGO_ERR_INVALID when conn is not inside one).  *fresh is 1 for a first
+ * delivery and 0 for a duplicate.  Apply the message's effects in the same
+ * transaction and COMMIT: a rollback releases the claim, so the message is
+ * applied when it comes again.  On PGO_ERR_DB the transaction is aborted:
+ * roll it back; err->retriable says whether trying again may help.  Needs
+ * READ COMMITTED (the default) or SERIALIZABLE isolation. */
+int pgo_inbox_claim(PGconn *conn, const char *consumer,
+		    const char *message_id, int *fresh, pgo_error_t *err);
+
+/* Creates the inbox partitions of today and the next two days (UTC) and
+ * drops those wholly older than window (a PostgreSQL interval, e.g.
+ * "7 days"; NULL means 7 days).  Idempotent and safe from several
+ * processes.  Runs its own transaction: conn must be idle.  *created and
+ * *dropped (may be NULL) receive how many partitions were. */
+int pgo_inbox_maintain(PGconn *conn, const char *window, int *created,
+		       int *dropped, pgo_error_t *err);
+
+/* A message as a consumer's handler sees it: the fields of a stream entry
+ * written by the redis sink.  Strings are borrowed for the duration of the
+ * call; a missing field reads "" (payload "null", headers "{}"). */
+typedef struct pgo_inbox_msg {
+	const char *entry_id;   /* the Redis stream entry id */
+	const char *id;         /* the event id: the dedup key */
+	const char *topic;
+	const char *key;        /* "" when the event had none */
+	const char *type;
+	const char *payload;    /* JSON text */
+	const char *headers;    /* JSON text */
+	const char *created_at; /* RFC 3339, UTC */
+} pgo_inbox_msg_t;
+
+/* A C handler: applies msg on conn, inside the consumer's transaction that
+ * already holds the inbox claim.  Returns 0 to commit; anything else rolls
+ * back (the message comes again later) with a reason in errbuf. */
+typedef int (*pgo_inbox_handler_fn)(void *ctx, PGconn *conn,
+				    const pgo_inbox_msg_t *msg, char *errbuf,
+				    size_t errlen);
+
+/* What a consumer reads and how it handles it.  Start from
+ * pgo_consumer_opts_init(), then set the stream, the group and exactly one
+ * handler.  Strings are copied by pgo_consumer_new(). */
+typedef struct pgo_consumer_opts {
+	const char *db_url;       /* libpq conninfo or URL ("" = libpq env) */
+	const char *redis_url;    /* redis://[user:password@]host[:port][/db] */
+	const char *stream;       /* the stream to read */
+	const char *group;        /* consumer group; also the inbox's
+				   * consumer name, so the processes of a
+				   * group share deduplication */
+	const char *consumer;     /* name within the group; NULL: host name.
+				   * Keep it stable across restarts: a
+				   * restarted consumer re-reads its own
+				   * pending entries first */
+	const char *exec_command; /* handler: sh -c CMD, message JSON on
+				   * stdin, exit 0 = success */
+	const char *sql_function; /* handler: [schema.]func(payload jsonb),
+				   * called in the inbox transaction */
+	pgo_inbox_handler_fn handler; /* handler: a C function */
+	void *handler_ctx;
+	int64_t exec_timeout_ms;  /* the exec handler is killed after this */
+	int64_t claim_idle_ms;    /* XAUTOCLAIM entries idle this long */
+	int64_t block_ms;         /* XREADGROUP BLOCK */
+	int count;                /* entries read per call */
+	int max_attempts;         /* a failing entry is retried this often,
+				   * then skipped (left pending, logged) */
+	const char *start_id;     /* where a group created here starts:
+				   * "0" (the whole stream) or "$" */
+	const char *dedup_window; /* interval for pgo_inbox_maintain() */
+	int64_t maintain_interval_ms; /* how often to run it */
+	int64_t redis_timeout_ms;     /* a Redis reply, beyond BLOCK */
+	int64_t redis_connect_timeout_ms;
+	int64_t statement_timeout_ms; /* of the database session; 0 = none */
+	int exit_after_commit;    /* fault drills: stop right after this many
+				   * commits, before their XACK (0 = off) */
+} pgo_consumer_opts_t;
+
+/* Counters since the consumer started. */
+typedef struct pgo_consumer_stats {
+	uint64_t processed;  /* handled and committed (then acked) */
+	uint64_t duplicates; /* dropped by the inbox (acked) */
+	uint64_t failed;     /* handler or transaction failures, rolled
+			      * back; the entry stays pending */
+	uint64_t skipped;    /* gave up after max_attempts; left pending */
+	uint64_t trimmed;    /* pending entries Redis no longer had */
+	int drill_exit;      /* run() stopped for exit_after_commit */
+} pgo_consumer_stats_t;
+
+typedef struct pgo_consumer pgo_consumer_t;
+
+/* Fills opts with the defaults (claim_idle 30 s, block 1 s, count 100,
+ * max_attempts 10, start "0", window "7 days", maintenance hourly). */
+void pgo_consumer_opts_init(pgo_consumer_opts_t *opts);
+
+/* A consumer; NULL with *err filled for bad options or OOM. */
+pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *opts,
+				 pgo_error_t *err);
+void pgo_consumer_destroy(pgo_consumer_t *c);
+
+/* Reads and handles messages until a stop is requested, finishing the
+ * message at hand; returns PGO_OK then (or after the exit_after_commit
+ * drill).  For each message: BEGIN, inbox claim, handler (when fresh),
+ * COMMIT, then XACK; a failure rolls back and leaves the entry pending,
+ * to be retried before newer ones.  Losing Redis or PostgreSQL is not
+ * fatal: it reconnects with backoff.  Returns an error only for what
+ * retrying cannot fix (no inbox in the database, a refused URL). */
+int pgo_consumer_run(pgo_consumer_t *c);
+
+/* Async-signal-safe: asks run() to stop after the message at hand. */
+void pgo_consumer_request_stop(pgo_consumer_t *c);
+
+void pgo_consumer_get_stats(const pgo_consumer_t *c,
+			    pgo_consumer_stats_t *out);
+const char *pgo_consumer_errmsg(const pgo_consumer_t *c);
+
+/* --- queue --- */
+
+/* Work queues: tables pgoutbox.<name> with the outbox's columns plus a
+ * priority, a unique key and a lease epoch (see docs/queue.md). */
+
+/* Creates work queue name (pgo_ident_check rules) with shards shards
+ * (1..4096; 64 is the usual) in its own statement.  PGO_ERR_DB when it
+ * exists already. */
+int pgo_queue_create(PGconn *conn, const char *name, int shards,
+		     pgo_error_t *err);
+
+/* Options of one job; every field may be 0/NULL. */
+typedef struct pgo_job_opts {
+	const char *run_at;     /* timestamptz text; NULL = now */
+	int priority;           /* higher runs first */
+	const char *unique_key; /* at most one queued job per key: enqueueing
+				 * again returns the queued job's id */
+	const char *topic;      /* NULL = "job" */
+	const char *key;        /* aggregate id (shard), may be NULL */
+} pgo_job_opts_t;
+
+typedef struct pgo_enqueuer pgo_enqueuer_t;
+
+/* An enqueuer writing into work queue `queue` through the caller's
+ * connection (borrowed: it must outlive the enqueuer and stay blocking).
+ * NULL on OOM or a bad name (*err says which). */
+pgo_enqueuer_t *pgo_enqueuer_new(PGconn *conn, const char *queue,
+				 pgo_error_t *err);
+void pgo_enqueuer_destroy(pgo_enqueuer_t *q);
+
+/* Enqueues one job (payload: JSON text) inside whatever transaction the
+ * caller has open, through a statement prepared once on the connection;
+ * workers are woken at COMMIT.  *id (may be NULL) receives the job id, or
+ * with opts->unique_key the id of the job already queued under that key.
+ * On PGO_ERR_DB the caller's transaction is aborted: roll it back. */
+int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
+		const pgo_job_opts_t *opts, int64_t *id);
+const char *pgo_enqueuer_errmsg(const pgo_enqueuer_t *q);
+
+/* Operator commands (each its own statement; output for humans). */
+int pgo_queue_list(PGconn *conn, FILE *out, pgo_error_t *err);
+int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
+		    pgo_error_t *err);
+/* The newest `limit` dead letters of a queue with their errors. */
+int pgo_queue_dead(PGconn *conn, const char *queue, int limit, FILE *out,
+		   pgo_error_t *err);
+/* Moves dead letter id back into its queue (same id, attempts 0). */
+int pgo_queue_retry(PGconn *conn, const char *queue, int64_t id,
+		    pgo_error_t *err);
+/* Deletes every job of the queue (dead: its dead letters instead);
+ * *count (may be NULL) receives how many. */
+int pgo_queue_purge(PGconn *conn, const char *queue, int dead,
+		    int64_t *count, pgo_error_t *err);
+
+/* --- worker --- */
+
+/* One leased job as a handler sees it; strings are borrowed for the call. */
+typedef struct pgo_job {
+	int64_t id;
+	int64_t epoch;       /* the lease's fencing token */
+	int attempt;         /* 1 for the first run */
+	const char *queue;
+	const char *topic;
+	const char *key;     /* may be NULL */
+	const char *payload; /* JSON text */
+} pgo_job_t;
+
+/* A C handler: returns 0 when the job is done, anything else to fail it
+ * (errbuf, errlen bytes, may receive the reason).  It runs outside any
+ * transaction, in the worker's thread: the lease (opts.lease_ms) must
+ * outlast it, since heartbeats wait until it returns. */
+typedef int (*pgo_job_handler_fn)(void *ctx, const pgo_job_t *job,
+				  char *errbuf, size_t errlen);
+
+typedef struct pgo_worker_opts {
+	const char *queue;
+	const char *name;          /* locked_by; NULL: "<host>-<pid>" */
+	/* Exactly one handler: */
+	const char *exec_command;  /* sh -c CMD, payload on stdin */
+	const char *sql_function;  /* [schema.]func(payload jsonb), called
+				    * in the claim transaction */
+	pgo_job_handler_fn handler; /* a C function, run on `batch` jobs
+				     * per lease claim, one after the other */
+	void *handler_ctx;
+	int concurrency;           /* jobs (exec) or connections (sql) */
+	int batch;                 /* sql: jobs per transaction; callback:
+				    * jobs per lease claim */
+	int64_t lease_ms;          /* lease length; heartbeat every third */
+	int64_t timeout_ms;        /* exec: the process group is killed */
+	int max_attempts;          /* then dead letters */
+	int64_t retry_base_ms;     /* backoff: pgo_backoff_ms() */
+	int64_t retry_max_ms;
+	int64_t poll_interval_ms;  /* fallback poll besides LISTEN */
+	int64_t reap_interval_ms;  /* expired leases are returned this often */
+	int64_t stats_interval_ms; /* periodic stats line; 0 = off */
+} pgo_worker_opts_t;
+
+/* Counters since the worker started. */
+typedef struct pgo_worker_stats {
+	uint64_t done;   /* completed and deleted */
+	uint64_t failed; /* failed, scheduled for a retry */
+	uint64_t dead;   /* moved to dead letters */
+	uint64_t lost;   /* finished after the lease was lost: not counted */
+	uint64_t reaped; /* expired leases this worker returned */
+	uint64_t timeouts; /* exec handlers killed after timeout_ms */
+} pgo_worker_stats_t;
+
+typedef struct pgo_worker pgo_worker_t;
+
+/* Defaults: concurrency 1, batch 100, lease 30 s, timeout 25 s,
+ * max_attempts 10, backoff 1 s..5 min, poll 5 s, reap 5 s, stats off. */
+void pgo_worker_opts_init(pgo_worker_opts_t *opts);
+
+/* A worker connecting with conf's [database] keys (conf is borrowed and
+ * must outlive it; opts strings are copied).  NULL with *err filled for bad
+ * options or OOM. */
+pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
+			     const pgo_worker_opts_t *opts, pgo_error_t *err);
+void pgo_worker_destroy(pgo_worker_t *w);
+
+/* Claims and handles jobs until a stop is requested; then claims no more,
+ * lets running jobs finish (up to timeout_ms), records them and returns
+ * PGO_OK.  Losing PostgreSQL is not fatal (reconnect with backoff); an
+ * error is returned only for what retrying cannot fix. */
+int pgo_worker_run(pgo_worker_t *w);
+/* Async-signal-safe. */
+void pgo_worker_request_stop(pgo_worker_t *w);
+void pgo_worker_get_stats(const pgo_worker_t *w, pgo_worker_stats_t *out);
+const char *pgo_worker_errmsg(const pgo_worker_t *w);
+
+/* --- cron --- */
+
+/* Distributed cron (see docs/cron.md): schedules live in
+ * pgoutbox.cron_schedules; any number of scheduler instances may run, and
+ * each tick is enqueued exactly once by a compare-and-set on the
+ * schedule's last tick in the same transaction as the job. */
+
+typedef struct pgo_cron_schedule {
+	const char *name;    /* 1-100 of [A-Za-z0-9_.:-] */
+	const char *expr;    /* 5 or 6 fields, or @hourly etc. */
+	const char *tz;      /* IANA zone; NULL = UTC */
+	const char *queue;   /* a work queue */
+	const char *payload; /* JSON of the jobs; NULL = {} */
+	const char *overlap; /* "skip" (default): no tick while the previous
+			      * job is queued or running; "allow" */
+	const char *missed;  /* after downtime: "skip", "run_once"
+			      * (default), "catch_up" */
+	int catch_up_max;    /* catch_up: run at most this many missed */
+} pgo_cron_schedule_t;
+
+/* Adds (or replaces) a schedule; its ticks count from now.  The
+ * expression, zone, queue and policies are checked first and errors name
+ * the bad field ("cron \"61 * * * *\": minute field: ..."). */
+int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s,
+		 pgo_error_t *err);
+int pgo_cron_remove(PGconn *conn, const char *name, pgo_error_t *err);
+int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err);
+/* The newest `limit` recorded ticks of a schedule. */
+int pgo_cron_history(PGconn *conn, const char *name, int limit, FILE *out,
+		     pgo_error_t *err);
+
+typedef struct pgo_scheduler_opts {
+	const char *name;        /* in logs; NULL: "<host>-<pid>" */
+	int64_t grace_ms;        /* a tick later than this is "missed" and
+				  * follows the schedule's missed policy */
+	int64_t max_sleep_ms;    /* re-read the schedules at least this often */
+	int64_t clock_offset_ms; /* TEST ONLY: wake up this much later
+				  * (negative: earlier) than due, as a skewed
+				  * local clock would; ticks are still decided
+				  * by the database clock */
+	int64_t history_keep_ms; /* history older than this is deleted */
+} pgo_scheduler_opts_t;
+
+typedef struct pgo_scheduler_stats {
+	uint64_t fired;      /* jobs enqueued */
+	uint64_t skipped;    /* ticks recorded as skipped */
+	uint64_t lost_races; /* ticks another instance handled first */
+} pgo_scheduler_stats_t;
+
+typedef struct pgo_scheduler pgo_scheduler_t;
+
+/* Defaults: grace 10 s, max sleep 1 s, no offset, history kept 7 days. */
+void pgo_scheduler_opts_init(pgo_scheduler_opts_t *opts);
+/* conf (its [database] keys) is borrowed and must outlive the scheduler. */
+pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
+				   const pgo_scheduler_opts_t *opts,
+				   pgo_error_t *err);
+void pgo_scheduler_destroy(pgo_scheduler_t *s);
+/* Fires due ticks until a stop is requested; reconnects when PostgreSQL
+ * goes away.  Returns PGO_OK after a stop. */
+int pgo_scheduler_run(pgo_scheduler_t *s);
+/* Async-signal-safe. */
+void pgo_scheduler_request_stop(pgo_scheduler_t *s);
+void pgo_scheduler_get_stats(const pgo_scheduler_t *s,
+			     pgo_scheduler_stats_t *out);
+const char *pgo_scheduler_errmsg(const pgo_scheduler_t *s);
 
 /* --- status --- */
 

@@ -67,3 +67,40 @@ cleanup_pids() {
 	done
 }
 trap cleanup_pids EXIT
+
+# Ordered-mode fixtures: 200 aggregates and a producer procedure that, per
+# event, bumps one aggregate's version and sends the event in the same
+# transaction, so writers of one key are serialized (DESIGN.md).
+make_aggregates() {
+	psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" >/dev/null <<'SQL'
+CREATE TABLE agg (key text PRIMARY KEY, version int NOT NULL DEFAULT 0);
+INSERT INTO agg (key) SELECT 'k' || i FROM generate_series(1, 200) i;
+CREATE PROCEDURE produce(seconds float8, pause float8) LANGUAGE plpgsql AS $$
+DECLARE
+    k text;
+    v int;
+    stop timestamptz := clock_timestamp() + seconds * interval '1 second';
+BEGIN
+    WHILE clock_timestamp() < stop LOOP
+        k := 'k' || (1 + floor(random() * 200))::int;
+        UPDATE agg SET version = version + 1 WHERE key = k RETURNING version INTO v;
+        PERFORM pgoutbox.send('agg', k, 'agg.changed', jsonb_build_object('v', v));
+        COMMIT;
+        IF pause > 0 THEN PERFORM pg_sleep(pause); END IF;
+    END LOOP;
+END $$;
+SQL
+}
+
+# Starts a producer session in the background for $1 seconds.
+start_producer() {
+	psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" -c "CALL produce($1, ${2:-0.0005})" >/dev/null 2>"$T_TMP/producer.$RANDOM.log" &
+	PIDS+=("$!")
+	PRODUCERS+=("$!")
+}
+
+# Shard leases held now in the queue's namespace, per backend pid.
+lease_count() {
+	q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted
+	   AND classid = pgoutbox.lease_ns('outbox')::oid AND objid::bigint < 4096"
+}

@@ -67,5 +67,14 @@ int cmd_send(int argc, char **argv);
 int cmd_relay(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_consume(int argc, char **argv);
+int cmd_inbox(int argc, char **argv);
+int cmd_queue(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
+int cmd_cron(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+/* Worker options from the [worker] keys of conf (strings borrowed). */
+void cli_worker_opts(const pgo_conf_t *conf, pgo_worker_opts_t *o);
 
 #endif

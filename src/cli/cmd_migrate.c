@@ -2,20 +2,30 @@
  * cmd_migrate.c — `pgoutbox migrate`: apply the embedded migrations.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli.h"
 
 static const char *const flags[] = {"--db", "--log-level", NULL};
 
+static const char *target_arg;
+
+static const cli_opt_t opts[] = {
+	{"--to", "VERSION", "stop at this schema version (default: newest)",
+	 &target_arg, NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
 static const cli_cmd_t cmd = {
 	.name = "migrate",
-	.usage = "usage: pgoutbox migrate [--db URL]",
+	.usage = "usage: pgoutbox migrate [--db URL] [--to VERSION]",
 	.summary = "Creates schema pgoutbox or upgrades it to this build's "
 		   "version.",
 	.details = "Idempotent and safe to run from several instances at once "
 		   "(one advisory lock,\none transaction).  A database whose "
 		   "schema is newer than this build is refused\nand left "
 		   "untouched.",
+	.opts = opts,
 	.flags = flags,
 };
 
@@ -36,7 +46,22 @@ int cmd_migrate(int argc, char **argv)
 		cli_free(&cli);
 		return EXIT_FAIL;
 	}
-	rc = pgo_migrate(conn, &from, &to, &err);
+	if (target_arg) {
+		char *end;
+		long t = strtol(target_arg, &end, 10);
+
+		if (*end || t < 1 || t > pgo_schema_version()) {
+			cli_error("migrate", "--to: \"%s\" is not a schema "
+				  "version (1 to %d)", target_arg,
+				  pgo_schema_version());
+			PQfinish(conn);
+			cli_free(&cli);
+			return EXIT_USAGE;
+		}
+		rc = pgo_migrate_to(conn, (int)t, &from, &to, &err);
+	} else {
+		rc = pgo_migrate(conn, &from, &to, &err);
+	}
 	PQfinish(conn);
 	cli_free(&cli);
 	if (rc != PGO_OK) {

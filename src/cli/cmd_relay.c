@@ -28,13 +28,16 @@ static void on_hup(int sig)
 }
 
 static const char *const flags[] = {
-	"--db", "--queue", "--name", "--sink", "--exec", "--exec-timeout",
+	"--db", "--queue", "--name", "--mode", "--poison", "--heartbeat",
+	"--sink", "--exec", "--exec-timeout",
+	"--redis", "--redis-stream", "--redis-maxlen", "--redis-timeout",
+	"--redis-wait",
 	"--batch", "--in-flight", "--listen", "--poll-interval",
 	"--max-attempts", "--log-level", NULL};
 
 static const cli_cmd_t cmd = {
 	.name = "relay",
-	.usage = "usage: pgoutbox relay [--sink stdout|exec] [--exec CMD] "
+	.usage = "usage: pgoutbox relay [--sink stdout|exec|redis] [--exec CMD] "
 		 "[--batch N] [options]",
 	.summary = "Relays committed events of a queue to a sink, at least "
 		   "once, deleting each\nevent only after the sink "
@@ -48,9 +51,25 @@ static const cli_cmd_t cmd = {
 		"          the batch; lines \"retry ID reason\" or \"dead ID "
 		"reason\" on its\n"
 		"          stdout fail single events; other exits retry "
-		"the batch.\n\n"
-		"Several relays may run at once: SKIP LOCKED gives each its "
-		"own events.\n"
+		"the batch.\n"
+		"  redis   XADD per event to the stream --redis-stream "
+		"(pgoutbox:{topic}) of\n"
+		"          --redis URL; an event is acked when Redis returns "
+		"its entry id.\n\n"
+		"Modes (--mode):\n"
+		"  ordered     (default) per-key order: keys hash to the "
+		"queue's shards and\n"
+		"              each relay connection leases a fair share of "
+		"them; relays\n"
+		"              rebalance as they come and go, and take over a "
+		"dead one's\n"
+		"              shards within a heartbeat or two.\n"
+		"  concurrent  FOR UPDATE SKIP LOCKED batches: fastest, no "
+		"order.\n"
+		"  strict      one global order: one relay leads, the others "
+		"stand by.\n\n"
+		"Several relays may run at once on one queue, all in the same "
+		"mode.\n"
 		"SIGTERM finishes the batch in flight and exits 0; SIGHUP "
 		"reloads --config.",
 	.flags = flags,

@@ -16,6 +16,12 @@ static const struct {
 	{"relay", cmd_relay, "relay committed events to a sink"},
 	{"status", cmd_status, "show pending events, dead letters, relays"},
 	{"config", cmd_config, "show the configuration or its reference"},
+	{"consume", cmd_consume, "apply a Redis stream exactly once (inbox)"},
+	{"inbox", cmd_inbox, "maintain the inbox's partitions"},
+	{"queue", cmd_queue, "create, inspect and purge work queues"},
+	{"worker", cmd_worker, "run the jobs of a work queue"},
+	{"cron", cmd_cron, "distributed cron: schedules and the scheduler"},
+	{"run", cmd_run, "relay, worker and cron scheduler from one config"},
 };
 
 static void usage(FILE *out)

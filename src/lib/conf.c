@@ -75,10 +75,20 @@ struct conf_key {
 #define HOURS(n)     (MINUTES(n) * 60)
 
 /* The names are the enums' values in order: index = enum value. */
-static const char *const sink_choices[] = {"stdout", "exec", NULL};
+static const char *const sink_choices[] = {"stdout", "exec", "redis",
+					   NULL};
 static const char *const level_choices[] = {"error", "warn", "info", "debug",
 					    NULL};
-_Static_assert(PGO_SINK_STDOUT == 0 && PGO_SINK_EXEC == 1,
+static const char *const mode_choices[] = {"concurrent", "ordered", "strict",
+					   NULL};
+static const char *const poison_choices[] = {"dead_letter", "halt", NULL};
+_Static_assert(PGO_MODE_CONCURRENT == 0 && PGO_MODE_ORDERED == 1 &&
+		       PGO_MODE_STRICT == 2,
+	       "mode_choices follows pgo_mode_t");
+_Static_assert(PGO_POISON_DEAD_LETTER == 0 && PGO_POISON_HALT == 1,
+	       "poison_choices follows pgo_poison_t");
+_Static_assert(PGO_SINK_STDOUT == 0 && PGO_SINK_EXEC == 1 &&
+		       PGO_SINK_REDIS == 2,
 	       "sink_choices follows pgo_sink_kind_t");
 _Static_assert(PGO_LOG_ERROR == 0 && PGO_LOG_WARN == 1 && PGO_LOG_INFO == 2 &&
 		       PGO_LOG_DEBUG == 3,
@@ -115,8 +125,23 @@ static const struct conf_key keys[] = {
 		 "empty: host-pid"},
 	{KEY("relay", "sink"), FIELD(sink), .type = T_ENUM, .def = "stdout",
 	 .choices = sink_choices, .flag = "--sink",
-	 .help = "Where events go: stdout (NDJSON) or exec (a command "
-		 "per batch)"},
+	 .help = "Where events go: stdout (NDJSON), exec (a command "
+		 "per batch) or redis (XADD to Redis Streams)"},
+	{KEY("relay", "mode"), FIELD(mode), .type = T_ENUM, .def = "ordered",
+	 .choices = mode_choices, .flag = "--mode",
+	 .help = "ordered: per-key order through shard leases; concurrent: "
+		 "SKIP LOCKED, no order, fastest; strict: one global order, "
+		 "one active relay"},
+	{KEY("relay", "poison"), FIELD(poison), .type = T_ENUM,
+	 .def = "dead_letter", .choices = poison_choices, .reloadable = true,
+	 .flag = "--poison",
+	 .help = "Ordered modes, an event out of attempts: dead_letter it "
+		 "and move on, or halt its shard until an operator acts"},
+	{KEY("relay", "heartbeat"), FIELD(heartbeat), .type = T_DURATION,
+	 .def = "500ms", .min = 50, .max = MINUTES(1), .reloadable = true,
+	 .flag = "--heartbeat",
+	 .help = "Ordered modes: how often a relay announces itself and "
+		 "rebalances shard leases"},
 	{KEY("relay", "batch"), FIELD(batch), .type = T_INT, .def = "500",
 	 .min = 1, .max = 10000, .reloadable = true, .flag = "--batch",
 	 .help = "Events claimed per transaction"},
@@ -155,6 +180,81 @@ static const struct conf_key keys[] = {
 	{KEY("sink", "exec_timeout"), FIELD(exec_timeout), .type = T_DURATION,
 	 .def = "30s", .min = 10, .max = HOURS(1), .flag = "--exec-timeout",
 	 .help = "Kill the exec sink's command after this long"},
+	{KEY("sink", "redis_url"), FIELD(redis_url), .type = T_STRING,
+	 .def = "redis://localhost:6379/0", .secret = true, .flag = "--redis",
+	 .help = "Redis of the redis sink and of consume: "
+		 "redis://[user:password@]host[:port][/db]"},
+	{KEY("sink", "redis_stream"), FIELD(redis_stream), .type = T_STRING,
+	 .def = "pgoutbox:{topic}", .flag = "--redis-stream",
+	 .help = "Stream an event is added to; {topic} and {queue} are "
+		 "replaced"},
+	{KEY("sink", "redis_maxlen"), FIELD(redis_maxlen), .type = T_INT,
+	 .def = "0", .min = 0, .max = 1000000000, .flag = "--redis-maxlen",
+	 .help = "XADD MAXLEN ~ N: trims old entries, read or not (0 = "
+		 "never trim)"},
+	{KEY("sink", "redis_timeout"), FIELD(redis_timeout),
+	 .type = T_DURATION, .def = "5s", .min = 10, .max = MINUTES(10),
+	 .flag = "--redis-timeout",
+	 .help = "A batch's XADD replies must arrive within this, or the "
+		 "connection is dropped"},
+	{KEY("sink", "redis_connect_timeout"), FIELD(redis_connect_timeout),
+	 .type = T_DURATION, .def = "2s", .min = 10, .max = MINUTES(1),
+	 .help = "Give up connecting to Redis (TCP, AUTH, SELECT) after "
+		 "this long"},
+	{KEY("sink", "redis_wait"), FIELD(redis_wait), .type = T_DURATION,
+	 .def = "0", .min = 0, .max = MINUTES(10), .flag = "--redis-wait",
+	 .help = "How long a batch waits for an unreachable Redis before it "
+		 "fails (0 = fail at once)"},
+
+	/* [worker] */
+	{KEY("worker", "queue"), FIELD(worker_queue), .type = T_STRING,
+	 .def = "",
+	 .help = "Work queue drained by pgoutbox run's worker (empty: no "
+		 "worker)"},
+	{KEY("worker", "exec_command"), FIELD(worker_exec), .type = T_STRING,
+	 .def = "",
+	 .help = "Worker handler: sh -c command per job, payload on stdin, "
+		 "exit 0 = done"},
+	{KEY("worker", "sql_function"), FIELD(worker_sql), .type = T_STRING,
+	 .def = "",
+	 .help = "Worker handler: [schema.]function(payload jsonb) called in "
+		 "the claim transaction"},
+	{KEY("worker", "concurrency"), FIELD(worker_concurrency), .type = T_INT,
+	 .def = "1", .min = 1, .max = 256,
+	 .help = "Jobs run at once (exec) or connections (sql)"},
+	{KEY("worker", "batch"), FIELD(worker_batch), .type = T_INT,
+	 .def = "100", .min = 1, .max = 10000,
+	 .help = "Jobs per transaction of the sql handler"},
+	{KEY("worker", "lease"), FIELD(worker_lease), .type = T_DURATION,
+	 .def = "30s", .min = SECONDS(1), .max = HOURS(24),
+	 .help = "Lease of a running job; heartbeats extend it every third"},
+	{KEY("worker", "timeout"), FIELD(worker_timeout), .type = T_DURATION,
+	 .def = "25s", .min = 10, .max = HOURS(24),
+	 .help = "An exec job's process group is killed after this long"},
+	{KEY("worker", "max_attempts"), FIELD(worker_max_attempts),
+	 .type = T_INT, .def = "10", .min = 1, .max = 1000,
+	 .help = "Runs tried before a job goes to dead letters"},
+	{KEY("worker", "retry_base"), FIELD(worker_retry_base),
+	 .type = T_DURATION, .def = "1s", .min = 1, .max = HOURS(1),
+	 .help = "Backoff before a job's first retry; doubles each attempt"},
+	{KEY("worker", "retry_max"), FIELD(worker_retry_max),
+	 .type = T_DURATION, .def = "5m", .min = 1, .max = HOURS(24),
+	 .help = "Ceiling of a job's retry backoff"},
+	{KEY("worker", "poll_interval"), FIELD(worker_poll_interval),
+	 .type = T_DURATION, .def = "5s", .min = 10, .max = HOURS(1),
+	 .help = "Worker polls this often when no wake-up arrives"},
+
+	/* [cron] */
+	{KEY("cron", "enabled"), FIELD(cron_enabled), .type = T_BOOL,
+	 .def = "off",
+	 .help = "pgoutbox run starts a cron scheduler"},
+	{KEY("cron", "grace"), FIELD(cron_grace), .type = T_DURATION,
+	 .def = "10s", .min = 0, .max = HOURS(24),
+	 .help = "A tick later than this counts as missed and follows its "
+		 "schedule's missed policy"},
+	{KEY("cron", "history_keep"), FIELD(cron_history_keep),
+	 .type = T_DURATION, .def = "168h", .min = 0, .max = HOURS(24 * 3650),
+	 .help = "Cron history older than this is deleted (0 = kept)"},
 
 	/* [log] */
 	{KEY("log", "level"), FIELD(log_level), .type = T_ENUM, .def = "info",

@@ -268,9 +268,9 @@ static void collect(pgo_conn_t *c, PGresult *r)
 		snprintf(c->round.sqlstate, sizeof(c->round.sqlstate), "%s",
 			 code ? code : "");
 		snprintf(c->round.err, sizeof(c->round.err), "%s",
-			 st == PGRES_PIPELINE_ABORTED
-				 ? "pipeline aborted"
-				 : pgo_pq_msg(c->pg, r));
+			 st == PGRES_PIPELINE_ABORTED ? "pipeline aborted"
+			 : st == PGRES_EMPTY_QUERY    ? "empty statement"
+						      : pgo_pq_msg(c->pg, r));
 	}
 	if (c->round.got < PGO_ROUND_MAX && !c->round.res[c->round.got])
 		c->round.res[c->round.got] = r;

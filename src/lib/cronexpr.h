@@ -4,16 +4,17 @@
  *
  * Syntax.  Five fields "min hour dom mon dow" or six with seconds first
  * "sec min hour dom mon dow", separated by runs of blanks.  A field is a
- * comma list of `*`, `n`, `a-b`, `*` /n, `a-b/n` and `a/n` (a to the field's
- * maximum).  Months JAN-DEC and days SUN-SAT may be named (any case); the
- * day of week is 0-7 with both 0 and 7 Sunday, and a range ending on
- * Sunday may be written FRI-SUN (5-0).  Macros: @yearly (@annually),
- * @monthly, @weekly, @daily (@midnight), @hourly; @every and @reboot are
- * refused.
+ * comma list of `*`, `n`, `a-b`, `a-b/n`, `a/n` (a to the field's
+ * maximum) and `*` followed by `/n`.  Months JAN-DEC and days SUN-SAT may
+ * be named (any case); the day of week is 0-7 with both 0 and 7 Sunday,
+ * and a range ending on Sunday may be written FRI-SUN (5-0).  Macros:
+ * @yearly (@annually), @monthly, @weekly, @daily (@midnight), @hourly;
+ * @every and @reboot are refused.
  *
  * Day matching (Vixie cron): when both day-of-month and day-of-week are
  * restricted, a day matches if EITHER does; when one of them starts with
- * `*` (including `*` /n, as in Vixie cron and cronie) both must match.
+ * `*` (a step over `*` included, as in Vixie cron and cronie) both must
+ * match.
  *
  * Time zones and daylight saving time.  A schedule reads the wall clock of
  * its zone.  Around a DST change:
@@ -23,12 +24,12 @@
  *    instant after the gap (02:30 on Europe/Berlin's spring-forward day
  *    fires at 03:00 CEST = 01:00 UTC), and a time that a fall-back overlap
  *    shows twice fires at its first occurrence only.
- *  - Schedules not pinned to hours (the hour field covers all 24 hours:
- *    `*`, `*` /1, 0-23, e.g. "*" "/15 * * * *" or "0 * * * *") follow
- *    real time: they fire at every real occurrence of a matching wall
- *    time, so twice in a repeated hour and never for times a gap skips
- *    (the hour after the gap still has its ticks).  A 15-minute job thus
- *    runs every 15 real minutes straight through both changes.
+ *  - Schedules not pinned to hours (the hour field covers all 24 hours,
+ *    e.g. every 15 minutes, or "0 * * * *") follow real time: they fire
+ *    at every real occurrence of a matching wall time, so twice in a
+ *    repeated hour and never for times a gap skips (the hour after the
+ *    gap has its own ticks).  A 15-minute job thus runs every 15 real
+ *    minutes straight through both changes.
  * This is what Vixie cron and cronie do for "fixed" and "wildcard" jobs.
  */
 #ifndef PGO_CRONEXPR_H
@@ -41,16 +42,16 @@
 
 /* A parsed expression: bit n set = value n matches. */
 typedef struct pgo_cron_expr {
-	uint64_t sec;     /* seconds 0-59 (bit 0 only for 5 fields) */
-	uint64_t min;     /* minutes 0-59 */
-	uint32_t hour;    /* hours 0-23 */
-	uint32_t dom;     /* days of month 1-31 */
-	uint16_t mon;     /* months 1-12 */
-	uint8_t dow;      /* days of week 0-6, 0 = Sunday (7 is folded to 0) */
+	uint64_t sec;	  /* seconds 0-59 (bit 0 only for 5 fields) */
+	uint64_t min;	  /* minutes 0-59 */
+	uint32_t hour;	  /* hours 0-23 */
+	uint32_t dom;	  /* days of month 1-31 */
+	uint16_t mon;	  /* months 1-12 */
+	uint8_t dow;	  /* days of week 0-6, 0 = Sunday (7 is folded to 0) */
 	bool has_seconds; /* written with 6 fields */
-	bool dom_star;    /* day-of-month field starts with '*' ... */
-	bool dow_star;    /* ... day-of-week too: for the Vixie OR rule */
-	char text[128];   /* the expression as given, blanks trimmed */
+	bool dom_star;	  /* day-of-month field starts with '*' ... */
+	bool dow_star;	  /* ... day-of-week too: for the Vixie OR rule */
+	char text[128];	  /* the expression as given, blanks trimmed */
 } pgo_cron_expr_t;
 
 /*

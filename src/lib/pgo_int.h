@@ -76,7 +76,24 @@ void pgo_buf_array_elem(pgo_buf_t *b, const char *s);
 
 /* --- config: the typed view the modules read --- */
 
-typedef enum pgo_sink_kind { PGO_SINK_STDOUT = 0, PGO_SINK_EXEC = 1 } pgo_sink_kind_t;
+typedef enum pgo_sink_kind {
+	PGO_SINK_STDOUT = 0,
+	PGO_SINK_EXEC = 1,
+	PGO_SINK_REDIS = 2
+} pgo_sink_kind_t;
+
+/* How a relay claims (relay.mode). */
+typedef enum pgo_mode {
+	PGO_MODE_CONCURRENT = 0, /* SKIP LOCKED batches, no order */
+	PGO_MODE_ORDERED = 1,    /* per-key order through shard leases */
+	PGO_MODE_STRICT = 2      /* one global order, one leader */
+} pgo_mode_t;
+
+/* What an ordered relay does with an event out of attempts. */
+typedef enum pgo_poison {
+	PGO_POISON_DEAD_LETTER = 0, /* dead-letter it, the key moves on */
+	PGO_POISON_HALT = 1         /* keep it; its shard stops */
+} pgo_poison_t;
 
 struct pgo_conf_values {
 	/* [database] */
@@ -89,6 +106,9 @@ struct pgo_conf_values {
 	char *queue;             /* queue table in schema pgoutbox */
 	char *name;              /* relay name in application_name and logs */
 	int sink;                /* pgo_sink_kind_t */
+	int mode;                /* pgo_mode_t */
+	int poison;              /* pgo_poison_t */
+	int64_t heartbeat;       /* ms: membership heartbeat and rebalance */
 	int batch;               /* events claimed per transaction */
 	int in_flight;           /* connections claiming at once */
 	bool listen;             /* LISTEN for wake-ups (else poll only) */
@@ -101,6 +121,28 @@ struct pgo_conf_values {
 	/* [sink] */
 	char *exec_command;      /* sh -c command for the exec sink */
 	int64_t exec_timeout;    /* ms: a batch command is killed after this */
+	char *redis_url;         /* redis:// URL of the redis sink (secret) */
+	char *redis_stream;      /* stream name template: {topic}, {queue} */
+	int redis_maxlen;        /* XADD MAXLEN ~ N; 0 = no trimming */
+	int64_t redis_timeout;   /* ms: replies of a batch */
+	int64_t redis_connect_timeout; /* ms: TCP connect + AUTH/SELECT */
+	int64_t redis_wait;      /* ms: a batch waits for Redis; 0 = fail */
+	/* [worker] (pgoutbox run, pgoutbox worker defaults) */
+	char *worker_queue;      /* work queue; empty = no worker in run */
+	char *worker_exec;       /* exec handler: sh -c command */
+	char *worker_sql;        /* sql handler: function(payload jsonb) */
+	int worker_concurrency;  /* jobs (exec) or connections (sql) */
+	int worker_batch;        /* sql: jobs per transaction */
+	int64_t worker_lease;    /* ms: lease; heartbeat every third */
+	int64_t worker_timeout;  /* ms: exec job killed after this */
+	int worker_max_attempts; /* then dead letters */
+	int64_t worker_retry_base; /* ms: first backoff */
+	int64_t worker_retry_max;  /* ms: backoff ceiling */
+	int64_t worker_poll_interval; /* ms: fallback poll */
+	/* [cron] */
+	bool cron_enabled;       /* pgoutbox run starts a scheduler */
+	int64_t cron_grace;      /* ms: later ticks count as missed */
+	int64_t cron_history_keep; /* ms: history kept this long */
 	/* [log] */
 	int log_level;           /* pgo_log_level_t */
 };
@@ -147,5 +189,12 @@ int pgo_schema_verdict(int db_version, pgo_error_t *err);
 
 /* Channel a queue's producers notify and relays listen on. */
 #define PGO_CHANNEL_PREFIX "pgoutbox_"
+
+/* --- redis sink --- */
+
+extern const pgo_sink_ops_t pgo_sink_redis_ops;
+/* Reads the sink.redis_* keys (and relay.queue) into the sink; checks the
+ * URL and the stream template. */
+int pgo_sink_redis_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
 
 #endif /* PGO_INT_H */

@@ -1,22 +1,15 @@
 /*
- * relay.c — the relay loop, concurrent mode: claim a batch with
- * FOR UPDATE SKIP LOCKED, hand it to the sink, and settle it in the same
- * transaction.
+ * relay.c — the relay loop: slots, wake-ups, timers, signals and stats.
  *
- * One cycle on one connection ("slot"), two round trips:
- *   round 1: BEGIN; DELETE ... WHERE id = ANY(ARRAY(SELECT ... LIMIT n
- *            FOR UPDATE SKIP LOCKED)) RETURNING ...     -- the claim
- *   publish: the sink gives a verdict per event
- *   round 2: [re-insert retried rows; insert dead letters;] COMMIT
- * The rows are deleted inside the claim transaction, so a crash anywhere
- * before COMMIT (relay kill -9, lost connection, sink failure) rolls the
- * delete back and the events are claimed again: at least once.  Several
- * slots per relay and several relays share the work through SKIP LOCKED.
+ * A relay runs relay.in_flight slots; each slot is one connection running
+ * one cycle at a time (claim.c): claim a batch in a transaction, hand it to
+ * the sink, settle and COMMIT.  In the ordered and strict modes a slot is
+ * also a lease holder (shards.c) and claims only what its leases cover.
  *
  * Wake-up: every slot LISTENs on the queue's channel; a notification, the
- * fallback poll timer, a retry coming due or a full batch starts a claim.
- * A lost notification costs latency (up to the poll interval), never an
- * event.  Signals only set flags and write a self-pipe.
+ * fallback poll timer, a retry coming due, a new lease or a full batch
+ * starts a claim.  A lost notification costs latency (up to the poll
+ * interval), never an event.  Signals only set flags and write a self-pipe.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,59 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "conn.h"
-
-#define MAX_SLOTS 16
-
-typedef enum slot_state {
-	SLOT_IDLE = 0,   /* connection READY (or not) and no cycle running */
-	SLOT_CLAIMING,   /* round 1 in flight */
-	SLOT_PUBLISHING, /* the sink has the batch */
-	SLOT_SETTLING    /* round 2 in flight */
-} slot_state_t;
-
-typedef struct slot {
-	int idx;
-	pgo_conn_t conn;
-	slot_state_t state;
-	PGresult *claimed;  /* rows of the batch: events point into it */
-	pgo_batch_t batch;  /* the batch the sink works on */
-	pgo_arena_t *arena; /* per-cycle memory, reset after settling */
-	int sink_fd;        /* PUBLISHING: what the sink waits for */
-	short sink_events;
-	int64_t sink_deadline;
-	int64_t claim_started; /* monotonic ms, for the stats */
-	int batch_limit;       /* batch size asked for in this claim */
-	int n_ok, n_retry, n_dead;
-} slot_t;
-
-struct pgo_relay {
-	pgo_conf_t *conf;
-	pgo_sink_t *sink;
-	char subject[160];       /* log prefix "relay outbox -> stdout" */
-	char app_name[64];       /* application_name of the sessions */
-	char claim_sql[512];
-	char retry_sql[768];
-	char dead_sql[768];
-	char listen_sql[96];
-	char set_sql[3][96];
-	pgo_conn_setup_t setup;
-	slot_t slots[MAX_SLOTS];
-	int nslots;
-	int wake_pipe[2];            /* self-pipe written by signal handlers */
-	volatile sig_atomic_t stop;  /* SIGTERM/SIGINT seen */
-	volatile sig_atomic_t reload; /* SIGHUP seen */
-	bool kick;                   /* start a claim on an idle slot */
-	bool more;                   /* last batch was full: claim on all */
-	int64_t next_poll;           /* fallback poll (monotonic ms) */
-	int64_t next_retry;          /* earliest retry this relay scheduled */
-	int64_t next_stats;
-	pgo_relay_stats_t stats;
-	pgo_relay_stats_t stats_last; /* at the previous stats line */
-	int64_t stats_last_at;       /* when that line was written */
-	unsigned rnd;                /* jitter state */
-	char errmsg[512];
-};
+#include "relay_int.h"
 
 static void relay_error(pgo_relay_t *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -90,55 +31,6 @@ static void relay_error(pgo_relay_t *r, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(r->errmsg, sizeof(r->errmsg), fmt, ap);
 	va_end(ap);
-}
-
-/* Builds the SQL texts for the configured queue (a validated name). */
-static void build_sql(pgo_relay_t *r)
-{
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	const char *q = v->queue;
-
-	snprintf(r->claim_sql, sizeof(r->claim_sql),
-		 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY("
-		 "SELECT id FROM pgoutbox.\"%s\" WHERE run_at <= now() "
-		 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)) "
-		 "RETURNING id, topic, key, type, payload, headers, "
-		 "created_at, attempts, run_at",
-		 q, q);
-	/* A retried event goes back in with its id, one more attempt and a
-	 * later run_at, in the claim transaction. */
-	snprintf(r->retry_sql, sizeof(r->retry_sql),
-		 "INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
-		 "headers, created_at, run_at, attempts, last_error) "
-		 "SELECT id, topic, key, type, payload, headers, created_at, "
-		 "now() + delay_ms * interval '1 millisecond', attempts, err "
-		 "FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], "
-		 "$5::jsonb[], $6::jsonb[], $7::timestamptz[], $8::bigint[], "
-		 "$9::int[], $10::text[]) AS u(id, topic, key, type, payload, "
-		 "headers, created_at, delay_ms, attempts, err)",
-		 q);
-	snprintf(r->dead_sql, sizeof(r->dead_sql),
-		 "INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, "
-		 "type, payload, headers, created_at, attempts, last_error) "
-		 "SELECT id, '%s', topic, key, type, payload, headers, "
-		 "created_at, attempts, err FROM unnest($1::bigint[], "
-		 "$2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], "
-		 "$7::timestamptz[], $8::bigint[], $9::int[], $10::text[]) AS "
-		 "u(id, topic, key, type, payload, headers, created_at, unused, "
-		 "attempts, err) ON CONFLICT (queue, id) DO UPDATE SET "
-		 "attempts = EXCLUDED.attempts, last_error = "
-		 "EXCLUDED.last_error, failed_at = now()",
-		 q);
-	snprintf(r->listen_sql, sizeof(r->listen_sql),
-		 "LISTEN \"" PGO_CHANNEL_PREFIX "%s\"", q);
-	snprintf(r->set_sql[0], sizeof(r->set_sql[0]),
-		 "SET statement_timeout = %lld",
-		 (long long)v->statement_timeout);
-	snprintf(r->set_sql[1], sizeof(r->set_sql[1]),
-		 "SET lock_timeout = %lld", (long long)v->lock_timeout);
-	snprintf(r->set_sql[2], sizeof(r->set_sql[2]),
-		 "SET idle_in_transaction_session_timeout = %lld",
-		 (long long)v->idle_tx_timeout);
 }
 
 pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink)
@@ -163,7 +55,8 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink)
 		 pgo_sink_name(sink));
 	snprintf(r->app_name, sizeof(r->app_name), "pgoutbox relay %s",
 		 v->name && *v->name ? v->name : "");
-	build_sql(r);
+	r->mode = v->mode;
+	pgo_claim_build_sql(r);
 	r->setup.subject = r->subject;
 	r->setup.app_name = r->app_name;
 	r->setup.sql[n++] = "SET TimeZone = 'UTC'";
@@ -179,6 +72,9 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink)
 	r->setup.prep_sql[0] = r->claim_sql;
 	r->setup.prep_name[1] = NULL;
 	r->setup.check_schema = true;
+	r->setup_quiet = r->setup;
+	if (v->listen)
+		r->setup_quiet.sql[n - 1] = NULL; /* the same, minus LISTEN */
 	r->nslots = v->in_flight < 1 ? 1
 		    : v->in_flight > MAX_SLOTS ? MAX_SLOTS
 					       : v->in_flight;
@@ -187,9 +83,13 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink)
 
 		s->idx = i;
 		s->sink_fd = -1;
-		pgo_conn_init(&s->conn, conf, &r->setup);
+		/* One connection LISTENs: a wake-up goes to every slot
+		 * anyway, and each listener costs producers at commit. */
+		pgo_conn_init(&s->conn, conf,
+			      i == 0 ? &r->setup : &r->setup_quiet);
+		pgo_shards_init(r, s);
 		s->arena = pgo_arena_new(64 * 1024);
-		if (!s->arena) {
+		if (!s->arena || !s->owned_shards || !s->owned_epochs) {
 			pgo_relay_destroy(r);
 			return NULL;
 		}
@@ -210,6 +110,7 @@ void pgo_relay_destroy(pgo_relay_t *r)
 		PQclear(s->claimed);
 		pgo_conn_close(&s->conn);
 		pgo_arena_destroy(s->arena);
+		pgo_shards_free(s);
 	}
 	if (r->wake_pipe[0] >= 0)
 		close(r->wake_pipe[0]);
@@ -250,47 +151,7 @@ const char *pgo_relay_errmsg(const pgo_relay_t *r)
 	return r->errmsg;
 }
 
-/* A uniform number in [0,1) for backoff jitter. */
-static double jitter(pgo_relay_t *r)
-{
-	r->rnd = r->rnd * 1103515245u + 12345u;
-	return (double)((r->rnd >> 8) & 0xffffff) / (double)0x1000000;
-}
-
-/* "2026-11-30 16:53:33.123456+00" -> "2026-11-30T16:53:33.123456Z" */
-static const char *rfc3339(pgo_arena_t *a, const char *pg)
-{
-	size_t n = strlen(pg);
-	char *out = pgo_arena_alloc(a, n + 2);
-
-	if (!out)
-		return pg;
-	memcpy(out, pg, n + 1);
-	if (n > 10 && out[10] == ' ')
-		out[10] = 'T';
-	if (n > 3 && strcmp(out + n - 3, "+00") == 0)
-		strcpy(out + n - 3, "Z");
-	return out;
-}
-
 /* --- the cycle --- */
-
-static void start_claim(pgo_relay_t *r, slot_t *s)
-{
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	char limit[16];
-	const char *params[1] = {limit};
-
-	s->batch_limit = v->batch;
-	snprintf(limit, sizeof(limit), "%d", v->batch);
-	pgo_conn_query(&s->conn, "BEGIN", 0, NULL);
-	pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", 1, params);
-	if (pgo_conn_send(&s->conn) != PGO_OK)
-		return;
-	s->state = SLOT_CLAIMING;
-	s->claim_started = pgo_now_ms();
-	r->next_poll = s->claim_started + v->poll_interval;
-}
 
 /* Ends a cycle: frees the batch and the claimed rows. */
 static void end_cycle(slot_t *s)
@@ -298,11 +159,21 @@ static void end_cycle(slot_t *s)
 	PQclear(s->claimed);
 	s->claimed = NULL;
 	memset(&s->batch, 0, sizeof(s->batch));
+	s->fix = NULL;
 	pgo_arena_reset(s->arena);
 	s->state = SLOT_IDLE;
 }
 
 static void settle(pgo_relay_t *r, slot_t *s);
+
+/* Ends a claim round that cannot go on (failed, empty, no memory). */
+static void finish_tx(slot_t *s, const char *how)
+{
+	pgo_conn_query(&s->conn, how, 0, NULL);
+	s->state = SLOT_SETTLING;
+	if (pgo_conn_send(&s->conn) != PGO_OK)
+		end_cycle(s);
+}
 
 /* Round 1 came back: build the batch and hand it to the sink. */
 static void claimed(pgo_relay_t *r, slot_t *s)
@@ -315,54 +186,28 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 		pgo_log(PGO_LOG_WARN, r->subject, "claim failed: %s",
 			s->conn.round.err);
 		pgo_conn_round_clear(&s->conn);
-		pgo_conn_query(&s->conn, "ROLLBACK", 0, NULL);
-		s->state = SLOT_SETTLING;
-		if (pgo_conn_send(&s->conn) != PGO_OK)
-			end_cycle(s);
+		finish_tx(s, "ROLLBACK");
 		return;
 	}
 	res = pgo_conn_take(&s->conn, 1);
 	pgo_conn_round_clear(&s->conn);
 	n = PQntuples(res);
+	/* A full batch says more is waiting: claim again at once.  In
+	 * concurrent mode every slot shares the queue, so all may help; in
+	 * the ordered modes only this slot's shards are known to be busy. */
+	s->more = n >= s->batch_limit;
+	if (r->mode == PGO_MODE_CONCURRENT)
+		r->more = s->more;
 	if (n == 0) {
-		r->more = false;
 		PQclear(res);
-		pgo_conn_query(&s->conn, "COMMIT", 0, NULL);
-		s->state = SLOT_SETTLING;
-		if (pgo_conn_send(&s->conn) != PGO_OK)
-			end_cycle(s);
+		finish_tx(s, "COMMIT");
 		return;
 	}
-	/* A full batch says more is waiting: keep every slot claiming. */
-	r->more = n >= s->batch_limit;
-	s->claimed = res;
-	b->n = (size_t)n;
-	b->arena = s->arena;
-	b->events = pgo_arena_alloc(s->arena, sizeof(*b->events) * b->n);
-	b->acks = pgo_arena_alloc(s->arena, sizeof(*b->acks) * b->n);
-	b->errors = pgo_arena_alloc(s->arena, sizeof(*b->errors) * b->n);
-	if (!b->events || !b->acks || !b->errors) {
+	if (pgo_claim_batch(r, s, res) < 0) {
 		/* Without memory nothing can be published: roll back. */
 		pgo_log(PGO_LOG_ERROR, r->subject, "out of memory for a batch");
-		pgo_conn_query(&s->conn, "ROLLBACK", 0, NULL);
-		s->state = SLOT_SETTLING;
-		if (pgo_conn_send(&s->conn) != PGO_OK)
-			end_cycle(s);
+		finish_tx(s, "ROLLBACK");
 		return;
-	}
-	for (int i = 0; i < n; i++) {
-		pgo_event_t *e = &b->events[i];
-
-		e->id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
-		e->topic = PQgetvalue(res, i, 1);
-		e->key = PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2);
-		e->type = PQgetvalue(res, i, 3);
-		e->payload = PQgetvalue(res, i, 4);
-		e->headers = PQgetvalue(res, i, 5);
-		e->created_at = rfc3339(s->arena, PQgetvalue(res, i, 6));
-		e->attempts = atoi(PQgetvalue(res, i, 7));
-		b->acks[i] = PGO_ACK_NONE;
-		b->errors[i] = NULL;
 	}
 	s->state = SLOT_PUBLISHING;
 	s->sink_fd = -1;
@@ -379,118 +224,15 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	settle(r, s);
 }
 
-/* Appends the text arrays of one kind of failure to the round. */
-static void queue_failures(pgo_relay_t *r, slot_t *s, pgo_ack_t kind,
-			   const char *sql)
-{
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	pgo_buf_t col[10];
-	const char *params[10];
-	pgo_batch_t *b = &s->batch;
-	PGresult *res = s->claimed;
-	int count = 0;
-
-	for (int c = 0; c < 10; c++) {
-		pgo_buf_init(&col[c]);
-		pgo_buf_puts(&col[c], "{");
-	}
-	for (size_t i = 0; i < b->n; i++) {
-		int row = (int)i;
-		char num[32];
-		int attempts;
-
-		if (b->acks[i] != kind)
-			continue;
-		attempts = b->events[i].attempts + 1;
-		if (count++ > 0)
-			for (int c = 0; c < 10; c++)
-				pgo_buf_puts(&col[c], ",");
-		pgo_buf_puts(&col[0], PQgetvalue(res, row, 0));
-		for (int c = 1; c <= 5; c++)
-			pgo_buf_array_elem(&col[c],
-					   PQgetisnull(res, row, c)
-						   ? NULL
-						   : PQgetvalue(res, row, c));
-		pgo_buf_array_elem(&col[6], PQgetvalue(res, row, 6));
-		snprintf(num, sizeof(num), "%lld",
-			 (long long)pgo_backoff_ms(attempts, v->retry_base,
-						   v->retry_max, jitter(r)));
-		pgo_buf_puts(&col[7], num);
-		if (kind == PGO_ACK_RETRY) {
-			/* Wake up when the retry comes due. */
-			int64_t due = pgo_now_ms() + atoll(num);
-
-			if (!r->next_retry || due < r->next_retry)
-				r->next_retry = due;
-		}
-		snprintf(num, sizeof(num), "%d", attempts);
-		pgo_buf_puts(&col[8], num);
-		pgo_buf_array_elem(&col[9], b->errors[i] ? b->errors[i]
-							 : "failed");
-	}
-	for (int c = 0; c < 10; c++) {
-		pgo_buf_puts(&col[c], "}");
-		params[c] = col[c].data;
-	}
-	if (count > 0) {
-		bool oom = false;
-
-		for (int c = 0; c < 10; c++)
-			oom |= col[c].oom;
-		if (oom)
-			s->conn.round.failed = true; /* forces a rollback */
-		else
-			pgo_conn_query(&s->conn, sql, 10, params);
-	}
-	for (int c = 0; c < 10; c++)
-		pgo_buf_free(&col[c]);
-}
-
 /* The sink gave its verdicts: send round 2 (fix-ups and COMMIT). */
 static void settle(pgo_relay_t *r, slot_t *s)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	pgo_batch_t *b = &s->batch;
-
-	s->n_ok = s->n_retry = s->n_dead = 0;
-	for (size_t i = 0; i < b->n; i++) {
-		if (b->acks[i] == PGO_ACK_NONE) {
-			b->acks[i] = PGO_ACK_RETRY;
-			b->errors[i] = "the sink gave no verdict";
-		}
-		/* Out of attempts: a retry becomes a dead letter. */
-		if (b->acks[i] == PGO_ACK_RETRY &&
-		    b->events[i].attempts + 1 >= v->max_attempts)
-			b->acks[i] = PGO_ACK_DEAD;
-		switch (b->acks[i]) {
-		case PGO_ACK_OK: s->n_ok++; break;
-		case PGO_ACK_RETRY: s->n_retry++; break;
-		default: s->n_dead++; break;
-		}
-	}
-	if (s->n_retry)
-		queue_failures(r, s, PGO_ACK_RETRY, r->retry_sql);
-	if (s->n_dead)
-		queue_failures(r, s, PGO_ACK_DEAD, r->dead_sql);
-	if (s->n_retry || s->n_dead) {
-		size_t first = 0;
-
-		while (first < b->n && b->acks[first] == PGO_ACK_OK)
-			first++;
-		pgo_log(PGO_LOG_WARN, r->subject,
-			"batch of %zu: %d published, %d to retry, %d "
-			"dead-lettered; event %lld: %s",
-			b->n, s->n_ok, s->n_retry, s->n_dead,
-			(long long)b->events[first].id,
-			b->errors[first] ? b->errors[first] : "failed");
-	}
-	pgo_conn_query(&s->conn, "COMMIT", 0, NULL);
-	s->state = SLOT_SETTLING;
+	pgo_claim_settle(r, s);
 	if (pgo_conn_send(&s->conn) != PGO_OK) {
 		pgo_log(PGO_LOG_WARN, r->subject,
 			"lost the connection before COMMIT: %zu events go "
 			"back to the queue and will be sent again",
-			b->n);
+			s->batch.n);
 		end_cycle(s);
 	}
 }
@@ -537,6 +279,7 @@ static void slot_lost(pgo_relay_t *r, slot_t *s)
 			"was rolled back and will be sent again",
 			s->batch.n);
 	end_cycle(s);
+	pgo_shards_reset(r, s);
 	r->stats.reconnects++;
 }
 
@@ -601,7 +344,11 @@ int pgo_relay_run(pgo_relay_t *r)
 	r->next_poll = now + v->poll_interval;
 	r->next_stats = v->stats_interval ? now + v->stats_interval : 0;
 	pgo_log(PGO_LOG_INFO, r->subject,
-		"starting: batch %d, %d connection%s, %s, fallback poll %lld ms",
+		"starting: %s mode, batch %d, %d connection%s, %s, fallback "
+		"poll %lld ms",
+		r->mode == PGO_MODE_CONCURRENT ? "concurrent"
+		: r->mode == PGO_MODE_ORDERED  ? "ordered"
+					       : "strict",
 		v->batch, r->nslots, r->nslots == 1 ? "" : "s",
 		v->listen ? "LISTEN" : "no LISTEN (poll only)",
 		(long long)v->poll_interval);
@@ -623,23 +370,39 @@ int pgo_relay_run(pgo_relay_t *r)
 			r->kick = true;
 			r->next_retry = 0;
 		}
-		/* Start claims on idle, connected slots. */
+		/* Lease rounds, then claims on idle, connected slots.  In
+		 * the ordered modes a wake-up goes to every slot, since the
+		 * event may be in any slot's shards. */
 		for (int i = 0; i < r->nslots && !r->stop; i++) {
 			slot_t *s = &r->slots[i];
 
 			pgo_conn_kick(&s->conn, now);
-			if (s->state != SLOT_IDLE ||
-			    s->conn.state != PGO_CONN_READY)
-				continue;
 			if (s->conn.notifies) {
 				r->stats.wakeups += (uint64_t)s->conn.notifies;
 				s->conn.notifies = 0;
 				r->kick = true;
 			}
-			if (r->kick || r->more) {
-				r->kick = false;
-				start_claim(r, s);
+			if (pgo_shards_due(r, s, now)) {
+				pgo_shards_send(r, s);
+				continue;
 			}
+			if (s->state != SLOT_IDLE ||
+			    s->conn.state != PGO_CONN_READY ||
+			    (r->mode != PGO_MODE_CONCURRENT && !s->nowned))
+				continue;
+			if (r->kick || r->more || s->more || s->wants_claim) {
+				s->wants_claim = false;
+				if (r->mode == PGO_MODE_CONCURRENT)
+					r->kick = false;
+				pgo_claim_send(r, s);
+			}
+		}
+		if (r->mode != PGO_MODE_CONCURRENT && r->kick) {
+			/* Busy slots claim once their cycle ends. */
+			for (int i = 0; i < r->nslots; i++)
+				if (r->slots[i].state != SLOT_IDLE)
+					r->slots[i].wants_claim = true;
+			r->kick = false;
 		}
 		/* Stop once every batch in flight has settled. */
 		for (int i = 0; i < r->nslots; i++)
@@ -660,6 +423,10 @@ int pgo_relay_run(pgo_relay_t *r)
 			if (s->conn.state == PGO_CONN_DOWN)
 				deadline = min_deadline(deadline,
 							s->conn.retry_at);
+			if (r->mode != PGO_MODE_CONCURRENT &&
+			    s->conn.state == PGO_CONN_READY && !r->stop)
+				deadline = min_deadline(
+					deadline, s->next_rebalance ? s->next_rebalance : 1);
 			if (s->state == SLOT_PUBLISHING) {
 				if (s->sink_fd >= 0) {
 					pfd[nfds].fd = s->sink_fd;
@@ -748,6 +515,8 @@ int pgo_relay_run(pgo_relay_t *r)
 					claimed(r, s);
 				else if (s->state == SLOT_SETTLING)
 					settled(r, s);
+				else if (s->state == SLOT_REBALANCING)
+					pgo_shards_done(r, s);
 				else
 					pgo_conn_round_clear(&s->conn);
 				break;
@@ -755,6 +524,7 @@ int pgo_relay_run(pgo_relay_t *r)
 				slot_lost(r, s);
 				break;
 			case PGO_CONN_EV_READY:
+				pgo_shards_reset(r, s);
 				r->kick = true;
 				break;
 			case PGO_CONN_EV_FATAL:
@@ -774,8 +544,11 @@ int pgo_relay_run(pgo_relay_t *r)
 				slot_lost(r, s);
 		}
 	}
-	for (int i = 0; i < r->nslots; i++)
+	for (int i = 0; i < r->nslots; i++) {
+		if (!fatal)
+			pgo_shards_leave(r, &r->slots[i]);
 		pgo_conn_close(&r->slots[i].conn);
+	}
 	if (fatal)
 		return PGO_ERR_SCHEMA;
 	log_stats(r, pgo_now_ms());

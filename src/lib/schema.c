@@ -137,10 +137,21 @@ int pgo_schema_check(PGconn *conn, pgo_error_t *err)
 
 int pgo_migrate(PGconn *conn, int *from, int *to, pgo_error_t *err)
 {
+	return pgo_migrate_to(conn, pgo_schema_version(), from, to, err);
+}
+
+int pgo_migrate_to(PGconn *conn, int target, int *from, int *to,
+		   pgo_error_t *err)
+{
 	char sql[256];
 	int current = 0;
 	int rc;
 
+	if (target < 1 || target > pgo_schema_version())
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "no schema version %d: this pgoutbox "
+				     "knows 1 to %d",
+				     target, pgo_schema_version());
 	if (PQtransactionStatus(conn) != PQTRANS_IDLE)
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
 				     "migrate needs an idle connection, "
@@ -174,7 +185,7 @@ int pgo_migrate(PGconn *conn, int *from, int *to, pgo_error_t *err)
 		char version[16];
 		PGresult *res;
 
-		if (m->version <= current)
+		if (m->version <= current || m->version > target)
 			continue;
 		pgo_log(PGO_LOG_INFO, "migrate", "applying %s", m->name);
 		rc = exec_ok(conn, m->sql, m->name, err);
@@ -201,6 +212,6 @@ int pgo_migrate(PGconn *conn, int *from, int *to, pgo_error_t *err)
 	}
 	rc = exec_ok(conn, "COMMIT", "commit", err);
 	if (rc == PGO_OK && to)
-		*to = pgo_schema_version();
+		*to = current > target ? current : target;
 	return rc;
 }

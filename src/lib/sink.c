@@ -36,9 +36,12 @@ pgo_sink_t *pgo_sink_new(const char *name, const pgo_conf_t *conf,
 		ops = &pgo_sink_stdout_ops;
 	else if (strcmp(name, "exec") == 0)
 		ops = &pgo_sink_exec_ops;
+	else if (strcmp(name, "redis") == 0)
+		ops = &pgo_sink_redis_ops;
 	else {
 		pgo_error_set(err, PGO_ERR_INVALID, 0,
-			      "unknown sink \"%s\" (known: stdout, exec)", name);
+			      "unknown sink \"%s\" (known: stdout, exec, redis)",
+			      name);
 		return NULL;
 	}
 	sink = sink_alloc(ops, NULL);
@@ -49,6 +52,8 @@ pgo_sink_t *pgo_sink_new(const char *name, const pgo_conf_t *conf,
 	if (ops == &pgo_sink_exec_ops)
 		rc = pgo_sink_exec_configure(sink, v->exec_command,
 					     v->exec_timeout);
+	else if (ops == &pgo_sink_redis_ops)
+		rc = pgo_sink_redis_configure(sink, conf);
 	if (rc == PGO_OK && ops->open)
 		rc = ops->open(sink);
 	if (rc != PGO_OK) {

@@ -24,6 +24,77 @@ static PGresult *query(PGconn *conn, const char *sql, const char *param,
 	return res;
 }
 
+/* Ordered modes: who owns which shards, halted shards, and the shards
+ * that lag most. */
+static int print_shards(PGconn *conn, const char *queue, FILE *out,
+			pgo_error_t *err)
+{
+	char sql[1024];
+	PGresult *res;
+
+	/* Members and their live leases (pg_locks is the truth). */
+	res = query(conn,
+		    "SELECT r.member, r.mode, r.backend_pid, "
+		    "date_trunc('second', now() - r.heartbeat_at), "
+		    "coalesce((SELECT string_agg(x::text, ',' ORDER BY x) FROM "
+		    "(SELECT l.objid::bigint::bit(32)::integer AS x FROM pg_locks l "
+		    "WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND "
+		    "l.granted AND l.classid = pgoutbox.lease_ns($1)::oid AND "
+		    "l.pid = r.backend_pid) s), '') "
+		    "FROM pgoutbox.relays r WHERE r.queue = $1 ORDER BY r.member",
+		    queue, err);
+	if (!res)
+		return PGO_ERR_DB;
+	if (PQntuples(res) > 0)
+		fprintf(out, "  lease holders (ordered/strict relays): %d\n",
+			PQntuples(res));
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *shards = PQgetvalue(res, i, 4);
+		int n = *shards ? 1 : 0;
+
+		for (const char *p = shards; *p; p++)
+			n += *p == ',';
+		fprintf(out, "    %-28s %-8s pid %-8s heartbeat %s ago, %s\n",
+			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3),
+			strcmp(shards, "-1") == 0 ? "LEADER (strict)"
+			: n == 0                  ? "no shards (standby)"
+						  : "");
+		if (n > 0 && strcmp(shards, "-1") != 0)
+			fprintf(out, "      %d shard%s: %s\n", n,
+				n == 1 ? "" : "s", shards);
+	}
+	PQclear(res);
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT shard, count(*), "
+		 "to_char(extract(epoch FROM now() - min(created_at)), "
+		 "'FM9999999990.000'), "
+		 "count(*) FILTER (WHERE run_at = 'infinity'), "
+		 "coalesce(max(last_error) FILTER (WHERE run_at = "
+		 "'infinity'), '') "
+		 "FROM pgoutbox.\"%s\" GROUP BY shard "
+		 "ORDER BY count(*) FILTER (WHERE run_at = 'infinity') DESC, "
+		 "min(created_at) LIMIT 8",
+		 queue);
+	res = query(conn, sql, NULL, err);
+	if (!res)
+		return PGO_ERR_DB;
+	if (PQntuples(res) > 0)
+		fprintf(out, "  %-10s %10s %12s\n", "shard", "pending",
+			"lag (s)");
+	for (int i = 0; i < PQntuples(res); i++) {
+		fprintf(out, "  %-10s %10s %12s", PQgetvalue(res, i, 0),
+			PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+		if (strcmp(PQgetvalue(res, i, 3), "0") != 0)
+			fprintf(out, "   HALTED by a poison event: %.100s",
+				PQgetvalue(res, i, 4));
+		fputc('\n', out);
+	}
+	PQclear(res);
+	return PGO_OK;
+}
+
 int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 		     pgo_error_t *err)
 {
@@ -77,6 +148,10 @@ int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 			PQgetvalue(res, 0, 2));
 	fputc('\n', out);
 	PQclear(res);
+
+	rc = print_shards(conn, queue, out, err);
+	if (rc != PGO_OK)
+		return rc;
 
 	res = query(conn,
 		    "SELECT application_name, pid, coalesce(client_addr::text, "

@@ -11,19 +11,22 @@
  * module only cares about offsets.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pgo_int.h"
 #include "tz.h"
 
 #define TZ_DIR_DEFAULT "/usr/share/zoneinfo"
-#define TZ_NAME_MAX 255
-#define TZ_CACHE_MAX 32
-#define TZ_FILE_MAX (1 << 20)   /* real TZif files are a few KB */
-#define TZ_OFF_MAX (26 * 3600)  /* |UTC offset| bound, with margin */
+#define TZ_NAME_MAX    255
+#define TZ_CACHE_MAX   32
+#define TZ_FILE_MAX    (1 << 20)   /* real TZif files are a few KB */
+#define TZ_OFF_MAX     (26 * 3600) /* |UTC offset| bound, with margin */
 
 /* --- calendar --- */
 
@@ -89,11 +92,11 @@ struct tz_rule_date {
 };
 
 struct tz_rule {
-	int32_t std_off;            /* seconds east of UTC */
-	int32_t dst_off;            /* seconds east of UTC while DST is on */
-	bool has_dst;               /* else std_off all the time */
-	struct tz_rule_date start;  /* std -> dst, in standard time */
-	struct tz_rule_date end;    /* dst -> std, in daylight time */
+	int32_t std_off;	   /* seconds east of UTC */
+	int32_t dst_off;	   /* seconds east of UTC while DST is on */
+	bool has_dst;		   /* else std_off all the time */
+	struct tz_rule_date start; /* std -> dst, in standard time */
+	struct tz_rule_date end;   /* dst -> std, in daylight time */
 };
 
 /* Up to max_digits digits into *v; NULL if there are none. */
@@ -119,9 +122,10 @@ static const char *rule_name(const char *p)
 	if (*p == '<') {
 		s = ++p;
 		while (*p && *p != '>') {
-			if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z')
-			      || (*p >= '0' && *p <= '9') || *p == '+'
-			      || *p == '-'))
+			if (!((*p >= 'A' && *p <= 'Z') ||
+			      (*p >= 'a' && *p <= 'z') ||
+			      (*p >= '0' && *p <= '9') || *p == '+' ||
+			      *p == '-'))
 				return NULL;
 			p++;
 		}
@@ -173,8 +177,8 @@ static const char *rule_date(const char *p, struct tz_rule_date *d)
 			p = rule_num(p + 1, 1, &d->day);
 		else
 			p = NULL;
-		if (p && (d->mon < 1 || d->mon > 12 || d->week < 1
-			  || d->week > 5 || d->day > 6))
+		if (p && (d->mon < 1 || d->mon > 12 || d->week < 1 ||
+			  d->week > 5 || d->day > 6))
 			return NULL;
 	} else {
 		d->kind = 'D';
@@ -234,10 +238,8 @@ static int64_t rule_day(int64_t y, const struct tz_rule_date *d)
 	int md, dim;
 
 	switch (d->kind) {
-	case 'J':
-		return jan1 + d->day - 1 + (is_leap(y) && d->day >= 60);
-	case 'D':
-		return jan1 + d->day;
+	case 'J': return jan1 + d->day - 1 + (is_leap(y) && d->day >= 60);
+	case 'D': return jan1 + d->day;
 	default:
 		first = pgo_days_from_civil(y, d->mon, 1);
 		dim = pgo_days_in_month(y, d->mon);
@@ -266,11 +268,11 @@ static void rule_span(const struct tz_rule *r, int64_t t, pgo_tz_span_t *sp)
 	/* The transitions of the years around t, in order. */
 	pgo_civil_from_days(floor_div(t, 86400), &y, &mon, &mday);
 	for (int64_t yy = y - 1; yy <= y + 1; yy++) {
-		tr[n].at = rule_day(yy, &r->start) * 86400 + r->start.time
-			   - r->std_off;
+		tr[n].at = rule_day(yy, &r->start) * 86400 + r->start.time -
+			   r->std_off;
 		tr[n++].off = r->dst_off;
-		tr[n].at = rule_day(yy, &r->end) * 86400 + r->end.time
-			   - r->dst_off;
+		tr[n].at = rule_day(yy, &r->end) * 86400 + r->end.time -
+			   r->dst_off;
 		tr[n++].off = r->std_off;
 	}
 	for (i = 1; i < n; i++)
@@ -294,8 +296,8 @@ static void rule_span(const struct tz_rule *r, int64_t t, pgo_tz_span_t *sp)
 		sp->off = tr[i].off;
 		sp->prev_off = sp->off == r->dst_off ? r->std_off : r->dst_off;
 	} else if (m > 0) {
-		sp->off = sp->prev_off = tr[0].off == r->dst_off ? r->std_off
-								 : r->dst_off;
+		sp->off = sp->prev_off =
+			tr[0].off == r->dst_off ? r->std_off : r->dst_off;
 	}
 	if (i + 1 < m)
 		sp->end = tr[i + 1].at;
@@ -305,11 +307,11 @@ static void rule_span(const struct tz_rule *r, int64_t t, pgo_tz_span_t *sp)
 
 struct pgo_tz {
 	char name[TZ_NAME_MAX + 1]; /* as loaded, the cache key */
-	int64_t *at;                /* transition instants, ascending */
-	int32_t *off;               /* offset from at[i] until at[i + 1] */
-	size_t n;                   /* transitions */
-	int32_t first_off;          /* before at[0]: time type 0 */
-	bool has_rule;              /* footer rule rules after at[n - 1] */
+	int64_t *at;		    /* transition instants, ascending */
+	int32_t *off;		    /* offset from at[i] until at[i + 1] */
+	size_t n;		    /* transitions */
+	int32_t first_off;	    /* before at[0]: time type 0 */
+	bool has_rule;		    /* footer rule rules after at[n - 1] */
 	struct tz_rule rule;
 };
 
@@ -343,16 +345,16 @@ static bool tz_name_ok(const char *name)
 		return false;
 	/* No '.' at all, so no ".." either. */
 	for (const char *p = name; *p; p++)
-		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z')
-		      || (*p >= '0' && *p <= '9') || strchr("_+-/", *p)))
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		      (*p >= '0' && *p <= '9') || strchr("_+-/", *p)))
 			return false;
 	return true;
 }
 
 static uint32_t be32(const unsigned char *p)
 {
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16
-	       | (uint32_t)p[2] << 8 | p[3];
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
 }
 
 static int64_t be64(const unsigned char *p)
@@ -362,7 +364,7 @@ static int64_t be64(const unsigned char *p)
 
 /* The counts of a TZif header, in file order. */
 struct tzif_hdr {
-	int version;    /* 1, 2, 3, 4... */
+	int version; /* 1, 2, 3, 4... */
 	uint32_t isutcnt, isstdcnt, leapcnt, timecnt, typecnt, charcnt;
 };
 
@@ -379,17 +381,17 @@ static bool tzif_hdr(const unsigned char *p, size_t len, struct tzif_hdr *h)
 	h->timecnt = be32(p + 32);
 	h->typecnt = be32(p + 36);
 	h->charcnt = be32(p + 40);
-	return h->typecnt >= 1 && h->typecnt <= 256 && h->timecnt <= 65536
-	       && h->charcnt <= 65536 && h->leapcnt <= 65536
-	       && (h->isutcnt == 0 || h->isutcnt == h->typecnt)
-	       && (h->isstdcnt == 0 || h->isstdcnt == h->typecnt);
+	return h->typecnt >= 1 && h->typecnt <= 256 && h->timecnt <= 65536 &&
+	       h->charcnt <= 65536 && h->leapcnt <= 65536 &&
+	       (h->isutcnt == 0 || h->isutcnt == h->typecnt) &&
+	       (h->isstdcnt == 0 || h->isstdcnt == h->typecnt);
 }
 
 /* Length of the data block after a header, times tsize bytes wide. */
 static size_t tzif_block_len(const struct tzif_hdr *h, size_t tsize)
 {
-	return h->timecnt * tsize + h->timecnt + h->typecnt * 6 + h->charcnt
-	       + h->leapcnt * (tsize + 4) + h->isstdcnt + h->isutcnt;
+	return h->timecnt * tsize + h->timecnt + h->typecnt * 6 + h->charcnt +
+	       h->leapcnt * (tsize + 4) + h->isstdcnt + h->isutcnt;
 }
 
 /* Parses a TZif image into tz; NULL or a reason. */
@@ -399,6 +401,7 @@ static const char *tzif_parse(const unsigned char *buf, size_t len,
 	struct tzif_hdr h;
 	const unsigned char *p = buf, *idx, *types;
 	size_t tsize = 4, blen;
+	int64_t last_at = 0;
 	char footer[256];
 
 	if (!tzif_hdr(p, len, &h))
@@ -432,16 +435,16 @@ static const char *tzif_parse(const unsigned char *buf, size_t len,
 			return "UTC offset out of range";
 	}
 	for (uint32_t i = 0; i < h.timecnt; i++) {
-		int64_t at = tsize == 8 ? be64(p + 8 * i)
-					: (int32_t)be32(p + 4 * i);
+		int64_t at =
+			tsize == 8 ? be64(p + 8 * i) : (int32_t)be32(p + 4 * i);
 		int32_t prev = tz->n ? tz->off[tz->n - 1] : tz->first_off;
 		int32_t o;
 
 		if (idx[i] >= h.typecnt)
 			return "bad time type index";
-		if (i > 0 && at <= (tsize == 8 ? be64(p + 8 * (i - 1))
-					       : (int32_t)be32(p + 4 * (i - 1))))
+		if (i > 0 && at <= last_at)
 			return "transitions out of order";
+		last_at = at;
 		o = (int32_t)be32(types + 6 * idx[i]);
 		if (o == prev)
 			continue; /* no offset change */
@@ -471,30 +474,30 @@ static const char *tzif_parse(const unsigned char *buf, size_t len,
 	return NULL;
 }
 
-/* Reads the whole file; returns NULL with errno set on failure. */
+/* Reads a whole regular file; NULL with errno set on failure. */
 static unsigned char *read_file(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	unsigned char *buf;
-	size_t n;
+	unsigned char *buf = NULL;
+	struct stat st;
+	ssize_t n = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-	if (!f)
+	if (fd < 0)
 		return NULL;
-	buf = malloc(TZ_FILE_MAX);
-	if (!buf) {
-		fclose(f);
-		errno = ENOMEM;
-		return NULL;
-	}
-	n = fread(buf, 1, TZ_FILE_MAX, f);
-	if (ferror(f) || n == TZ_FILE_MAX) {
-		free(buf);
-		fclose(f);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    st.st_size > TZ_FILE_MAX)
 		errno = EINVAL;
-		return NULL;
+	else if (!(buf = malloc((size_t)st.st_size)))
+		errno = ENOMEM;
+	else
+		n = read(fd, buf, (size_t)st.st_size);
+	close(fd);
+	if (buf && n != st.st_size) {
+		free(buf);
+		buf = NULL;
+		errno = EIO;
 	}
-	fclose(f);
-	*len = n;
+	*len = buf ? (size_t)n : 0;
 	return buf;
 }
 
@@ -552,9 +555,10 @@ int pgo_tz_load(const char *name, const pgo_tz_t **out, pgo_error_t *err)
 		if (strcmp(why, "out of memory") == 0)
 			return pgo_error_set(err, PGO_ERR_NOMEM, 1,
 					     "out of memory");
-		return pgo_error_set(err, PGO_ERR_INVALID, 0,
-				     "time zone \"%s\": invalid TZif file %s: %s",
-				     name, path, why);
+		return pgo_error_set(
+			err, PGO_ERR_INVALID, 0,
+			"time zone \"%s\": invalid TZif file %s: %s", name,
+			path, why);
 	}
 	for (slot = 0; slot < TZ_CACHE_MAX && tz_cache[slot]; slot++)
 		;
@@ -634,9 +638,9 @@ int pgo_tz_from_local(const pgo_tz_t *tz, int64_t local, int64_t out[2],
 		u = local - sp.off;
 		if (u >= sp.start && u < sp.end && n < 2)
 			out[n++] = u;
-		if (n == 0 && gap_end && sp.start != INT64_MIN
-		    && sp.prev_off < sp.off && local >= sp.start + sp.prev_off
-		    && local < sp.start + sp.off)
+		if (n == 0 && gap_end && sp.start != INT64_MIN &&
+		    sp.prev_off < sp.off && local >= sp.start + sp.prev_off &&
+		    local < sp.start + sp.off)
 			*gap_end = sp.start;
 		if (sp.end == INT64_MAX || sp.end > local + TZ_OFF_MAX)
 			break;

@@ -20,22 +20,22 @@ typedef struct pgo_tz pgo_tz_t;
 
 /* A stretch of time with one UTC offset: [start, end). */
 typedef struct pgo_tz_span {
-	int64_t start;    /* first instant; INT64_MIN when there is none */
-	int64_t end;      /* the next transition; INT64_MAX when none */
-	int32_t off;      /* seconds east of UTC during the span */
+	int64_t start;	  /* first instant; INT64_MIN when there is none */
+	int64_t end;	  /* the next transition; INT64_MAX when none */
+	int32_t off;	  /* seconds east of UTC during the span */
 	int32_t prev_off; /* offset before start (== off when start is MIN) */
 } pgo_tz_span_t;
 
 /* Broken-down local time. */
 typedef struct pgo_tm {
 	int year;
-	int mon;        /* 1-12 */
-	int mday;       /* 1-31 */
-	int hour;       /* 0-23 */
-	int min;        /* 0-59 */
-	int sec;        /* 0-59 */
-	int wday;       /* 0-6, 0 = Sunday */
-	int32_t utoff;  /* seconds east of UTC */
+	int mon;       /* 1-12 */
+	int mday;      /* 1-31 */
+	int hour;      /* 0-23 */
+	int min;       /* 0-59 */
+	int sec;       /* 0-59 */
+	int wday;      /* 0-6, 0 = Sunday */
+	int32_t utoff; /* seconds east of UTC */
 } pgo_tm_t;
 
 /*

@@ -6,7 +6,7 @@ q "INSERT INTO pgoutbox.outbox (topic, key, type, payload)
    SELECT 'load', 'k' || (i % 100), 'test', jsonb_build_object('i', i)
    FROM generate_series(1, 40000) i"
 for r in 1 2 3; do
-	start_relay "$T_TMP/out$r" --sink stdout --batch 200 --name "r$r"
+	start_relay "$T_TMP/out$r" --mode concurrent --sink stdout --batch 200 --name "r$r"
 	eval "pid$r=$RELAY_PID"
 done
 # 10,000 more while the relays run, in 100 transactions.

@@ -14,6 +14,9 @@ GRANT USAGE ON SCHEMA pgoutbox TO $R;
 GRANT SELECT ON pgoutbox.migrations TO $R;
 GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox.outbox TO $R;  -- UPDATE: FOR UPDATE
 GRANT SELECT, INSERT, UPDATE ON pgoutbox.dead_letters TO $R;
+GRANT SELECT ON pgoutbox.shard_leases TO $R;  -- ordered claims check their lease epochs
+GRANT EXECUTE ON FUNCTION pgoutbox.rebalance(text, text, text, interval),
+                          pgoutbox.leave(text, text) TO $R;
 CREATE TABLE secrets (card text);
 INSERT INTO secrets VALUES ('4111');
 SQL

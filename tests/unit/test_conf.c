@@ -33,6 +33,9 @@ static const struct {
 	{"relay.queue", "outbox"},
 	{"relay.name", ""},
 	{"relay.sink", "stdout"},
+	{"relay.mode", "ordered"},
+	{"relay.poison", "dead_letter"},
+	{"relay.heartbeat", "500ms"},
 	{"relay.batch", "500"},
 	{"relay.in_flight", "2"},
 	{"relay.listen", "on"},
@@ -44,6 +47,26 @@ static const struct {
 	{"relay.stats_interval", "1m"},
 	{"sink.exec_command", ""},
 	{"sink.exec_timeout", "30s"},
+	{"sink.redis_url", "redis://localhost:6379/0"},
+	{"sink.redis_stream", "pgoutbox:{topic}"},
+	{"sink.redis_maxlen", "0"},
+	{"sink.redis_timeout", "5s"},
+	{"sink.redis_connect_timeout", "2s"},
+	{"sink.redis_wait", "0"},
+	{"worker.queue", ""},
+	{"worker.exec_command", ""},
+	{"worker.sql_function", ""},
+	{"worker.concurrency", "1"},
+	{"worker.batch", "100"},
+	{"worker.lease", "30s"},
+	{"worker.timeout", "25s"},
+	{"worker.max_attempts", "10"},
+	{"worker.retry_base", "1s"},
+	{"worker.retry_max", "5m"},
+	{"worker.poll_interval", "5s"},
+	{"cron.enabled", "off"},
+	{"cron.grace", "10s"},
+	{"cron.history_keep", "168h"},
 	{"log.level", "info"},
 };
 
@@ -301,9 +324,9 @@ static void test_values(void **state)
 		{"relay.sink", PGO_CONF_FLAG, "--sink", "STDOUT", "stdout",
 		 NULL},
 		{"relay.sink", PGO_CONF_FLAG, "--sink", "kafka", NULL,
-		 "--sink: \"kafka\" is not one of stdout, exec"},
+		 "--sink: \"kafka\" is not one of stdout, exec, redis"},
 		{"relay.sink", PGO_CONF_FLAG, "--sink", "stdot", NULL,
-		 "--sink: \"stdot\" is not one of stdout, exec "
+		 "--sink: \"stdot\" is not one of stdout, exec, redis "
 		 "(did you mean \"stdout\"?)"},
 		{"log.level", PGO_CONF_FLAG, "--log-level", "debug", "debug",
 		 NULL},
@@ -583,7 +606,7 @@ static void test_file_errors(void **state)
 		 "unknown key \"relay.exec_command\" (did you mean "
 		 "\"sink.exec_command\"?)"},
 		{"[relay]\nsink = kafka\n", 2,
-		 "relay.sink = \"kafka\" is not one of stdout, exec"},
+		 "relay.sink = \"kafka\" is not one of stdout, exec, redis"},
 		{"batch = 5\n[relay]\n", 1,
 		 "\"batch\" comes before any [section]"},
 		{"[relay]\nbatch = 5\njust words\nbatch = 6\n", 3,
@@ -632,7 +655,7 @@ static void test_file_stops_at_error(void **state)
 
 static void test_file_unreadable(void **state)
 {
-	char missing[128], want[256], line[300];
+	char missing[128], want[1024], line[300];
 	pgo_conf_t *conf = pgo_conf_new();
 	const char *path;
 
@@ -875,7 +898,7 @@ static void test_reload(void **state)
 						    "in_flight = 3\n"
 						    "max_attempts = 3\n");
 	char *envp[] = {"HOME=/", NULL};
-	char want[512];
+	char want[2048];
 	pgo_conf_t *conf = pgo_conf_new();
 	int changed = -1;
 
@@ -1121,8 +1144,7 @@ static void test_reference(void **state)
 		"postgres:// URL, passed through untouched |\n",
 		"| `relay.stats_interval` | duration | `1m` | 0..24h | yes | "
 		" | `PGOUTBOX_RELAY_STATS_INTERVAL` | ",
-		"| `relay.sink` | enum | `stdout` | stdout, exec | no | "
-		"`--sink` | `PGOUTBOX_RELAY_SINK` | ",
+		"| `relay.sink` | enum | `stdout` | stdout, exec",
 		"| `relay.retry_base` | duration | `1s` | 1ms..1h | yes |  | "
 		"`PGOUTBOX_RELAY_RETRY_BASE` | ",
 		"| `database.statement_timeout` | duration | `30s` | 0..1h | "

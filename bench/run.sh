@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# run.sh BUILD [--quick] — the benchmarks behind `make bench`.
+#
+# Starts a throwaway PostgreSQL cluster (scripts/pg.sh) with honest
+# durability (fsync and synchronous_commit on), migrates a database, and
+# runs every workload of pgoutbox-bench against it, emptying the outbox in
+# between.  Each workload prints a progress line and its figures; the end
+# is a Markdown table whose last column compares each figure with the
+# PostgreSQL limit measured in the same run (see bench/report.py).
+#
+#   bench/run.sh build            full run, ~12 minutes on 2 cores
+#   bench/run.sh build --quick    every workload tiny (~30 s): a smoke test
+#
+# A full run without failures appends its JSON lines to
+# bench/results/results.jsonl, writes the table to bench/results/latest.md
+# and draws the charts (bench/charts.gp, gnuplot) into bench/results/*.png.
+# A quick or failed run keeps its results out of all three
+# (bench/results/*.tmp; a quick run draws its charts in its temporary
+# directory, only to check that they draw).  The relay runs in its default
+# mode (ordered) and, where marked, in concurrent mode.  Installs only
+# what scripts/deps.sh lacks, plus gnuplot for the charts; `make bench`
+# built everything first.  Works as root (PostgreSQL then runs as the
+# postgres user) and as a normal user.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD=${1:?usage: bench/run.sh BUILD_DIR [--quick]}
+QUICK=0
+case ${2:-} in
+--quick) QUICK=1 ;;
+"") ;;
+*) echo "usage: bench/run.sh BUILD_DIR [--quick]" >&2; exit 2 ;;
+esac
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+PGO=$BUILD/pgoutbox
+BENCH=$BUILD/bench/pgoutbox-bench
+for exe in "$PGO" "$BENCH"; do
+	[ -x "$exe" ] || { echo "run.sh: $exe not built (ninja -C $BUILD)" >&2; exit 2; }
+done
+
+# gnuplot draws the charts: installed here rather than by every build.
+PGO_DEPS_EXTRA=gnuplot-nox scripts/deps.sh ||
+	echo "run.sh: scripts/deps.sh could not install gnuplot-nox" >&2
+if ! command -v gnuplot >/dev/null; then
+	echo "run.sh: gnuplot is missing, so the charts cannot be drawn:" \
+		"install the gnuplot-nox package (apt-get install gnuplot-nox)" >&2
+	exit 2
+fi
+
+RESULTS=$ROOT/bench/results
+mkdir -p "$RESULTS"
+TMP=$(mktemp -d /tmp/pgoutbox-bench.XXXXXX)
+chmod 755 "$TMP"
+. scripts/pg.sh
+cleanup() { pg_stop; rm -rf "$TMP"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Durable commits as in production; only the cache and WAL sizes are
+# raised, so that no checkpoint storm lands in the middle of a workload.
+SETTINGS=(shared_buffers=256MB fsync=on synchronous_commit=on
+	max_wal_size=4GB checkpoint_timeout=30min)
+echo "== starting PostgreSQL ($(pg_bindir | grep -o '[0-9]*' | head -1)): ${SETTINGS[*]}"
+pg_start "$TMP/pg" "${SETTINGS[@]}" || { echo "run.sh: cannot start PostgreSQL" >&2; exit 2; }
+psql -XAtq "$(pg_url postgres)" -c "CREATE DATABASE bench" >/dev/null
+URL=$(pg_url bench)
+"$PGO" migrate --db "$URL" >"$TMP/migrate.log" 2>&1 || { cat "$TMP/migrate.log" >&2; exit 1; }
+PG_VERSION=$(psql -XAtq "$URL" -c "SHOW server_version")
+
+RUN_ID=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# Everything shares the host: say how busy it was before we started.
+LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+RUN_JSON=$TMP/run.jsonl
+: >"$RUN_JSON"
+RELAY="$PGO relay --sink stdout"
+
+if [ $QUICK = 1 ]; then
+	SECS=0.3 WARM=0.1 RTT=200 DRAIN=1000 REPEAT=1 LAT_SECS=0.5 LAT500=0.5 GRACE=3 LIMIT=20
+	STEADY=1 AFTER=0.5 WINDOW=0.5 HISTORY=20000 HDRAIN=2000
+else
+	SECS=10 WARM=1 RTT=5000 DRAIN=100000 REPEAT=3 LAT_SECS=10 LAT500=20 GRACE=5 LIMIT=60
+	STEADY=60 AFTER=20 WINDOW=5 HISTORY=10000000 HDRAIN=100000
+fi
+DRAIN_RELAY="$RELAY --batch 1000 --in-flight 2"
+CHARTS=$TMP/charts
+mkdir -p "$CHARTS"
+# steady and held-xmin: producers at 80 % of the drain rate of one relay
+# (ordered, the default mode) measured earlier in this run, as 2 producers
+# committing 100 events per INSERT; @STEADY_RATE@ is filled in then.
+STEADY_ARGS="--rate @STEADY_RATE@ --producers 2 --per-tx 100 --insert --window $WINDOW --warmup $WARM --grace 60 --relay-cmd \"$DRAIN_RELAY\""
+steady_rate() {
+	python3 - "$RUN_JSON" <<'PY'
+import json, sys
+rate = None
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    p = r["params"]
+    if (r["workload"] == "drain" and r["metric"] == "events_per_s"
+            and p["relays"] == 1 and "--mode" not in p.get("relay", "")
+            and "rss" not in p):
+        rate = r["value"]
+print(int(round(0.8 * rate, -2)) if rate else 10000)
+PY
+}
+
+# The workloads: "label|arguments of pgoutbox-bench".
+W=(
+	"limit: INSERT, 1 client|enqueue --mode insert --clients 1 --seconds $SECS --warmup $WARM"
+	"limit: INSERT, 8 clients|enqueue --mode insert --clients 8 --seconds $SECS --warmup $WARM"
+	"limit: COPY 100/tx, 1 client|enqueue --mode insert100 --clients 1 --seconds $SECS --warmup $WARM"
+	"limit: NOTIFY round trip|notify-rtt --count $RTT"
+	"enqueue send(), 1 client|enqueue --mode send --clients 1 --seconds $SECS --warmup $WARM"
+	"enqueue send(), 8 clients|enqueue --mode send --clients 8 --seconds $SECS --warmup $WARM"
+	"enqueue send() without NOTIFY, 1 client|enqueue --mode send-quiet --clients 1 --seconds $SECS --warmup $WARM"
+	"enqueue send() without NOTIFY, 8 clients|enqueue --mode send-quiet --clients 8 --seconds $SECS --warmup $WARM"
+	"enqueue bulk 100/tx, 1 client|enqueue --mode bulk --clients 1 --seconds $SECS --warmup $WARM"
+	"drain $DRAIN events, 1 relay (ordered)|drain --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
+	"drain $DRAIN events, 2 relays (ordered)|drain --events $DRAIN --relays 2 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
+	"drain $DRAIN events, 1 relay (concurrent)|drain --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
+	"drain $DRAIN events, 2 relays (concurrent)|drain --events $DRAIN --relays 2 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
+	"drain $DRAIN events, 4 relays (ordered)|drain --events $DRAIN --relays 4 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
+	"drain $DRAIN events, 4 relays (concurrent)|drain --events $DRAIN --relays 4 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
+	"relay RSS: idle, then draining $DRAIN events|drain --events $DRAIN --relays 1 --rss --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
+	"latency 500/s, NOTIFY|latency --rate 500 --seconds $LAT500 --warmup $WARM --grace $GRACE --samples \"$CHARTS/cdf-notify.dat\" --relay-cmd \"$RELAY\""
+	"latency 500/s, NOTIFY (concurrent)|latency --rate 500 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --samples \"$CHARTS/cdf-notify-concurrent.dat\" --relay-cmd \"$RELAY --mode concurrent\""
+	"latency 500/s, poll only (1 s)|latency --rate 500 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --samples \"$CHARTS/cdf-poll.dat\" --relay-cmd \"$RELAY --listen off --poll-interval 1s\""
+	"latency 5000/s, NOTIFY, 1 event/tx|latency --rate 5000 --producers 4 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --relay-cmd \"$RELAY\""
+	"latency 5000/s, NOTIFY, 10 events/tx|latency --rate 5000 --per-tx 10 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --relay-cmd \"$RELAY\""
+	"steady: 80 % of the drain rate for $STEADY s|latency --seconds $STEADY $STEADY_ARGS"
+	"held xmin: steady load, snapshot held $STEADY s, then $AFTER s|latency --hold-xmin --seconds $STEADY --after $AFTER $STEADY_ARGS"
+	"history: $HISTORY events through, then drain $HDRAIN|history --history $HISTORY --events $HDRAIN --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
+)
+
+failed=()
+n=0
+start=$SECONDS
+for w in "${W[@]}"; do
+	n=$((n + 1))
+	label=${w%%|*}
+	args=${w#*|}
+	case $args in *@STEADY_RATE@*)
+		rate=$(steady_rate)
+		args=${args//@STEADY_RATE@/$rate}
+		label="$label ($rate/s)" ;;
+	esac
+	echo "== [$n/${#W[@]}] $label"
+	# An empty outbox and a fresh checkpoint: workloads do not inherit
+	# each other's backlog or dirty pages.
+	psql -XAtq "$URL" -c "TRUNCATE pgoutbox.outbox" -c "CHECKPOINT" >/dev/null
+	log=$TMP/relay-$n.log
+	if ! eval "\"\$BENCH\" $args --db \"\$URL\" --json \"\$RUN_JSON\" --run-id \"\$RUN_ID\" --relay-log \"\$log\" --label \"\$label\""; then
+		failed+=("$label")
+		echo "   FAILED: $label" >&2
+		[ -s "$log" ] && { echo "   -- relay log (last lines)" >&2; tail -n 15 "$log" | sed 's/^/   | /' >&2; }
+	fi
+done
+
+table=$(python3 bench/report.py "$RUN_JSON" --chart-data "$CHARTS")
+# The charts: into bench/results only from a full run without failures.
+CHART_OUT=$CHARTS
+[ $QUICK = 0 ] && [ ${#failed[@]} = 0 ] && CHART_OUT=$RESULTS
+if ! gnuplot -e "data='$CHARTS'; out='$CHART_OUT'" bench/charts.gp 2>"$TMP/gnuplot.log"; then
+	failed+=("charts")
+	echo "   FAILED: charts (gnuplot)" >&2
+	sed 's/^/   | /' "$TMP/gnuplot.log" >&2
+fi
+{
+	echo "# pgoutbox benchmarks$([ $QUICK = 1 ] && echo ' (quick smoke run: figures mean nothing)')"
+	echo
+	echo "- date: $RUN_ID; commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	echo "- machine: $(head -n 1 "$RUN_JSON" | python3 -c 'import json,sys; print(json.load(sys.stdin)["machine"])' 2>/dev/null || echo unknown)"
+	echo "- load average before the run: $LOAD (other work on the host skews the figures)"
+	echo "- PostgreSQL $PG_VERSION on the same host, unix socket: ${SETTINGS[*]}"
+	echo "- payload: 200 bytes of JSON per event; relay sink: stdout"
+	echo "- command: bench/run.sh $(basename "$BUILD")$([ $QUICK = 1 ] && echo ' --quick')"
+	echo
+	echo "$table"
+} >"$TMP/table.md"
+
+echo
+cat "$TMP/table.md"
+if [ $QUICK = 1 ]; then
+	cp "$TMP/table.md" "$RESULTS/quick.md.tmp"
+elif [ ${#failed[@]} != 0 ]; then
+	# A partial run is kept for a look, never mixed with the results.
+	cp "$TMP/table.md" "$RESULTS/failed.md.tmp"
+	cp "$RUN_JSON" "$RESULTS/failed.jsonl.tmp"
+	echo
+	echo "not recorded (failures): see bench/results/failed.md.tmp"
+else
+	cat "$RUN_JSON" >>"$RESULTS/results.jsonl"
+	cp "$TMP/table.md" "$RESULTS/latest.md"
+	echo
+	echo "appended to bench/results/results.jsonl; table in bench/results/latest.md;" \
+		"charts in bench/results/*.png"
+fi
+echo "$n workloads in $((SECONDS - start)) s, ${#failed[@]} failed${failed:+: ${failed[*]}}"
+[ ${#failed[@]} = 0 ]

@@ -1,0 +1,233 @@
+/*
+ * cmd_consume.c — `pgoutbox consume`: read a Redis stream with a consumer
+ * group and apply each message exactly once through the inbox.  Parses
+ * flags and runs pgo_consumer_run() until SIGTERM.
+ *
+ * Exit status: 0 after SIGTERM/SIGINT (the message at hand finished),
+ * 1 for what retrying cannot fix, 2 for bad flags, 3 after the
+ * --exit-after-commit fault drill.
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define EXIT_DRILL 3
+
+static pgo_consumer_t *running;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	if (running)
+		pgo_consumer_request_stop(running);
+}
+
+/* "250ms", "30s", "5m", "1h" -> ms; -1 when malformed. */
+static int64_t duration_ms(const char *s)
+{
+	static const struct {
+		const char *unit;
+		int64_t ms;
+	} units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+	char *end;
+	long long n;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	n = strtoll(s, &end, 10);
+	if (n < 0 || n > 24LL * 3600000)
+		return -1;
+	if (!*end)
+		return n == 0 ? 0 : -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(end, units[i].unit) == 0)
+			return n * units[i].ms;
+	return -1;
+}
+
+/* Parses an optional duration flag into *ms; false (with a message) when
+ * it is malformed. */
+static bool duration_opt(const char *flag, const char *text, int64_t *ms)
+{
+	int64_t v;
+
+	if (!text)
+		return true;
+	v = duration_ms(text);
+	if (v < 0) {
+		cli_error("consume",
+			  "%s \"%s\" is not a duration (like 250ms, 30s, 5m)",
+			  flag, text);
+		return false;
+	}
+	*ms = v;
+	return true;
+}
+
+static bool int_opt(const char *flag, const char *text, int min, int *out)
+{
+	char *end;
+	long v;
+
+	if (!text)
+		return true;
+	v = strtol(text, &end, 10);
+	if (!*text || *end || v < min || v > 1000000) {
+		cli_error("consume", "%s \"%s\" must be a whole number from %d",
+			  flag, text, min);
+		return false;
+	}
+	*out = (int)v;
+	return true;
+}
+
+int cmd_consume(int argc, char **argv)
+{
+	const char *stream = NULL, *group = NULL, *consumer = NULL,
+		   *exec = NULL, *sql = NULL, *exec_timeout = NULL,
+		   *claim_idle = NULL, *block = NULL, *count = NULL,
+		   *max_attempts = NULL, *from = NULL, *window = NULL,
+		   *drill = NULL;
+	static const char *const flags[] = {"--db", "--redis", "--log-level",
+					    NULL};
+	const cli_opt_t opts[] = {
+		{"--stream", "NAME", "stream to read (required)", &stream,
+		 NULL},
+		{"--group", "NAME",
+		 "consumer group, also the inbox's consumer (required)", &group,
+		 NULL},
+		{"--consumer", "NAME",
+		 "name in the group, stable across restarts (default: host "
+		 "name)",
+		 &consumer, NULL},
+		{"--exec", "CMD",
+		 "handler: sh -c CMD, message JSON on stdin, exit 0 = done",
+		 &exec, NULL},
+		{"--sql", "FUNCTION",
+		 "handler: [schema.]FUNCTION(payload jsonb) in the inbox "
+		 "transaction",
+		 &sql, NULL},
+		{"--exec-timeout", "DURATION",
+		 "kill the exec handler after this (default 30s)",
+		 &exec_timeout, NULL},
+		{"--claim-idle", "DURATION",
+		 "take over other consumers' entries idle this long (default "
+		 "30s)",
+		 &claim_idle, NULL},
+		{"--block", "DURATION",
+		 "XREADGROUP BLOCK for new entries (default 1s)", &block, NULL},
+		{"--count", "N", "entries read per call (default 100)", &count,
+		 NULL},
+		{"--max-attempts", "N",
+		 "failures of one entry before it is skipped (default 10)",
+		 &max_attempts, NULL},
+		{"--from", "ID",
+		 "where a group created now starts: 0 (default) or $", &from,
+		 NULL},
+		{"--dedup-window", "INTERVAL",
+		 "inbox claims kept this long (default '7 days')", &window,
+		 NULL},
+		{"--exit-after-commit", "N",
+		 "fault drills: exit 3 right after the Nth commit, before its "
+		 "XACK",
+		 &drill, NULL},
+		{NULL, NULL, NULL, NULL, NULL},
+	};
+	const cli_cmd_t cmd = {
+		.name = "consume",
+		.usage = "usage: pgoutbox consume --stream NAME --group NAME "
+			 "(--exec CMD | --sql FUNCTION) [options]",
+		.summary = "Reads a Redis stream with a consumer group and "
+			   "applies each message exactly once\nto PostgreSQL "
+			   "through the inbox (pgoutbox.inbox_claim).",
+		.details =
+			"Per message: BEGIN; inbox claim; the handler (unless "
+			"a duplicate); COMMIT; XACK.\nA failure rolls back "
+			"and the entry is retried before newer ones.  A crash "
+			"between\nCOMMIT and XACK redelivers the message; the "
+			"inbox drops it.  The database comes\nfrom --db or "
+			"DATABASE_URL; the inbox partitions are maintained "
+			"hourly.\nSIGTERM finishes the message at hand and "
+			"exits 0 with a stats line.",
+		.opts = opts,
+		.flags = flags,
+	};
+	const struct sigaction stop = {.sa_handler = on_stop};
+	pgo_consumer_opts_t o;
+	pgo_consumer_stats_t st;
+	pgo_consumer_t *c;
+	pgo_error_t err;
+	bool done, ok = true;
+	cli_t cli;
+	int rc;
+
+	rc = cli_parse(&cli, &cmd, argc, argv, &done);
+	if (rc != EXIT_OK || done)
+		return rc;
+	pgo_consumer_opts_init(&o);
+	o.db_url = pgo_conf_get(cli.conf, "database.url");
+	o.redis_url = pgo_conf_get(cli.conf, "sink.redis_url");
+	o.stream = stream;
+	o.group = group;
+	o.consumer = consumer;
+	o.exec_command = exec;
+	o.sql_function = sql;
+	if (from)
+		o.start_id = from;
+	if (window)
+		o.dedup_window = window;
+	ok = duration_opt("--exec-timeout", exec_timeout, &o.exec_timeout_ms) &&
+	     duration_opt("--claim-idle", claim_idle, &o.claim_idle_ms) &&
+	     duration_opt("--block", block, &o.block_ms) &&
+	     int_opt("--count", count, 1, &o.count) &&
+	     int_opt("--max-attempts", max_attempts, 1, &o.max_attempts) &&
+	     int_opt("--exit-after-commit", drill, 1, &o.exit_after_commit) &&
+	     duration_opt("sink.redis_timeout",
+			  pgo_conf_get(cli.conf, "sink.redis_timeout"),
+			  &o.redis_timeout_ms) &&
+	     duration_opt("sink.redis_connect_timeout",
+			  pgo_conf_get(cli.conf, "sink.redis_connect_timeout"),
+			  &o.redis_connect_timeout_ms) &&
+	     duration_opt("database.statement_timeout",
+			  pgo_conf_get(cli.conf, "database.statement_timeout"),
+			  &o.statement_timeout_ms);
+	if (ok && o.claim_idle_ms < 1) {
+		cli_error("consume", "--claim-idle must be positive");
+		ok = false;
+	}
+	if (!ok) {
+		cli_free(&cli);
+		return EXIT_USAGE;
+	}
+	cli_log_setup(cli.conf);
+	c = pgo_consumer_new(&o, &err);
+	if (!c) {
+		cli_error("consume", "%s", err.msg);
+		cli_free(&cli);
+		return EXIT_USAGE;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	running = c;
+	sigaction(SIGTERM, &stop, NULL);
+	sigaction(SIGINT, &stop, NULL);
+	rc = pgo_consumer_run(c);
+	running = NULL;
+	pgo_consumer_get_stats(c, &st);
+	if (rc != PGO_OK)
+		cli_error("consume", "%s", pgo_consumer_errmsg(c));
+	fprintf(stderr,
+		"pgoutbox consume: processed %" PRIu64
+		", duplicates skipped %" PRIu64 ", failed %" PRIu64
+		", skipped %" PRIu64 "\n",
+		st.processed, st.duplicates, st.failed, st.skipped);
+	pgo_consumer_destroy(c);
+	cli_free(&cli);
+	if (rc != PGO_OK)
+		return EXIT_FAIL;
+	return st.drill_exit ? EXIT_DRILL : EXIT_OK;
+}

@@ -1,0 +1,390 @@
+/*
+ * claim.c — one claim/settle cycle of a relay slot, in the three modes.
+ *
+ * Round 1 claims: BEGIN; DELETE ... WHERE id = ANY(ARRAY(SELECT ...))
+ * RETURNING the rows.  The rows leave the queue inside the claim
+ * transaction, so anything that ends it without COMMIT (a crash, a lost
+ * connection, a failed settle) puts them back.
+ *   concurrent  the oldest due rows, FOR UPDATE SKIP LOCKED: relays and
+ *               slots never wait for each other; no order.
+ *   ordered     the oldest due rows of the shards this connection leases,
+ *               with the lease epochs checked (fencing: a stale epoch
+ *               claims nothing; no lock is needed, since a lease lives on
+ *               this very connection and cannot move while its
+ *               transaction is open);
+ *               a row waits while an older row of its key waits for a
+ *               retry, and a halted shard gives nothing.
+ *   strict      the oldest due rows of the whole queue for the one leader;
+ *               any row waiting for a retry holds back every later row.
+ * Round 2 settles: retried rows go back in with their ids (attempts + 1,
+ * a later run_at, the error), dead ones go to dead letters, then COMMIT.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay_int.h"
+
+/* The columns a claim returns, in this order. */
+enum { COL_ID, COL_TOPIC, COL_KEY, COL_TYPE, COL_PAYLOAD, COL_HEADERS,
+       COL_CREATED, COL_ATTEMPTS, COL_SHARD };
+
+#define RETURNING                                                              \
+	" RETURNING id, topic, key, type, payload, headers, created_at, "      \
+	"attempts, shard"
+
+void pgo_claim_build_sql(pgo_relay_t *r)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	const char *q = v->queue;
+
+	switch (r->mode) {
+	case PGO_MODE_CONCURRENT:
+		snprintf(r->claim_sql, sizeof(r->claim_sql),
+			 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY("
+			 "SELECT id FROM pgoutbox.\"%s\" WHERE run_at <= now() "
+			 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))" RETURNING,
+			 q, q);
+		break;
+	case PGO_MODE_ORDERED:
+		/* $2 shards and $3 epochs of this connection's leases. */
+		snprintf(r->claim_sql, sizeof(r->claim_sql),
+			 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY("
+			 "SELECT c.id FROM pgoutbox.\"%s\" c "
+			 "WHERE c.shard = ANY(ARRAY("
+			 "SELECT l.shard FROM pgoutbox.shard_leases l "
+			 "JOIN unnest($2::int[], $3::bigint[]) AS m(shard, epoch) "
+			 "ON l.shard = m.shard AND l.epoch = m.epoch "
+			 "WHERE l.queue = '%s')) "
+			 "AND c.shard <> ALL(ARRAY(SELECT h.shard FROM "
+			 "pgoutbox.\"%s\" h WHERE h.attempts > 0 AND "
+			 "h.run_at = 'infinity')) "
+			 "AND c.run_at <= now() "
+			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
+			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < c.id "
+			 "AND b.run_at > now()) "
+			 "ORDER BY c.id LIMIT $1))" RETURNING,
+			 q, q, q, q, q);
+		break;
+	default:
+		/* $2: the epoch of the leader lease (pseudo-shard -1). */
+		snprintf(r->claim_sql, sizeof(r->claim_sql),
+			 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY("
+			 "SELECT c.id FROM pgoutbox.\"%s\" c "
+			 "WHERE EXISTS (SELECT 1 FROM pgoutbox.shard_leases l "
+			 "WHERE l.queue = '%s' AND l.shard = -1 AND "
+			 "l.epoch = $2::bigint) "
+			 "AND c.run_at <= now() "
+			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
+			 "WHERE b.attempts > 0 AND b.id < c.id "
+			 "AND b.run_at > now()) "
+			 "ORDER BY c.id LIMIT $1))" RETURNING,
+			 q, q, q, q);
+		break;
+	}
+	snprintf(r->listen_sql, sizeof(r->listen_sql),
+		 "LISTEN \"" PGO_CHANNEL_PREFIX "%s\"", q);
+	snprintf(r->set_sql[0], sizeof(r->set_sql[0]),
+		 "SET statement_timeout = %lld",
+		 (long long)v->statement_timeout);
+	snprintf(r->set_sql[1], sizeof(r->set_sql[1]),
+		 "SET lock_timeout = %lld", (long long)v->lock_timeout);
+	snprintf(r->set_sql[2], sizeof(r->set_sql[2]),
+		 "SET idle_in_transaction_session_timeout = %lld",
+		 (long long)v->idle_tx_timeout);
+	/* A retried event goes back in with its id, its attempts, a later
+	 * run_at (never, for a halted one) and the error. */
+	snprintf(r->retry_sql, sizeof(r->retry_sql),
+		 "INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
+		 "headers, created_at, run_at, attempts, last_error) "
+		 "SELECT id, topic, key, type, payload, headers, created_at, "
+		 "CASE WHEN delay_ms < 0 THEN 'infinity'::timestamptz ELSE "
+		 "now() + delay_ms * interval '1 millisecond' END, attempts, err "
+		 "FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], "
+		 "$5::jsonb[], $6::jsonb[], $7::timestamptz[], $8::bigint[], "
+		 "$9::int[], $10::text[]) AS u(id, topic, key, type, payload, "
+		 "headers, created_at, delay_ms, attempts, err)",
+		 q);
+	snprintf(r->dead_sql, sizeof(r->dead_sql),
+		 "INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, "
+		 "type, payload, headers, created_at, attempts, last_error) "
+		 "SELECT id, '%s', topic, key, type, payload, headers, "
+		 "created_at, attempts, err FROM unnest($1::bigint[], "
+		 "$2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], "
+		 "$7::timestamptz[], $8::bigint[], $9::int[], $10::text[]) AS "
+		 "u(id, topic, key, type, payload, headers, created_at, unused, "
+		 "attempts, err) ON CONFLICT (queue, id) DO UPDATE SET "
+		 "attempts = EXCLUDED.attempts, last_error = "
+		 "EXCLUDED.last_error, failed_at = now()",
+		 q);
+}
+
+void pgo_claim_send(pgo_relay_t *r, slot_t *s)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	char limit[16];
+	const char *params[3] = {limit, s->owned_shards, s->owned_epochs};
+
+	s->batch_limit = v->batch;
+	snprintf(limit, sizeof(limit), "%d", v->batch);
+	if (r->mode == PGO_MODE_STRICT)
+		params[1] = s->leader_epoch;
+	pgo_conn_query(&s->conn, "BEGIN", 0, NULL);
+	pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim",
+			       r->mode == PGO_MODE_CONCURRENT ? 1
+			       : r->mode == PGO_MODE_ORDERED  ? 3
+							      : 2,
+			       params);
+	if (pgo_conn_send(&s->conn) != PGO_OK)
+		return;
+	s->state = SLOT_CLAIMING;
+	s->claim_started = pgo_now_ms();
+	r->next_poll = s->claim_started + v->poll_interval;
+}
+
+double pgo_relay_jitter(pgo_relay_t *r)
+{
+	r->rnd = r->rnd * 1103515245u + 12345u;
+	return (double)((r->rnd >> 8) & 0xffffff) / (double)0x1000000;
+}
+
+/* "2026-11-30 16:53:33.123456+00" -> "2026-11-30T16:53:33.123456Z" */
+static const char *rfc3339(pgo_arena_t *a, const char *pg)
+{
+	size_t n = strlen(pg);
+	char *out = pgo_arena_alloc(a, n + 2);
+
+	if (!out)
+		return pg;
+	memcpy(out, pg, n + 1);
+	if (n > 10 && out[10] == ' ')
+		out[10] = 'T';
+	if (n > 3 && strcmp(out + n - 3, "+00") == 0)
+		strcpy(out + n - 3, "Z");
+	return out;
+}
+
+static int by_id(const void *a, const void *b)
+{
+	const pgo_event_t *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res)
+{
+	pgo_batch_t *b = &s->batch;
+	int n = PQntuples(res);
+
+	(void)r;
+	s->claimed = res;
+	b->n = (size_t)n;
+	b->arena = s->arena;
+	b->events = pgo_arena_alloc(s->arena, sizeof(*b->events) * b->n);
+	b->acks = pgo_arena_alloc(s->arena, sizeof(*b->acks) * b->n);
+	b->errors = pgo_arena_alloc(s->arena, sizeof(*b->errors) * b->n);
+	s->fix = pgo_arena_alloc(s->arena, sizeof(*s->fix) * b->n);
+	if (!b->events || !b->acks || !b->errors || !s->fix)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		pgo_event_t *e = &b->events[i];
+
+		e->id = strtoll(PQgetvalue(res, i, COL_ID), NULL, 10);
+		e->topic = PQgetvalue(res, i, COL_TOPIC);
+		e->key = PQgetisnull(res, i, COL_KEY)
+				 ? NULL
+				 : PQgetvalue(res, i, COL_KEY);
+		e->type = PQgetvalue(res, i, COL_TYPE);
+		e->payload = PQgetvalue(res, i, COL_PAYLOAD);
+		e->headers = PQgetvalue(res, i, COL_HEADERS);
+		e->created_at = rfc3339(s->arena, PQgetvalue(res, i, COL_CREATED));
+		/* The row, until sorting: kept in attempts' neighbour. */
+		e->attempts = i;
+	}
+	/* RETURNING order is the executor's; the sink gets id order. */
+	qsort(b->events, b->n, sizeof(*b->events), by_id);
+	for (size_t i = 0; i < b->n; i++) {
+		int row = b->events[i].attempts;
+
+		s->fix[i].row = row;
+		b->events[i].attempts =
+			atoi(PQgetvalue(res, row, COL_ATTEMPTS));
+		b->acks[i] = PGO_ACK_NONE;
+		b->errors[i] = NULL;
+	}
+	return n;
+}
+
+/* --- settling --- */
+
+/* Did an earlier failure in this batch block event i (ordered modes)? */
+static bool held_back(pgo_relay_t *r, const pgo_batch_t *b, size_t i,
+		      const size_t *failed, size_t nfailed)
+{
+	const char *key = b->events[i].key;
+
+	if (r->mode == PGO_MODE_STRICT)
+		return nfailed > 0;
+	if (!key)
+		return false;
+	for (size_t k = 0; k < nfailed; k++)
+		if (b->events[failed[k]].key &&
+		    strcmp(b->events[failed[k]].key, key) == 0)
+			return true;
+	return false;
+}
+
+/* Decides what happens to each event; fills s->fix and the counters. */
+static void apply_rules(pgo_relay_t *r, slot_t *s)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	pgo_batch_t *b = &s->batch;
+	size_t *failed = NULL, nfailed = 0;
+	bool ordered = r->mode != PGO_MODE_CONCURRENT;
+
+	if (ordered)
+		failed = pgo_arena_alloc(s->arena, sizeof(*failed) * b->n);
+	s->n_ok = s->n_retry = s->n_dead = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		pgo_event_t *e = &b->events[i];
+		settle_row_t *f = &s->fix[i];
+
+		f->attempts = e->attempts;
+		f->delay_ms = 0;
+		if (b->acks[i] == PGO_ACK_NONE) {
+			b->acks[i] = PGO_ACK_RETRY;
+			b->errors[i] = "the sink gave no verdict";
+		}
+		if (ordered && failed && b->acks[i] != PGO_ACK_DEAD &&
+		    held_back(r, b, i, failed, nfailed)) {
+			/* Keeps the key's order: it waits for the failed
+			 * event before it, without spending an attempt,
+			 * whether the sink took it or (as an ordered sink
+			 * should) refused it because of that failure. */
+			char msg[96];
+
+			snprintf(msg, sizeof(msg), "held back behind event %lld",
+				 (long long)b->events[failed[0]].id);
+			pgo_batch_fail(b, i, PGO_ACK_RETRY, msg);
+			s->n_retry++;
+			continue;
+		}
+		if (b->acks[i] == PGO_ACK_OK) {
+			s->n_ok++;
+			continue;
+		}
+		f->attempts = e->attempts + 1;
+		if (b->acks[i] == PGO_ACK_RETRY && f->attempts >= v->max_attempts) {
+			if (ordered && v->poison == PGO_POISON_HALT) {
+				f->delay_ms = -1;
+				pgo_log(PGO_LOG_ERROR, r->subject,
+					"shard %s halted: event %lld (key %s) "
+					"failed %d times: %s; fix the cause, "
+					"then UPDATE pgoutbox.\"%s\" SET run_at "
+					"= now() WHERE id = %lld",
+					PQgetvalue(s->claimed, f->row, COL_SHARD),
+					(long long)e->id, e->key ? e->key : "-",
+					f->attempts,
+					b->errors[i] ? b->errors[i] : "failed",
+					v->queue, (long long)e->id);
+			} else {
+				b->acks[i] = PGO_ACK_DEAD;
+			}
+		}
+		if (b->acks[i] == PGO_ACK_DEAD) {
+			s->n_dead++;
+			continue;
+		}
+		s->n_retry++;
+		if (f->delay_ms == 0) {
+			int64_t due;
+
+			f->delay_ms = pgo_backoff_ms(f->attempts, v->retry_base,
+						     v->retry_max,
+						     pgo_relay_jitter(r));
+			due = pgo_now_ms() + f->delay_ms;
+			if (!r->next_retry || due < r->next_retry)
+				r->next_retry = due;
+		}
+		if (failed)
+			failed[nfailed++] = i;
+	}
+}
+
+/* Appends the rows with verdict kind as one INSERT of arrays. */
+static void queue_rows(pgo_relay_t *r, slot_t *s, pgo_ack_t kind,
+		       const char *sql)
+{
+	pgo_buf_t col[10];
+	const char *params[10];
+	pgo_batch_t *b = &s->batch;
+	PGresult *res = s->claimed;
+	bool oom = false;
+	int count = 0;
+
+	(void)r;
+	for (int c = 0; c < 10; c++) {
+		pgo_buf_init(&col[c]);
+		pgo_buf_puts(&col[c], "{");
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		int row = s->fix[i].row;
+		char num[32];
+
+		if (b->acks[i] != kind)
+			continue;
+		if (count++ > 0)
+			for (int c = 0; c < 10; c++)
+				pgo_buf_puts(&col[c], ",");
+		pgo_buf_puts(&col[0], PQgetvalue(res, row, COL_ID));
+		for (int c = COL_TOPIC; c <= COL_HEADERS; c++)
+			pgo_buf_array_elem(&col[c],
+					   PQgetisnull(res, row, c)
+						   ? NULL
+						   : PQgetvalue(res, row, c));
+		pgo_buf_array_elem(&col[6], PQgetvalue(res, row, COL_CREATED));
+		snprintf(num, sizeof(num), "%lld", (long long)s->fix[i].delay_ms);
+		pgo_buf_puts(&col[7], num);
+		snprintf(num, sizeof(num), "%d", s->fix[i].attempts);
+		pgo_buf_puts(&col[8], num);
+		pgo_buf_array_elem(&col[9], b->errors[i] ? b->errors[i]
+							 : "failed");
+	}
+	for (int c = 0; c < 10; c++) {
+		pgo_buf_puts(&col[c], "}");
+		params[c] = col[c].data;
+		oom |= col[c].oom;
+	}
+	if (count > 0) {
+		if (oom)
+			s->conn.round.failed = true; /* forces a rollback */
+		else
+			pgo_conn_query(&s->conn, sql, 10, params);
+	}
+	for (int c = 0; c < 10; c++)
+		pgo_buf_free(&col[c]);
+}
+
+void pgo_claim_settle(pgo_relay_t *r, slot_t *s)
+{
+	pgo_batch_t *b = &s->batch;
+
+	apply_rules(r, s);
+	if (s->n_retry)
+		queue_rows(r, s, PGO_ACK_RETRY, r->retry_sql);
+	if (s->n_dead)
+		queue_rows(r, s, PGO_ACK_DEAD, r->dead_sql);
+	if (s->n_retry || s->n_dead) {
+		size_t first = 0;
+
+		while (first < b->n && b->acks[first] == PGO_ACK_OK)
+			first++;
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"batch of %zu: %d published, %d to retry, %d "
+			"dead-lettered; event %lld: %s",
+			b->n, s->n_ok, s->n_retry, s->n_dead,
+			(long long)b->events[first].id,
+			b->errors[first] ? b->errors[first] : "failed");
+	}
+	pgo_conn_query(&s->conn, "COMMIT", 0, NULL);
+	s->state = SLOT_SETTLING;
+}

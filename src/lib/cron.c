@@ -1,0 +1,642 @@
+/*
+ * cron.c — distributed cron: schedules in pgoutbox.cron_schedules, the
+ * operator's commands, and the scheduler loop that any number of instances
+ * may run at once.
+ *
+ * Exactly once per tick: an instance that finds ticks due calls
+ * pgoutbox.cron_fire(), which in ONE transaction compare-and-sets the
+ * schedule's last_tick from the value the instance read to the newest tick
+ * it handles, enqueues the jobs and records the history.  Of instances
+ * racing for the same ticks exactly one wins the compare-and-set; the
+ * others update 0 rows and do nothing.  "Now" is the DATABASE's clock
+ * (SELECT now() in each loop), so the local clocks of the instances never
+ * decide a tick; a skewed local clock only changes when an instance wakes
+ * up (simulated with clock_offset_ms).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cronexpr.h"
+#include "pgo_int.h"
+
+#define MAX_DUE 1000000  /* ticks examined per schedule and pass */
+#define MAX_RECORDED 1000 /* skipped ticks recorded per pass */
+
+static PGresult *run(PGconn *conn, const char *what, const char *sql, int n,
+		     const char *const *params, pgo_error_t *err)
+{
+	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+	ExecStatusType st = PQresultStatus(res);
+
+	if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+		pgo_error_set(err, PGO_ERR_DB, PQstatus(conn) == CONNECTION_BAD,
+			      "%s: %s", what, pgo_pq_msg(conn, res));
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
+
+static bool name_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0 || n > 100)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || strchr("_.:-", *s)))
+			return false;
+	return true;
+}
+
+/* Seconds since the epoch -> "2026-11-30T17:00:00Z". */
+static const char *iso(int64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&tt, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return buf;
+}
+
+int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s, pgo_error_t *err)
+{
+	const char *overlap = s->overlap ? s->overlap : "skip";
+	const char *missed = s->missed ? s->missed : "run_once";
+	const char *tz = s->tz && *s->tz ? s->tz : "UTC";
+	pgo_cron_expr_t e;
+	char cmax[16];
+	const char *p[8];
+	PGresult *res;
+
+	if (!name_ok(s->name))
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "schedule name \"%s\": use 1 to 100 "
+				     "characters of A-Z a-z 0-9 _ . : -",
+				     s->name ? s->name : "");
+	if (pgo_cron_parse(s->expr, &e, err) != PGO_OK)
+		return PGO_ERR_INVALID;
+	if (pgo_cron_tz_check(tz, err) != PGO_OK)
+		return PGO_ERR_INVALID;
+	if (pgo_ident_check(s->queue, err) != PGO_OK) {
+		char m[sizeof(err->msg)];
+
+		snprintf(m, sizeof(m), "%s", err->msg);
+		return pgo_error_set(err, PGO_ERR_INVALID, 0, "queue %s", m);
+	}
+	if (strcmp(overlap, "skip") != 0 && strcmp(overlap, "allow") != 0)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "overlap \"%s\": use skip or allow",
+				     overlap);
+	if (strcmp(missed, "skip") != 0 && strcmp(missed, "run_once") != 0 &&
+	    strcmp(missed, "catch_up") != 0)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "missed \"%s\": use skip, run_once or "
+				     "catch_up",
+				     missed);
+	if (s->catch_up_max < 0 || s->catch_up_max > 1000)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "catch-up-max must be 1 to 1000, not %d",
+				     s->catch_up_max);
+	res = run(conn, "checking the queue",
+		  "SELECT 1 FROM pgoutbox.queues WHERE name = $1 AND kind = "
+		  "'work'",
+		  1, &s->queue, err);
+	if (!res)
+		return PGO_ERR_DB;
+	if (PQntuples(res) == 0) {
+		PQclear(res);
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "no work queue named \"%s\" (create it "
+				     "with `pgoutbox queue create %s`)",
+				     s->queue, s->queue);
+	}
+	PQclear(res);
+	snprintf(cmax, sizeof(cmax), "%d", s->catch_up_max ? s->catch_up_max : 1);
+	p[0] = s->name;
+	p[1] = e.text;
+	p[2] = tz;
+	p[3] = s->queue;
+	p[4] = s->payload ? s->payload : "{}";
+	p[5] = overlap;
+	p[6] = missed;
+	p[7] = cmax;
+	/* Adding again replaces the definition; ticks count from now. */
+	res = run(conn, "adding the schedule",
+		  "INSERT INTO pgoutbox.cron_schedules AS c (name, expr, tz, "
+		  "queue, payload, overlap, missed, catch_up_max, last_tick) "
+		  "VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8::integer, "
+		  "date_trunc('second', now())) "
+		  "ON CONFLICT (name) DO UPDATE SET expr = EXCLUDED.expr, "
+		  "tz = EXCLUDED.tz, queue = EXCLUDED.queue, payload = "
+		  "EXCLUDED.payload, overlap = EXCLUDED.overlap, missed = "
+		  "EXCLUDED.missed, catch_up_max = EXCLUDED.catch_up_max, "
+		  "last_tick = EXCLUDED.last_tick, enabled = true",
+		  8, p, err);
+	if (!res)
+		return PGO_ERR_DB;
+	PQclear(res);
+	pgo_error_clear(err);
+	return PGO_OK;
+}
+
+int pgo_cron_remove(PGconn *conn, const char *name, pgo_error_t *err)
+{
+	PGresult *res = run(conn, "removing the schedule",
+			    "DELETE FROM pgoutbox.cron_schedules WHERE name = $1",
+			    1, &name, err);
+	int rc = PGO_OK;
+
+	if (!res)
+		return PGO_ERR_DB;
+	if (strcmp(PQcmdTuples(res), "0") == 0)
+		rc = pgo_error_set(err, PGO_ERR_INVALID, 0,
+				   "no schedule named \"%s\"", name);
+	PQclear(res);
+	return rc;
+}
+
+int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err)
+{
+	PGresult *res = run(
+		conn, "cron list",
+		"SELECT name, expr, tz, queue, overlap, missed, catch_up_max, "
+		"extract(epoch FROM last_tick)::bigint, enabled "
+		"FROM pgoutbox.cron_schedules ORDER BY name",
+		0, NULL, err);
+
+	if (!res)
+		return PGO_ERR_DB;
+	fprintf(out, "%-20s %-18s %-14s %-12s %-20s %-20s %s\n", "NAME", "EXPR",
+		"TZ", "QUEUE", "LAST TICK", "NEXT TICK", "POLICY");
+	for (int i = 0; i < PQntuples(res); i++) {
+		pgo_cron_expr_t e;
+		char last[32] = "-", next[32] = "?", pol[64];
+		int64_t lt = strtoll(PQgetvalue(res, i, 7), NULL, 10), nt;
+
+		if (!PQgetisnull(res, i, 7))
+			iso(lt, last, sizeof(last));
+		if (pgo_cron_parse(PQgetvalue(res, i, 1), &e, NULL) == PGO_OK &&
+		    pgo_cron_next(&e, PQgetvalue(res, i, 2), lt, &nt, NULL) ==
+			    PGO_OK)
+			iso(nt, next, sizeof(next));
+		if (strcmp(PQgetvalue(res, i, 8), "t") != 0)
+			snprintf(next, sizeof(next), "(disabled)");
+		snprintf(pol, sizeof(pol), "overlap=%s missed=%s%s%s",
+			 PQgetvalue(res, i, 4), PQgetvalue(res, i, 5),
+			 strcmp(PQgetvalue(res, i, 5), "catch_up") == 0 ? ":"
+									: "",
+			 strcmp(PQgetvalue(res, i, 5), "catch_up") == 0
+				 ? PQgetvalue(res, i, 6)
+				 : "");
+		fprintf(out, "%-20s %-18s %-14s %-12s %-20s %-20s %s\n",
+			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), last, next,
+			pol);
+	}
+	PQclear(res);
+	return PGO_OK;
+}
+
+int pgo_cron_history(PGconn *conn, const char *name, int limit, FILE *out,
+		     pgo_error_t *err)
+{
+	char lim[16];
+	const char *p[2] = {name, lim};
+	PGresult *res;
+
+	snprintf(lim, sizeof(lim), "%d", limit > 0 ? limit : 50);
+	res = run(conn, "cron history",
+		  "SELECT to_char(tick AT TIME ZONE 'UTC', "
+		  "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), outcome, "
+		  "coalesce(job_id::text, '-'), coalesce(reason, ''), "
+		  "to_char(recorded_at AT TIME ZONE 'UTC', "
+		  "'HH24:MI:SS.MS') FROM pgoutbox.cron_history "
+		  "WHERE name = $1 ORDER BY tick DESC LIMIT $2::integer",
+		  2, p, err);
+	if (!res)
+		return PGO_ERR_DB;
+	fprintf(out, "%-20s %-8s %-10s %-13s %s\n", "TICK", "OUTCOME", "JOB",
+		"RECORDED", "REASON");
+	for (int i = 0; i < PQntuples(res); i++)
+		fprintf(out, "%-20s %-8s %-10s %-13s %s\n",
+			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+			PQgetvalue(res, i, 2), PQgetvalue(res, i, 4),
+			PQgetvalue(res, i, 3));
+	if (PQntuples(res) == 0)
+		fprintf(out, "(no ticks recorded for \"%s\")\n", name);
+	PQclear(res);
+	return PGO_OK;
+}
+
+/* ============================== scheduler ============================== */
+
+struct pgo_scheduler {
+	const pgo_conf_t *conf;
+	pgo_scheduler_opts_t o;
+	char name[96];
+	char subject[128];
+	PGconn *pg;
+	int64_t retry_at, backoff;
+	bool down_logged;
+	int wake_pipe[2];
+	volatile sig_atomic_t stop;
+	int64_t next_expire;    /* history retention pass (monotonic ms) */
+	pgo_scheduler_stats_t stats;
+	char errmsg[512];
+};
+
+void pgo_scheduler_opts_init(pgo_scheduler_opts_t *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->grace_ms = 10000;
+	o->max_sleep_ms = 1000;
+	o->history_keep_ms = 7LL * 24 * 3600 * 1000;
+}
+
+pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
+				   const pgo_scheduler_opts_t *opts,
+				   pgo_error_t *err)
+{
+	pgo_scheduler_t *s;
+	char host[64];
+
+	if (!conf || !opts || opts->grace_ms < 0 || opts->max_sleep_ms < 10) {
+		pgo_error_set(err, PGO_ERR_INVALID, 0,
+			      "bad scheduler options");
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s || pipe2(s->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+		free(s);
+		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
+		return NULL;
+	}
+	s->conf = conf;
+	s->o = *opts;
+	if (opts->name && *opts->name) {
+		snprintf(s->name, sizeof(s->name), "%s", opts->name);
+	} else {
+		if (gethostname(host, sizeof(host)) != 0)
+			strcpy(host, "cron");
+		host[sizeof(host) - 1] = '\0';
+		snprintf(s->name, sizeof(s->name), "%s-%d", host, (int)getpid());
+	}
+	s->o.name = s->name;
+	snprintf(s->subject, sizeof(s->subject), "cron %s", s->name);
+	s->backoff = 100;
+	pgo_error_clear(err);
+	return s;
+}
+
+void pgo_scheduler_destroy(pgo_scheduler_t *s)
+{
+	if (!s)
+		return;
+	if (s->pg)
+		PQfinish(s->pg);
+	close(s->wake_pipe[0]);
+	close(s->wake_pipe[1]);
+	free(s);
+}
+
+void pgo_scheduler_request_stop(pgo_scheduler_t *s)
+{
+	int saved = errno;
+
+	s->stop = 1;
+	(void)!write(s->wake_pipe[1], "s", 1);
+	errno = saved;
+}
+
+void pgo_scheduler_get_stats(const pgo_scheduler_t *s,
+			     pgo_scheduler_stats_t *out)
+{
+	*out = s->stats;
+}
+
+const char *pgo_scheduler_errmsg(const pgo_scheduler_t *s)
+{
+	return s ? s->errmsg : "no scheduler";
+}
+
+static void sched_down(pgo_scheduler_t *s, const char *why)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(s->conf);
+
+	if (!s->down_logged)
+		pgo_log(PGO_LOG_WARN, s->subject,
+			"database connection lost: %s; reconnecting with "
+			"backoff",
+			why);
+	s->down_logged = true;
+	if (s->pg)
+		PQfinish(s->pg);
+	s->pg = NULL;
+	s->retry_at = pgo_now_ms() + s->backoff;
+	s->backoff = s->backoff * 2 > v->reconnect_max ? v->reconnect_max
+						       : s->backoff * 2;
+}
+
+static void sched_connect(pgo_scheduler_t *s)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(s->conf);
+	char timeout[24], app[80];
+	const char *keys[] = {"connect_timeout", "dbname", "application_name",
+			      NULL};
+	const char *vals[] = {timeout, v->db_url && *v->db_url ? v->db_url : NULL,
+			      app, NULL};
+	pgo_error_t err;
+
+	snprintf(timeout, sizeof(timeout), "%lld",
+		 (long long)(v->connect_timeout + 999) / 1000);
+	snprintf(app, sizeof(app), "pgoutbox cron %.50s", s->name);
+	if (!vals[1]) {
+		keys[1] = "application_name";
+		vals[1] = app;
+		keys[2] = NULL;
+	}
+	s->pg = PQconnectdbParams(keys, vals, 1);
+	if (!s->pg || PQstatus(s->pg) != CONNECTION_OK) {
+		sched_down(s, s->pg ? pgo_pq_msg(s->pg, NULL) : "out of memory");
+		return;
+	}
+	if (pgo_schema_check(s->pg, &err) != PGO_OK) {
+		sched_down(s, err.msg);
+		return;
+	}
+	if (s->down_logged)
+		pgo_log(PGO_LOG_INFO, s->subject, "connected again");
+	s->down_logged = false;
+	s->backoff = 100;
+}
+
+/* A growable set of ticks with what to do with each. */
+typedef struct due {
+	pgo_buf_t ticks, fire, reasons;
+	int n;
+} due_t;
+
+static void due_add(due_t *d, int64_t tick, bool fire, const char *reason)
+{
+	pgo_buf_printf(&d->ticks, "%s%" PRId64, d->n ? "," : "", tick);
+	pgo_buf_printf(&d->fire, "%s%s", d->n ? "," : "", fire ? "t" : "f");
+	if (d->n)
+		pgo_buf_puts(&d->reasons, ",");
+	pgo_buf_array_elem(&d->reasons, reason);
+	d->n++;
+}
+
+/* Handles one schedule: finds its due ticks by the database clock, applies
+ * the missed-tick policy and fires them through the compare-and-set.
+ * Returns the schedule's next tick (seconds), or 0 when it has none. */
+static int64_t handle_schedule(pgo_scheduler_t *s, PGresult *res, int row,
+			       double dbnow)
+{
+	const char *name = PQgetvalue(res, row, 1);
+	const char *expr = PQgetvalue(res, row, 2);
+	const char *tz = PQgetvalue(res, row, 3);
+	const char *missed = PQgetvalue(res, row, 5);
+	int cmax = atoi(PQgetvalue(res, row, 6));
+	int64_t prev, t, next = 0, newest, *ring = NULL;
+	int64_t grace_from = (int64_t)(dbnow - (double)s->o.grace_ms / 1000.0);
+	size_t count = 0, nmissed = 0, late_at = 0, ringcap = MAX_RECORDED + 1000;
+	pgo_cron_expr_t e;
+	pgo_error_t err;
+	due_t d = {0};
+	char prev_s[24], when[32], reason[160];
+	const char *params[5];
+	PGresult *r;
+	int fired;
+
+	if (PQgetisnull(res, row, 4)) {
+		const char *p[1] = {name};
+
+		r = run(s->pg, "starting a schedule",
+			"UPDATE pgoutbox.cron_schedules SET last_tick = "
+			"date_trunc('second', now()) WHERE name = $1 AND "
+			"last_tick IS NULL",
+			1, p, &err);
+		PQclear(r);
+		return 0;
+	}
+	prev = strtoll(PQgetvalue(res, row, 4), NULL, 10);
+	if (pgo_cron_parse(expr, &e, &err) != PGO_OK ||
+	    pgo_cron_next(&e, tz, prev, &next, &err) != PGO_OK) {
+		pgo_log(PGO_LOG_ERROR, s->subject, "schedule %s: %s", name,
+			err.msg);
+		return 0;
+	}
+	if ((double)next > dbnow)
+		return next;
+	/* The due ticks; only the newest ones are kept (a long outage of an
+	 * every-second schedule has many). */
+	ring = malloc(ringcap * sizeof(*ring));
+	if (!ring)
+		return next;
+	for (t = next; count < MAX_DUE && (double)t <= dbnow;) {
+		ring[count % ringcap] = t;
+		count++;
+		if (pgo_cron_next(&e, tz, t, &t, &err) != PGO_OK) {
+			t = INT64_MAX;
+			break;
+		}
+	}
+	next = t;
+	/* Ticks within the grace period are on time; older ones were
+	 * missed (no instance was running). */
+	for (late_at = 0; late_at < count; late_at++)
+		if (ring[(count - 1 - late_at) % ringcap] < grace_from)
+			break;
+	nmissed = count - late_at; /* the oldest nmissed ticks */
+	pgo_buf_init(&d.ticks);
+	pgo_buf_init(&d.fire);
+	pgo_buf_init(&d.reasons);
+	pgo_buf_puts(&d.ticks, "{");
+	pgo_buf_puts(&d.fire, "{");
+	pgo_buf_puts(&d.reasons, "{");
+	{
+		size_t first = count > ringcap ? count - ringcap : 0;
+		size_t runs = 0, unrecorded = 0;
+
+		if (strcmp(missed, "run_once") == 0)
+			runs = nmissed ? 1 : 0;
+		else if (strcmp(missed, "catch_up") == 0)
+			runs = nmissed < (size_t)cmax ? nmissed : (size_t)cmax;
+		if (nmissed > MAX_RECORDED + runs)
+			first = nmissed - MAX_RECORDED - runs > first
+					? nmissed - MAX_RECORDED - runs
+					: first;
+		unrecorded = first;
+		for (size_t i = first; i < count; i++) {
+			int64_t tick = ring[i % ringcap];
+
+			if (i >= nmissed) {
+				due_add(&d, tick, true, NULL);
+			} else if (i >= nmissed - runs) {
+				snprintf(reason, sizeof(reason),
+					 "missed (no scheduler was running): "
+					 "%s, %zu of %zu missed tick(s) run",
+					 missed, runs, nmissed);
+				due_add(&d, tick, true, reason);
+			} else {
+				snprintf(reason, sizeof(reason),
+					 "missed (no scheduler was running): "
+					 "%s policy",
+					 missed);
+				due_add(&d, tick, false, reason);
+			}
+		}
+		if (unrecorded)
+			pgo_log(PGO_LOG_WARN, s->subject,
+				"schedule %s: %zu older missed ticks are not "
+				"recorded in the history",
+				name, unrecorded);
+	}
+	newest = ring[(count - 1) % ringcap];
+	free(ring);
+	pgo_buf_puts(&d.ticks, "}");
+	pgo_buf_puts(&d.fire, "}");
+	pgo_buf_puts(&d.reasons, "}");
+	snprintf(prev_s, sizeof(prev_s), "%" PRId64, prev);
+	params[0] = name;
+	params[1] = prev_s;
+	params[2] = d.ticks.data;
+	params[3] = d.fire.data;
+	params[4] = d.reasons.data;
+	r = d.ticks.oom || d.fire.oom || d.reasons.oom
+		    ? NULL
+		    : run(s->pg, "firing",
+			  "SELECT pgoutbox.cron_fire($1, $2::bigint, "
+			  "$3::bigint[], $4::boolean[], $5::text[])",
+			  5, params, &err);
+	pgo_buf_free(&d.ticks);
+	pgo_buf_free(&d.fire);
+	pgo_buf_free(&d.reasons);
+	if (!r) {
+		pgo_log(PGO_LOG_WARN, s->subject, "schedule %s: %s", name,
+			err.msg);
+		if (PQstatus(s->pg) == CONNECTION_BAD)
+			sched_down(s, err.msg);
+		return next;
+	}
+	fired = atoi(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (fired < 0) {
+		s->stats.lost_races++;
+		pgo_log(PGO_LOG_DEBUG, s->subject,
+			"schedule %s: tick %s handled by another instance",
+			name, iso(newest, when, sizeof(when)));
+		return next;
+	}
+	s->stats.fired += (uint64_t)fired;
+	s->stats.skipped += (uint64_t)(d.n - fired);
+	pgo_log(PGO_LOG_INFO, s->subject,
+		"schedule %s: %d tick(s) up to %s: %d fired, %d skipped", name,
+		d.n, iso(newest, when, sizeof(when)), fired, d.n - fired);
+	return next;
+}
+
+/* Deletes history older than history_keep_ms, a bounded batch at a time. */
+static void expire_history(pgo_scheduler_t *s)
+{
+	char keep[32];
+	const char *p[1] = {keep};
+	pgo_error_t err;
+	PGresult *r;
+
+	if (s->o.history_keep_ms <= 0)
+		return;
+	snprintf(keep, sizeof(keep), "%" PRId64, s->o.history_keep_ms);
+	r = run(s->pg, "expiring history",
+		"DELETE FROM pgoutbox.cron_history WHERE ctid = ANY (ARRAY("
+		"SELECT ctid FROM pgoutbox.cron_history WHERE recorded_at < "
+		"now() - $1::bigint * interval '1 millisecond' LIMIT 10000))",
+		1, p, &err);
+	if (r) {
+		if (strcmp(PQcmdTuples(r), "0") != 0)
+			pgo_log(PGO_LOG_INFO, s->subject,
+				"expired %s history row(s)", PQcmdTuples(r));
+		PQclear(r);
+	}
+}
+
+int pgo_scheduler_run(pgo_scheduler_t *s)
+{
+	pgo_log(PGO_LOG_INFO, s->subject,
+		"started (grace %" PRId64 " ms, clock offset %" PRId64 " ms)",
+		s->o.grace_ms, s->o.clock_offset_ms);
+	while (!s->stop) {
+		int64_t now = pgo_now_ms(), sleep_ms = s->o.max_sleep_ms;
+		struct pollfd pfd = {.fd = s->wake_pipe[0], .events = POLLIN};
+		char buf[16];
+
+		if (!s->pg && now >= s->retry_at)
+			sched_connect(s);
+		if (!s->pg) {
+			sleep_ms = s->retry_at - now;
+		} else {
+			pgo_error_t err;
+			PGresult *res = run(
+				s->pg, "reading schedules",
+				"SELECT extract(epoch FROM now())::float8, name, "
+				"expr, tz, extract(epoch FROM last_tick)::bigint, "
+				"missed, catch_up_max FROM "
+				"pgoutbox.cron_schedules WHERE enabled ORDER BY "
+				"name",
+				0, NULL, &err);
+
+			if (!res) {
+				sched_down(s, err.msg);
+				continue;
+			}
+			for (int i = 0; i < PQntuples(res) && s->pg; i++) {
+				double dbnow = strtod(PQgetvalue(res, i, 0), NULL);
+				int64_t next = handle_schedule(s, res, i, dbnow);
+				int64_t ms;
+
+				if (next <= 0)
+					continue;
+				/* Time left by the database clock since the
+				 * query; the work above took some of it. */
+				ms = (int64_t)(((double)next - dbnow) * 1000.0) + 1 -
+				     (pgo_now_ms() - now);
+				if (ms < sleep_ms)
+					sleep_ms = ms;
+			}
+			PQclear(res);
+			if (s->pg && now >= s->next_expire) {
+				expire_history(s);
+				s->next_expire = now + 600000;
+			}
+			if (sleep_ms < 0)
+				sleep_ms = 0;
+			/* A skewed local clock wakes up early or late; the
+			 * tick decision is the database's either way.  Early
+			 * wakers find nothing due and sleep the rest. */
+			if (sleep_ms + s->o.clock_offset_ms > 5)
+				sleep_ms += s->o.clock_offset_ms;
+			else if (sleep_ms > 100)
+				sleep_ms = 100;
+		}
+		if (sleep_ms < 1)
+			sleep_ms = 1;
+		if (poll(&pfd, 1, (int)(sleep_ms > 60000 ? 60000 : sleep_ms)) > 0)
+			while (read(s->wake_pipe[0], buf, sizeof(buf)) > 0)
+				;
+	}
+	pgo_log(PGO_LOG_INFO, s->subject,
+		"stopped: fired %" PRIu64 ", skipped %" PRIu64
+		", ticks won by other instances %" PRIu64,
+		s->stats.fired, s->stats.skipped, s->stats.lost_races);
+	return PGO_OK;
+}

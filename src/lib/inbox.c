@@ -1,0 +1,101 @@
+/*
+ * inbox.c — the consumer-side inbox from C: claiming a message id inside
+ * the caller's transaction, and the partition maintenance that expires old
+ * claims.  The logic lives in SQL (sql/003_inbox.sql) so that consumers in
+ * any language get the same guarantee; these are thin, checked calls.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pgo_int.h"
+
+/* Whether a failed statement may succeed when the transaction is tried
+ * again: serialization failures, deadlocks, lost connections, a server
+ * shutting down, resource shortages. */
+static int sqlstate_retriable(const PGconn *conn, const PGresult *res)
+{
+	const char *st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+	if (PQstatus(conn) != CONNECTION_OK || !st)
+		return 1;
+	return strncmp(st, "40", 2) == 0 || strncmp(st, "08", 2) == 0 ||
+	       strncmp(st, "53", 2) == 0 || strncmp(st, "57", 2) == 0 ||
+	       strcmp(st, "55P03") == 0; /* lock_not_available */
+}
+
+int pgo_inbox_claim(PGconn *conn, const char *consumer, const char *message_id,
+		    int *fresh, pgo_error_t *err)
+{
+	const char *params[2] = {consumer, message_id};
+	PGresult *res;
+	int rc = PGO_OK;
+
+	if (fresh)
+		*fresh = 0;
+	if (!conn || !consumer || !*consumer || !message_id || !*message_id)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "pgo_inbox_claim: %s must not be empty",
+				     !conn		       ? "conn"
+				     : !consumer || !*consumer ? "consumer"
+							       : "message_id");
+	if (PQtransactionStatus(conn) != PQTRANS_INTRANS)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "pgo_inbox_claim must run inside the "
+				     "transaction that applies the message "
+				     "(BEGIN first)");
+	res = PQexecParams(conn, "SELECT pgoutbox.inbox_claim($1, $2)", 2, NULL,
+			   params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		rc = pgo_error_set(err, PGO_ERR_DB,
+				   sqlstate_retriable(conn, res),
+				   "inbox claim of %.100s: %s", message_id,
+				   pgo_pq_msg(conn, res));
+	} else {
+		if (fresh)
+			*fresh = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		pgo_error_clear(err);
+	}
+	PQclear(res);
+	return rc;
+}
+
+int pgo_inbox_maintain(PGconn *conn, const char *window, int *created,
+		       int *dropped, pgo_error_t *err)
+{
+	const char *params[1] = {window && *window ? window : "7 days"};
+	PGresult *res;
+	int rc = PGO_OK;
+
+	if (created)
+		*created = 0;
+	if (dropped)
+		*dropped = 0;
+	if (!conn || PQtransactionStatus(conn) != PQTRANS_IDLE)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "pgo_inbox_maintain needs an idle "
+				     "connection, not one inside a "
+				     "transaction");
+	/* One statement, so one implicit transaction: the DDL never waits
+	 * behind a long transaction for more than the lock timeout. */
+	res = PQexec(conn, "SET lock_timeout = '5s'");
+	PQclear(res);
+	res = PQexecParams(conn,
+			   "SELECT created, dropped FROM "
+			   "pgoutbox.inbox_maintain($1::interval)",
+			   1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		rc = pgo_error_set(
+			err, PGO_ERR_DB, sqlstate_retriable(conn, res),
+			"inbox maintenance: %s", pgo_pq_msg(conn, res));
+	} else {
+		if (created)
+			*created = atoi(PQgetvalue(res, 0, 0));
+		if (dropped)
+			*dropped = atoi(PQgetvalue(res, 0, 1));
+		pgo_error_clear(err);
+	}
+	PQclear(res);
+	res = PQexec(conn, "RESET lock_timeout");
+	PQclear(res);
+	return rc;
+}

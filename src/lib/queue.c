@@ -1,0 +1,407 @@
+/*
+ * queue.c — named work queues: creating them, enqueueing jobs inside the
+ * caller's transaction, and the operator's commands (list, stats, dead
+ * letters, retry, purge).
+ *
+ * The SQL lives in sql/004_queues.sql (pgoutbox.create_queue,
+ * pgoutbox.enqueue); names are checked here with pgo_ident_check() and
+ * again in SQL, where they are quoted with format('%I').
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pgo_int.h"
+
+struct pgo_enqueuer {
+	PGconn *conn;     /* borrowed from the caller */
+	char queue[64];   /* validated identifier */
+	bool prepared;    /* the statement exists on conn */
+	char errmsg[512]; /* last error */
+};
+
+#define ENQUEUE_STMT "pgoutbox_enqueue"
+
+/* Runs one statement with text parameters; NULL (err filled) on error. */
+static PGresult *run(PGconn *conn, const char *what, const char *sql, int n,
+		     const char *const *params, pgo_error_t *err)
+{
+	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+	ExecStatusType st = PQresultStatus(res);
+
+	if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+		const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+		pgo_error_set(err, PGO_ERR_DB,
+			      code && strncmp(code, "40", 2) == 0, "%s: %s",
+			      what, pgo_pq_msg(conn, res));
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
+
+int pgo_queue_create(PGconn *conn, const char *name, int shards,
+		     pgo_error_t *err)
+{
+	char nshards[16];
+	const char *params[2] = {name, nshards};
+	PGresult *res;
+
+	if (pgo_ident_check(name, err) != PGO_OK)
+		return PGO_ERR_INVALID;
+	if (shards < 1 || shards > 4096)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "shards must be between 1 and 4096, not %d",
+				     shards);
+	snprintf(nshards, sizeof(nshards), "%d", shards);
+	res = run(conn, "creating the queue",
+		  "SELECT pgoutbox.create_queue($1, $2::integer)", 2, params,
+		  err);
+	if (!res)
+		return PGO_ERR_DB;
+	PQclear(res);
+	pgo_error_clear(err);
+	return PGO_OK;
+}
+
+pgo_enqueuer_t *pgo_enqueuer_new(PGconn *conn, const char *queue,
+				 pgo_error_t *err)
+{
+	pgo_enqueuer_t *q;
+
+	if (!conn) {
+		pgo_error_set(err, PGO_ERR_INVALID, 0, "no connection given");
+		return NULL;
+	}
+	if (pgo_ident_check(queue, err) != PGO_OK)
+		return NULL;
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
+		return NULL;
+	}
+	q->conn = conn;
+	snprintf(q->queue, sizeof(q->queue), "%s", queue);
+	pgo_error_clear(err);
+	return q;
+}
+
+void pgo_enqueuer_destroy(pgo_enqueuer_t *q)
+{
+	free(q);
+}
+
+const char *pgo_enqueuer_errmsg(const pgo_enqueuer_t *q)
+{
+	return q ? q->errmsg : "no enqueuer";
+}
+
+/* Prepares the call on this connection once; a lookup first, since a
+ * failed statement would abort the caller's transaction. */
+static int ensure_prepared(pgo_enqueuer_t *q)
+{
+	const char *name = ENQUEUE_STMT;
+	PGresult *res;
+	bool exists;
+
+	if (q->prepared)
+		return PGO_OK;
+	res = PQexecParams(q->conn,
+			   "SELECT 1 FROM pg_prepared_statements WHERE name = $1",
+			   1, NULL, &name, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		snprintf(q->errmsg, sizeof(q->errmsg), "enqueue: %s",
+			 pgo_pq_msg(q->conn, res));
+		PQclear(res);
+		return PGO_ERR_DB;
+	}
+	exists = PQntuples(res) > 0;
+	PQclear(res);
+	if (!exists) {
+		res = PQprepare(q->conn, ENQUEUE_STMT,
+				"SELECT pgoutbox.enqueue($1, $2::jsonb, "
+				"coalesce($3::timestamptz, now()), "
+				"$4::integer, $5, coalesce($6, 'job'), $7)",
+				7, NULL);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			snprintf(q->errmsg, sizeof(q->errmsg),
+				 "enqueue: preparing: %s",
+				 pgo_pq_msg(q->conn, res));
+			PQclear(res);
+			return PGO_ERR_DB;
+		}
+		PQclear(res);
+	}
+	q->prepared = true;
+	return PGO_OK;
+}
+
+int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
+		const pgo_job_opts_t *opts, int64_t *id)
+{
+	static const pgo_job_opts_t none = {0};
+	const char *params[7];
+	char prio[16];
+	PGresult *res;
+	int rc;
+
+	if (!q)
+		return PGO_ERR_INVALID;
+	if (!opts)
+		opts = &none;
+	if (!payload) {
+		snprintf(q->errmsg, sizeof(q->errmsg),
+			 "enqueue: payload is NULL (send \"null\")");
+		return PGO_ERR_INVALID;
+	}
+	if (strlen(payload) > PGO_MAX_PAYLOAD) {
+		snprintf(q->errmsg, sizeof(q->errmsg),
+			 "enqueue: payload is %zu bytes, the limit is %d",
+			 strlen(payload), PGO_MAX_PAYLOAD);
+		return PGO_ERR_INVALID;
+	}
+	rc = ensure_prepared(q);
+	if (rc != PGO_OK)
+		return rc;
+	snprintf(prio, sizeof(prio), "%d", opts->priority);
+	params[0] = q->queue;
+	params[1] = payload;
+	params[2] = opts->run_at;
+	params[3] = prio;
+	params[4] = opts->unique_key;
+	params[5] = opts->topic;
+	params[6] = opts->key;
+	res = PQexecPrepared(q->conn, ENQUEUE_STMT, 7, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		snprintf(q->errmsg, sizeof(q->errmsg), "enqueue: %s",
+			 pgo_pq_msg(q->conn, res));
+		PQclear(res);
+		return PGO_ERR_DB;
+	}
+	if (id)
+		*id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	q->errmsg[0] = '\0';
+	return PGO_OK;
+}
+
+/* --- operator commands --- */
+
+int pgo_queue_list(PGconn *conn, FILE *out, pgo_error_t *err)
+{
+	PGresult *res = run(
+		conn, "queue list",
+		"SELECT q.name, q.kind, q.shards, "
+		"(SELECT count(*) FROM pgoutbox.dead_letters d "
+		"  WHERE d.queue = q.name) "
+		"FROM pgoutbox.queues q ORDER BY q.name",
+		0, NULL, err);
+
+	if (!res)
+		return PGO_ERR_DB;
+	fprintf(out, "%-32s %-7s %7s %9s %7s %5s\n", "QUEUE", "KIND", "PENDING",
+		"RUNNING", "DEAD", "SHARDS");
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *name = PQgetvalue(res, i, 0);
+		bool work = strcmp(PQgetvalue(res, i, 1), "work") == 0;
+		char sql[512];
+		PGresult *c;
+
+		if (pgo_ident_check(name, NULL) != PGO_OK)
+			continue;
+		snprintf(sql, sizeof(sql),
+			 "SELECT count(*) FILTER (WHERE locked_until IS NULL "
+			 "OR locked_until < now()), count(*) FILTER (WHERE "
+			 "locked_until >= now()) FROM pgoutbox.\"%s\"",
+			 name);
+		c = run(conn, "queue list", sql, 0, NULL, err);
+		if (!c) {
+			PQclear(res);
+			return PGO_ERR_DB;
+		}
+		fprintf(out, "%-32s %-7s %7s %9s %7s %5s\n", name,
+			work ? "work" : "outbox", PQgetvalue(c, 0, 0),
+			work ? PQgetvalue(c, 0, 1) : "-", PQgetvalue(res, i, 3),
+			PQgetvalue(res, i, 2));
+		PQclear(c);
+	}
+	PQclear(res);
+	return PGO_OK;
+}
+
+/* The queue must exist as a registered work queue (or the outbox). */
+static int check_queue(PGconn *conn, const char *queue, bool work_only,
+		       pgo_error_t *err)
+{
+	PGresult *res;
+	int rc = PGO_OK;
+
+	if (pgo_ident_check(queue, err) != PGO_OK)
+		return PGO_ERR_INVALID;
+	res = run(conn, "queue", "SELECT kind FROM pgoutbox.queues WHERE name = $1",
+		  1, &queue, err);
+	if (!res)
+		return PGO_ERR_DB;
+	if (PQntuples(res) == 0)
+		rc = pgo_error_set(err, PGO_ERR_INVALID, 0,
+				   "no queue named \"%s\" (pgoutbox queue "
+				   "list shows them)",
+				   queue);
+	else if (work_only && strcmp(PQgetvalue(res, 0, 0), "work") != 0)
+		rc = pgo_error_set(err, PGO_ERR_INVALID, 0,
+				   "\"%s\" is not a work queue (create one "
+				   "with pgoutbox queue create)",
+				   queue);
+	PQclear(res);
+	return rc;
+}
+
+int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
+		    pgo_error_t *err)
+{
+	char sql[1024];
+	const char *p[1] = {queue};
+	PGresult *res;
+	int rc = check_queue(conn, queue, true, err);
+
+	if (rc != PGO_OK)
+		return rc;
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*), "
+		 "count(*) FILTER (WHERE run_at <= now() AND (locked_until IS "
+		 "NULL OR locked_until < now())), "
+		 "count(*) FILTER (WHERE run_at > now() AND attempts = 0), "
+		 "count(*) FILTER (WHERE run_at > now() AND attempts > 0 AND "
+		 "(locked_until IS NULL OR locked_until < now())), "
+		 "count(*) FILTER (WHERE locked_until >= now()), "
+		 "count(*) FILTER (WHERE locked_until < now()), "
+		 "coalesce(date_trunc('second', now() - min(run_at) FILTER "
+		 "(WHERE run_at <= now() AND locked_until IS NULL))::text, '-'), "
+		 "(SELECT count(*) FROM pgoutbox.dead_letters WHERE queue = $1) "
+		 "FROM pgoutbox.\"%s\"",
+		 queue);
+	res = run(conn, "queue stats", sql, 1, p, err);
+	if (!res)
+		return PGO_ERR_DB;
+	fprintf(out,
+		"queue %s\n"
+		"  jobs            %s\n"
+		"  ready           %s (oldest waiting %s)\n"
+		"  scheduled       %s (run_at in the future)\n"
+		"  retrying        %s (failed, waiting for their backoff)\n"
+		"  running         %s (leased)\n"
+		"  lease expired   %s (reaped or re-claimed soon)\n"
+		"  dead letters    %s\n",
+		queue, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+		PQgetvalue(res, 0, 6), PQgetvalue(res, 0, 2),
+		PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4),
+		PQgetvalue(res, 0, 5), PQgetvalue(res, 0, 7));
+	PQclear(res);
+	snprintf(sql, sizeof(sql),
+		 "SELECT locked_by, count(*) FROM pgoutbox.\"%s\" WHERE "
+		 "locked_until >= now() GROUP BY 1 ORDER BY 1",
+		 queue);
+	res = run(conn, "queue stats", sql, 0, NULL, err);
+	if (!res)
+		return PGO_ERR_DB;
+	for (int i = 0; i < PQntuples(res); i++)
+		fprintf(out, "  worker %-40s %s running\n",
+			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+	PQclear(res);
+	return PGO_OK;
+}
+
+int pgo_queue_dead(PGconn *conn, const char *queue, int limit, FILE *out,
+		   pgo_error_t *err)
+{
+	char lim[16];
+	const char *p[2] = {queue, lim};
+	PGresult *res;
+	int rc = check_queue(conn, queue, false, err);
+
+	if (rc != PGO_OK)
+		return rc;
+	snprintf(lim, sizeof(lim), "%d", limit > 0 ? limit : 50);
+	res = run(conn, "queue dead",
+		  "SELECT id, attempts, to_char(failed_at AT TIME ZONE 'UTC', "
+		  "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+		  "left(payload::text, 60), coalesce(last_error, '') "
+		  "FROM pgoutbox.dead_letters WHERE queue = $1 "
+		  "ORDER BY failed_at DESC, id DESC LIMIT $2::integer",
+		  2, p, err);
+	if (!res)
+		return PGO_ERR_DB;
+	fprintf(out, "%-10s %-8s %-20s %s\n", "ID", "ATTEMPTS", "FAILED_AT",
+		"PAYLOAD / LAST ERROR");
+	for (int i = 0; i < PQntuples(res); i++) {
+		fprintf(out, "%-10s %-8s %-20s %s\n", PQgetvalue(res, i, 0),
+			PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+			PQgetvalue(res, i, 3));
+		fprintf(out, "%-40s error: ", "");
+		/* Errors may hold a stderr tail: indent its lines. */
+		for (const char *c = PQgetvalue(res, i, 4); *c; c++) {
+			fputc(*c, out);
+			if (*c == '\n' && c[1])
+				fprintf(out, "%-40s        ", "");
+		}
+		fputc('\n', out);
+	}
+	if (PQntuples(res) == 0)
+		fprintf(out, "(no dead letters in queue %s)\n", queue);
+	PQclear(res);
+	return PGO_OK;
+}
+
+int pgo_queue_retry(PGconn *conn, const char *queue, int64_t id,
+		    pgo_error_t *err)
+{
+	char sql[1024], ids[24];
+	const char *p[2] = {queue, ids};
+	PGresult *res;
+	int rc = check_queue(conn, queue, false, err);
+
+	if (rc != PGO_OK)
+		return rc;
+	snprintf(ids, sizeof(ids), "%lld", (long long)id);
+	/* Back into the queue with its id, attempts reset, due now. */
+	snprintf(sql, sizeof(sql),
+		 "WITH d AS (DELETE FROM pgoutbox.dead_letters WHERE queue = $1 "
+		 "AND id = $2::bigint RETURNING *) "
+		 "INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
+		 "headers, created_at, last_error) SELECT id, topic, key, type, "
+		 "payload, headers, created_at, last_error FROM d RETURNING id",
+		 queue);
+	res = run(conn, "queue retry", sql, 2, p, err);
+	if (!res)
+		return PGO_ERR_DB;
+	if (PQntuples(res) == 0)
+		rc = pgo_error_set(err, PGO_ERR_INVALID, 0,
+				   "no dead letter %lld in queue %s",
+				   (long long)id, queue);
+	PQclear(res);
+	return rc;
+}
+
+int pgo_queue_purge(PGconn *conn, const char *queue, int dead,
+		    int64_t *count, pgo_error_t *err)
+{
+	char sql[256];
+	const char *p[1] = {queue};
+	PGresult *res;
+	int rc = check_queue(conn, queue, false, err);
+
+	if (rc != PGO_OK)
+		return rc;
+	if (dead)
+		snprintf(sql, sizeof(sql),
+			 "DELETE FROM pgoutbox.dead_letters WHERE queue = $1");
+	else
+		snprintf(sql, sizeof(sql), "DELETE FROM pgoutbox.\"%s\"", queue);
+	res = run(conn, "queue purge", sql, dead ? 1 : 0, dead ? p : NULL, err);
+	if (!res)
+		return PGO_ERR_DB;
+	if (count)
+		*count = strtoll(PQcmdTuples(res), NULL, 10);
+	PQclear(res);
+	return PGO_OK;
+}

@@ -1,0 +1,59 @@
+# Retries follow the backoff (run_at) and end in dead letters with the
+# error and the stderr tail; a timeout kills the whole process group;
+# `queue` commands list, show, retry and purge; bad names are refused.
+. "$(dirname "$0")/../lib.sh"
+t_db
+"$PGO_BIN" queue create flaky >/dev/null || fail "queue create"
+rc=0; "$PGO_BIN" queue create 'Bad-Name' 2>"$T_TMP/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "must start with a lower-case\|has '-'" "$T_TMP/err" || fail "bad name: $rc $(cat "$T_TMP/err")"
+rc=0; "$PGO_BIN" queue create flaky 2>"$T_TMP/err" || rc=$?
+[ "$rc" = 1 ] && grep -q 'already exists' "$T_TMP/err" || fail "duplicate: $rc $(cat "$T_TMP/err")"
+rc=0; q "SELECT pgoutbox.create_queue('x; drop table y')" 2>"$T_TMP/err" || rc=$?
+[ "$rc" != 0 ] && grep -q 'invalid queue name' "$T_TMP/err" || fail "SQL accepted a bad name"
+rc=0; q "SELECT pgoutbox.enqueue('nope', '{}')" 2>"$T_TMP/err" || rc=$?
+[ "$rc" != 0 ] && grep -q 'no work queue named "nope"' "$T_TMP/err" || fail "enqueue to a missing queue: $(cat "$T_TMP/err")"
+# unique keys: one queued job per key
+a=$(q "SELECT pgoutbox.enqueue('flaky', '{\"n\": 1}', unique_key => 'k1')")
+b=$(q "SELECT pgoutbox.enqueue('flaky', '{\"n\": 2}', unique_key => 'k1')")
+[ "$a" = "$b" ] || fail "unique key: $a then $b"
+q "DELETE FROM pgoutbox.flaky" >/dev/null
+
+id=$("$PGO_BIN" queue enqueue flaky '{"n": 3}')
+"$PGO_BIN" worker --queue flaky --exec 'echo "line one" >&2; echo "attempt $PGOUTBOX_JOB_ATTEMPT failed" >&2; exit 4' \
+	--max-attempts 3 --retry-base 400ms --poll-interval 5s --name r 2>"$T_TMP/r.log" &
+R=$!; PIDS+=($!)
+wait_until 10 "[ \"\$(q \"SELECT attempts FROM pgoutbox.flaky WHERE id = $id\")\" = 1 ]"
+row=$(q "SELECT last_error, run_at > now() + interval '100 ms', run_at < now() + interval '450 ms', locked_by IS NULL FROM pgoutbox.flaky WHERE id = $id")
+[ "$row" = "exit status 4; stderr: line one
+attempt 1 failed|t|t|t" ] || fail "after attempt 1: $row"
+wait_until 15 "[ \"\$(q 'SELECT count(*) FROM pgoutbox.dead_letters')\" = 1 ]"
+stop_relay "$R"
+row=$(q "SELECT id, queue, attempts, last_error FROM pgoutbox.dead_letters")
+[ "$row" = "$id|flaky|3|exit status 4; stderr: line one
+attempt 3 failed" ] || fail "dead letter: $row"
+# backoff: attempt 2 came >= 200 ms after attempt 1, attempt 3 >= 400 ms after 2
+python3 - "$T_TMP/r.log" <<'PY' || fail "backoff not followed: $(grep 'failed' "$T_TMP/r.log")"
+import re, sys, datetime
+ts = [datetime.datetime.fromisoformat(l[:23]) for l in open(sys.argv[1]) if re.search(r'attempt \d failed|dead-lettered', l)]
+assert len(ts) == 3, ts
+assert (ts[1] - ts[0]).total_seconds() >= 0.2 and (ts[2] - ts[1]).total_seconds() >= 0.4, ts
+PY
+"$PGO_BIN" queue dead flaky | grep -q 'attempt 3 failed' || fail "queue dead: $("$PGO_BIN" queue dead flaky)"
+"$PGO_BIN" queue list | grep -q '^flaky  *work  *0  *0  *1 ' || fail "queue list: $("$PGO_BIN" queue list)"
+"$PGO_BIN" queue retry "$id" --queue flaky | grep -q 'moved back' || fail "retry"
+[ "$(q "SELECT attempts, payload FROM pgoutbox.flaky WHERE id = $id")" = '0|{"n": 3}' ] || fail "retried job"
+"$PGO_BIN" queue stats flaky | grep -q 'ready  *1' || fail "stats: $("$PGO_BIN" queue stats flaky)"
+rc=0; "$PGO_BIN" queue purge flaky 2>"$T_TMP/err" || rc=$?
+[ "$rc" = 2 ] && grep -q -- '--yes' "$T_TMP/err" || fail "purge without --yes: $rc"
+"$PGO_BIN" queue purge flaky --yes | grep -q 'purged 1 job' || fail "purge"
+
+# A timeout kills the whole process group (the grandchild too).
+id=$("$PGO_BIN" queue enqueue flaky '{}')
+"$PGO_BIN" worker --queue flaky --exec "sh -c 'sleep 1.5; touch $T_TMP/survived' & wait" \
+	--timeout 500ms --max-attempts 1 --name t 2>"$T_TMP/t.log" &
+T=$!; PIDS+=($!)
+wait_until 10 "[ \"\$(q 'SELECT count(*) FROM pgoutbox.dead_letters')\" = 1 ]"
+stop_relay "$T"
+sleep 2
+[ -e "$T_TMP/survived" ] && fail "the grandchild survived the timeout"
+q "SELECT last_error FROM pgoutbox.dead_letters" | grep -q 'timed out after 500 ms' || fail "timeout error: $(q 'SELECT last_error FROM pgoutbox.dead_letters')"
