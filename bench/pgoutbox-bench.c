@@ -1099,7 +1099,9 @@ static bool children_stop(child_t *chs, long n)
 typedef struct sent {
 	int64_t id;	   /* RETURNING id of pgoutbox.send() */
 	int64_t commit_ns; /* right after the autocommit returned */
-	bool warmup;	   /* sent during the warm-up: not measured */
+	bool warmup;	   /* committed before the measured start (by
+			      time: producers that lag take longer than
+			      the scheduled warm-up): not measured */
 } sent_t;
 
 /* One NDJSON line as the reader saw it. */
@@ -1116,7 +1118,7 @@ typedef struct latency {
 	int64_t end_ns;	       /* producers that lag stop here */
 	long per_tx;	       /* events per transaction */
 	long ntx;	       /* transactions scheduled, warm-up included */
-	long warm;	       /* the first `warm` events are the warm-up */
+	long warm;	       /* events scheduled in the warm-up */
 	long producers;	       /* producer p sends transactions p, p + P, ... */
 	corpus_t *corpus;      /* read-only once built */
 	int pipe_fd;	       /* read end of the relay's stdout */
@@ -1192,7 +1194,7 @@ static void *producer_main(void *arg)
 			p->sent[p->nsent++] =
 				(sent_t){.id = ids[i],
 					 .commit_ns = done,
-					 .warmup = k + i < run->warm};
+					 .warmup = done < run->measure_ns};
 		atomic_fetch_add(&run->committed, run->per_tx);
 	}
 	atomic_fetch_add(&run->done, 1);

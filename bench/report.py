@@ -125,7 +125,8 @@ def chart_data(rows, outdir):
     import os
     rates = {}
     for r in rows:
-        if r["workload"] == "drain" and r["metric"] == "events_per_s":
+        if r["workload"] == "drain" and r["metric"] == "events_per_s" \
+                and not r["params"].get("rss"):
             mode = "concurrent" if "--mode concurrent" in r["params"].get(
                 "relay", "") else "ordered"
             rates.setdefault(r["params"]["relays"], {})[mode] = r["value"]

@@ -8,7 +8,7 @@
 # is a Markdown table whose last column compares each figure with the
 # PostgreSQL limit measured in the same run (see bench/report.py).
 #
-#   bench/run.sh build            full run, ~12 minutes on 2 cores
+#   bench/run.sh build            full run, ~10 minutes on 2 cores
 #   bench/run.sh build --quick    every workload tiny (~30 s): a smoke test
 #
 # A full run without failures appends its JSON lines to

@@ -230,7 +230,11 @@ typedef enum pgo_ack {
 	PGO_ACK_NONE = 0,  /* not decided yet: counts as a retriable failure */
 	PGO_ACK_OK = 1,    /* durably accepted downstream: the row may go */
 	PGO_ACK_RETRY = 2, /* failed; try again after a backoff */
-	PGO_ACK_DEAD = 3   /* will never succeed: dead-letter it now */
+	PGO_ACK_DEAD = 3,  /* will never succeed: dead-letter it now */
+	/* The downstream is unreachable (not this event's fault): the relay
+	 * rolls the whole batch back untouched, spends no attempt, and
+	 * pauses claiming with a backoff until the sink recovers. */
+	PGO_ACK_UNAVAILABLE = 4
 } pgo_ack_t;
 
 /* A batch handed to a sink.  The sink fills acks[i] (and, for failures,

@@ -86,6 +86,9 @@ DECLARE
     held    integer[];
     s       integer;
 BEGIN
+    -- One member at a time per queue: concurrent rounds would race for
+    -- the same free shards and deadlock on the member rows.
+    PERFORM pg_advisory_xact_lock(hashtext('pgoutbox.rebalance.' || p_queue), 0);
     SELECT q.shards INTO nshards FROM pgoutbox.queues q WHERE q.name = p_queue;
     IF nshards IS NULL THEN
         RAISE EXCEPTION 'pgoutbox: queue "%" has no shards (not created for ordered mode)', p_queue
@@ -106,7 +109,7 @@ BEGIN
        AND (r.heartbeat_at < now() - p_stale
             OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend_pid));
 
-    SELECT coalesce(array_agg(l.objid::bigint::bit(32)::integer), '{}') INTO mine
+    SELECT coalesce(array_agg(DISTINCT l.objid::bigint::bit(32)::integer), '{}') INTO mine
       FROM pg_locks l
      WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
        AND l.classid = ns::oid AND l.pid = pg_backend_pid();
@@ -144,10 +147,12 @@ BEGIN
         END LOOP;
         -- Take free shards up to the share.
         IF coalesce(array_length(mine, 1), 0) < share THEN
-            SELECT coalesce(array_agg(l.objid::bigint::bit(32)::integer), '{}') INTO held
+            -- Advisory locks are per database: count only this one's.
+            SELECT coalesce(array_agg(DISTINCT l.objid::bigint::bit(32)::integer), '{}') INTO held
               FROM pg_locks l
              WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
-               AND l.classid = ns::oid;
+               AND l.classid = ns::oid
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database());
             FOR s IN SELECT g FROM generate_series(0, nshards - 1) g
                       WHERE g <> ALL (held) ORDER BY g LOOP
                 EXIT WHEN coalesce(array_length(mine, 1), 0) >= share;
@@ -175,7 +180,7 @@ DECLARE
     ns integer := pgoutbox.lease_ns(p_queue);
     s  integer;
 BEGIN
-    FOR s IN SELECT l.objid::bigint::bit(32)::integer FROM pg_locks l
+    FOR s IN SELECT DISTINCT l.objid::bigint::bit(32)::integer FROM pg_locks l
               WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
                 AND l.classid = ns::oid AND l.pid = pg_backend_pid() LOOP
         PERFORM pg_advisory_unlock(ns, s);

@@ -102,5 +102,6 @@ start_producer() {
 # Shard leases held now in the queue's namespace, per backend pid.
 lease_count() {
 	q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted
-	   AND classid = pgoutbox.lease_ns('outbox')::oid AND objid::bigint < 4096"
+	   AND classid = pgoutbox.lease_ns('outbox')::oid AND objid::bigint < 4096
+	   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 }

@@ -302,8 +302,7 @@ static void apply_rules(pgo_relay_t *r, slot_t *s)
 						     v->retry_max,
 						     pgo_relay_jitter(r));
 			due = pgo_now_ms() + f->delay_ms;
-			if (!r->next_retry || due < r->next_retry)
-				r->next_retry = due;
+			pgo_relay_retry_at(r, due);
 		}
 		if (failed)
 			failed[nfailed++] = i;
@@ -364,10 +363,42 @@ static void queue_rows(pgo_relay_t *r, slot_t *s, pgo_ack_t kind,
 		pgo_buf_free(&col[c]);
 }
 
+/* The sink said it is down: roll the batch back untouched and pause. */
+static bool sink_unavailable(pgo_relay_t *r, slot_t *s)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	pgo_batch_t *b = &s->batch;
+	size_t i = 0;
+
+	while (i < b->n && b->acks[i] != PGO_ACK_UNAVAILABLE)
+		i++;
+	if (i == b->n) {
+		r->sink_backoff = 0;
+		return false;
+	}
+	r->sink_backoff = r->sink_backoff ? r->sink_backoff * 2 : 100;
+	if (r->sink_backoff > v->reconnect_max)
+		r->sink_backoff = v->reconnect_max;
+	pgo_log(r->sink_backoff == 100 ? PGO_LOG_WARN : PGO_LOG_DEBUG,
+		r->subject,
+		"sink unavailable (%s): a batch of %zu goes back untouched; "
+		"claiming again in %lld ms",
+		b->errors[i] ? b->errors[i] : "down", b->n,
+		(long long)r->sink_backoff);
+	r->sink_pause_until = pgo_now_ms() + r->sink_backoff;
+	s->n_ok = s->n_retry = s->n_dead = 0;
+	b->n = 0; /* nothing to count when the ROLLBACK returns */
+	pgo_conn_query(&s->conn, "ROLLBACK", 0, NULL);
+	s->state = SLOT_SETTLING;
+	return true;
+}
+
 void pgo_claim_settle(pgo_relay_t *r, slot_t *s)
 {
 	pgo_batch_t *b = &s->batch;
 
+	if (sink_unavailable(r, s))
+		return;
 	apply_rules(r, s);
 	if (s->n_retry)
 		queue_rows(r, s, PGO_ACK_RETRY, r->retry_sql);

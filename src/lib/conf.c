@@ -606,14 +606,16 @@ static bool mask_conninfo(pgo_buf_t *b, const char *s)
 static const char *display(const struct conf_key *k, const char *text,
 			   pgo_buf_t *b)
 {
-	static const char *const schemes[] = {"postgresql://", "postgres://"};
+	static const char *const schemes[] = {"postgresql://", "postgres://",
+					      "redis://", "rediss://"};
+	const size_t nschemes = sizeof(schemes) / sizeof(schemes[0]);
 	bool ok = true, url = false;
 
 	if (!k->secret)
 		return text;
 	pgo_buf_reset(b);
 	pgo_buf_puts(b, "");
-	for (size_t i = 0; i < 2 && !url; i++) {
+	for (size_t i = 0; i < nschemes && !url; i++) {
 		size_t n = strlen(schemes[i]);
 
 		if (strncmp(text, schemes[i], n) == 0) {

@@ -283,6 +283,44 @@ static void slot_lost(pgo_relay_t *r, slot_t *s)
 	r->stats.reconnects++;
 }
 
+void pgo_relay_retry_at(pgo_relay_t *r, int64_t due)
+{
+	int worst = 0;
+
+	if (r->nretry_due < (int)(sizeof(r->retry_due) / sizeof(r->retry_due[0]))) {
+		r->retry_due[r->nretry_due++] = due;
+		return;
+	}
+	/* Full: keep the earliest; a later one is found by a claim anyway
+	 * (or, at worst, by the fallback poll). */
+	for (int i = 1; i < r->nretry_due; i++)
+		if (r->retry_due[i] > r->retry_due[worst])
+			worst = i;
+	if (due < r->retry_due[worst])
+		r->retry_due[worst] = due;
+}
+
+/* The earliest remembered retry (0: none); drops those already due and
+ * says so through *due_now. */
+static int64_t next_retry(pgo_relay_t *r, int64_t now, bool *due_now)
+{
+	int64_t next = 0;
+	int n = 0;
+
+	*due_now = false;
+	for (int i = 0; i < r->nretry_due; i++) {
+		if (r->retry_due[i] <= now) {
+			*due_now = true;
+			continue;
+		}
+		r->retry_due[n++] = r->retry_due[i];
+		if (!next || r->retry_due[i] < next)
+			next = r->retry_due[i];
+	}
+	r->nretry_due = n;
+	return next;
+}
+
 /* --- the loop --- */
 
 static void log_stats(pgo_relay_t *r, int64_t now)
@@ -353,8 +391,9 @@ int pgo_relay_run(pgo_relay_t *r)
 		v->listen ? "LISTEN" : "no LISTEN (poll only)",
 		(long long)v->poll_interval);
 	for (;;) {
-		int64_t deadline = 0;
+		int64_t deadline = 0, retry_next = 0;
 		int timeout, nfds = 0, busy = 0;
+		bool paused;
 
 		now = pgo_now_ms();
 		if (r->reload)
@@ -366,13 +405,17 @@ int pgo_relay_run(pgo_relay_t *r)
 			r->kick = true;
 			r->next_poll = now + v->poll_interval;
 		}
-		if (r->next_retry && now >= r->next_retry) {
-			r->kick = true;
-			r->next_retry = 0;
+		{
+			bool due_now;
+
+			retry_next = next_retry(r, now, &due_now);
+			if (due_now)
+				r->kick = true;
 		}
 		/* Lease rounds, then claims on idle, connected slots.  In
 		 * the ordered modes a wake-up goes to every slot, since the
 		 * event may be in any slot's shards. */
+		paused = now < r->sink_pause_until;
 		for (int i = 0; i < r->nslots && !r->stop; i++) {
 			slot_t *s = &r->slots[i];
 
@@ -387,7 +430,7 @@ int pgo_relay_run(pgo_relay_t *r)
 				continue;
 			}
 			if (s->state != SLOT_IDLE ||
-			    s->conn.state != PGO_CONN_READY ||
+			    s->conn.state != PGO_CONN_READY || paused ||
 			    (r->mode != PGO_MODE_CONCURRENT && !s->nowned))
 				continue;
 			if (r->kick || r->more || s->more || s->wants_claim) {
@@ -397,7 +440,7 @@ int pgo_relay_run(pgo_relay_t *r)
 				pgo_claim_send(r, s);
 			}
 		}
-		if (r->mode != PGO_MODE_CONCURRENT && r->kick) {
+		if (r->mode != PGO_MODE_CONCURRENT && r->kick && !paused) {
 			/* Busy slots claim once their cycle ends. */
 			for (int i = 0; i < r->nslots; i++)
 				if (r->slots[i].state != SLOT_IDLE)
@@ -440,7 +483,10 @@ int pgo_relay_run(pgo_relay_t *r)
 		}
 		if (!r->stop) {
 			deadline = min_deadline(deadline, r->next_poll);
-			deadline = min_deadline(deadline, r->next_retry);
+			deadline = min_deadline(deadline, retry_next);
+			if (paused)
+				deadline = min_deadline(deadline,
+							r->sink_pause_until);
 			deadline = min_deadline(deadline, r->next_stats);
 		}
 		timeout = -1;

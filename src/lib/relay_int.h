@@ -78,7 +78,10 @@ struct pgo_relay {
 	bool kick;                    /* start a claim on an idle slot */
 	bool more;                    /* last batch was full: claim on all */
 	int64_t next_poll;            /* fallback poll (monotonic ms) */
-	int64_t next_retry;           /* earliest retry this relay scheduled */
+	int64_t retry_due[32];        /* retries this relay scheduled (ms) */
+	int nretry_due;
+	int64_t sink_pause_until;     /* the sink is down: no claims before */
+	int64_t sink_backoff;         /* current pause after an outage, ms */
 	int64_t next_stats;
 	pgo_relay_stats_t stats;
 	pgo_relay_stats_t stats_last; /* at the previous stats line */
@@ -99,6 +102,8 @@ int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res);
 /* Applies the verdict rules, queues the fix-ups and COMMIT. */
 void pgo_claim_settle(pgo_relay_t *r, slot_t *s);
 double pgo_relay_jitter(pgo_relay_t *r);
+/* Remembers that a retry comes due at `due` (monotonic ms). */
+void pgo_relay_retry_at(pgo_relay_t *r, int64_t due);
 
 /* shards.c */
 void pgo_shards_init(pgo_relay_t *r, slot_t *s);

@@ -236,10 +236,12 @@ static void verdict(struct rs_pub *pub, size_t i, pgo_ack_t ack,
 	pub->left--;
 }
 
+/* Redis is unreachable: the events are not at fault, so they spend no
+ * attempt; the relay rolls the batch back and pauses. */
 static void fail_rest(struct rs_pub *pub, const char *msg)
 {
 	for (size_t i = 0; i < pub->batch->n && pub->left > 0; i++)
-		verdict(pub, i, PGO_ACK_RETRY, msg);
+		verdict(pub, i, PGO_ACK_UNAVAILABLE, msg);
 }
 
 /* --- the connection --- */

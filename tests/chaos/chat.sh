@@ -23,13 +23,14 @@
 # applied twice and 0 order violations.
 #
 # Order (per chat: the event key is the chat id):
-#   --mode concurrent (the default here): one relay per service with ONE
-#     connection (--in-flight 1), claiming in id order, and a batch waits
-#     for Redis (sink.redis_wait, 10 s) instead of failing: a failed event
-#     would be retried after a jittered backoff and overtaken by later
-#     ones.  A relay killed while it waits rolls its batch back.
-#   --mode ordered: the relay's ordered mode keeps a key's events in order
-#     across retries by itself (sink.redis_wait 0: fail at once).
+#   --mode ordered (the default, as for the relay): the relay's ordered
+#     mode keeps a key's events in order by itself; with Redis down a batch
+#     goes back untouched and the relay pauses (sink.redis_wait 0: fail at
+#     once).
+#   --mode concurrent: one relay per service with ONE connection
+#     (--in-flight 1), claiming in id order, and a batch waits for Redis
+#     (sink.redis_wait, 10 s) instead of failing.  A relay killed while it
+#     waits rolls its batch back.
 # Each consumer reads its stream alone under a stable consumer name, so
 # after a crash it re-reads its own pending entries before new ones.
 #
@@ -40,7 +41,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 BUILD=build-asan SEED=$(( $(date +%s) % 100000 )) RUNS=1 DURATION=15
-INTERVAL=400 CHATS=3 MODE=concurrent REDIS_WAIT= KEEP=0
+INTERVAL=400 CHATS=3 MODE=ordered REDIS_WAIT= KEEP=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) BUILD=$2; shift ;;

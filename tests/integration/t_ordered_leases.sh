@@ -19,7 +19,9 @@ launch() {
 shares() {
 	q "SELECT string_agg(n::text, ' ' ORDER BY n) FROM (SELECT count(*) n FROM pg_locks
 	   WHERE locktype = 'advisory' AND objsubid = 2 AND granted
-	   AND classid = pgoutbox.lease_ns('outbox')::oid GROUP BY pid) s"
+	   AND classid = pgoutbox.lease_ns('outbox')::oid
+	   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	   GROUP BY pid) s"
 }
 even() { # even N: N holders, 64 shards, each 64/N rounded either way
 	local s sum=0; s=$(shares)

@@ -8,8 +8,7 @@
 trap 'cleanup_pids; redis_stop' EXIT
 redis_start "$T_TMP/redis"
 t_db
-# A retry scheduled after the earliest one waits for the fallback poll
-# (relay.c remembers only the earliest), hence a short poll interval.
+# Short backoffs keep the test quick.
 export PGOUTBOX_RELAY_RETRY_BASE=100ms PGOUTBOX_RELAY_RETRY_MAX=1s PGOUTBOX_RELAY_MAX_ATTEMPTS=1000
 
 # The distinct event ids in a stream, and how many entries it has.
