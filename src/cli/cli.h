@@ -67,6 +67,7 @@ int cmd_send(int argc, char **argv);
 int cmd_relay(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_maintain(int argc, char **argv);
 int cmd_consume(int argc, char **argv);
 int cmd_inbox(int argc, char **argv);
 int cmd_queue(int argc, char **argv);

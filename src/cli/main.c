@@ -22,6 +22,8 @@ static const struct {
 	{"worker", cmd_worker, "run the jobs of a work queue"},
 	{"cron", cmd_cron, "distributed cron: schedules and the scheduler"},
 	{"run", cmd_run, "relay, worker and cron scheduler from one config"},
+	{"maintain", cmd_maintain,
+	 "retention (archive partitions), inbox partitions, health"},
 };
 
 static void usage(FILE *out)

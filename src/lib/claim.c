@@ -363,6 +363,36 @@ static void queue_rows(pgo_relay_t *r, slot_t *s, pgo_ack_t kind,
 		pgo_buf_free(&col[c]);
 }
 
+/* Events that go back to the queue or to dead letters were not
+ * published: an archiving queue's trigger copied them at the claim, so
+ * they leave the archive again (a no-op for a deleting queue). */
+static void queue_unarchive(pgo_relay_t *r, slot_t *s)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	pgo_batch_t *b = &s->batch;
+	const char *params[2];
+	pgo_buf_t ids;
+
+	pgo_buf_init(&ids);
+	pgo_buf_puts(&ids, "{");
+	for (size_t i = 0; i < b->n; i++) {
+		if (b->acks[i] == PGO_ACK_OK)
+			continue;
+		pgo_buf_printf(&ids, "%s%lld", ids.len > 1 ? "," : "",
+			       (long long)b->events[i].id);
+	}
+	pgo_buf_puts(&ids, "}");
+	params[0] = v->queue;
+	params[1] = ids.data;
+	if (ids.oom)
+		s->conn.round.failed = true; /* forces a rollback */
+	else
+		pgo_conn_query(&s->conn,
+			       "SELECT pgoutbox.unarchive($1, $2::bigint[])", 2,
+			       params);
+	pgo_buf_free(&ids);
+}
+
 /* The sink said it is down: roll the batch back untouched and pause. */
 static bool sink_unavailable(pgo_relay_t *r, slot_t *s)
 {
@@ -400,6 +430,8 @@ void pgo_claim_settle(pgo_relay_t *r, slot_t *s)
 	if (sink_unavailable(r, s))
 		return;
 	apply_rules(r, s);
+	if (s->n_retry || s->n_dead)
+		queue_unarchive(r, s);
 	if (s->n_retry)
 		queue_rows(r, s, PGO_ACK_RETRY, r->retry_sql);
 	if (s->n_dead)

@@ -142,6 +142,11 @@ static const struct conf_key keys[] = {
 	 .flag = "--heartbeat",
 	 .help = "Ordered modes: how often a relay announces itself and "
 		 "rebalances shard leases"},
+	{KEY("relay", "maintain_interval"), FIELD(maintain_interval),
+	 .type = T_DURATION, .def = "1h", .min = 0, .max = HOURS(24),
+	 .reloadable = true,
+	 .help = "Run pgoutbox.maintain() (archive and inbox partitions) "
+		 "this often, one instance at a time (0 = never)"},
 	{KEY("relay", "batch"), FIELD(batch), .type = T_INT, .def = "500",
 	 .min = 1, .max = 10000, .reloadable = true, .flag = "--batch",
 	 .help = "Events claimed per transaction"},

@@ -321,6 +321,70 @@ static int64_t next_retry(pgo_relay_t *r, int64_t now, bool *due_now)
 	return next;
 }
 
+/* --- chores: maintenance and health, on slot 0 between cycles --- */
+
+/* Starts a chore when one is due; true when it did. */
+static bool chore_due(pgo_relay_t *r, slot_t *s, int64_t now)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	bool health;
+
+	if (s->state != SLOT_IDLE || s->conn.state != PGO_CONN_READY)
+		return false;
+	if (v->maintain_interval && now >= r->next_maintain)
+		health = false;
+	else if (v->stats_interval && now >= r->next_health)
+		health = true;
+	else
+		return false;
+	if (health) {
+		r->next_health = now + v->stats_interval;
+		pgo_conn_query(&s->conn,
+			       "SELECT kind, subject, detail FROM "
+			       "pgoutbox.health('5 minutes')",
+			       0, NULL);
+	} else {
+		r->next_maintain = now + v->maintain_interval;
+		pgo_conn_query(&s->conn,
+			       "SELECT done, created, dropped FROM "
+			       "pgoutbox.maintain()",
+			       0, NULL);
+	}
+	if (pgo_conn_send(&s->conn) != PGO_OK)
+		return false;
+	r->chore_health = health;
+	s->state = SLOT_CHORE;
+	return true;
+}
+
+/* A chore's round came back: report what it found or did. */
+static void chore_done(pgo_relay_t *r, slot_t *s)
+{
+	PGresult *res = s->conn.round.res[0];
+
+	s->state = SLOT_IDLE;
+	if (s->conn.round.failed || !res) {
+		pgo_log(PGO_LOG_WARN, r->subject, "%s failed: %s",
+			r->chore_health ? "health check" : "maintenance",
+			s->conn.round.err);
+	} else if (r->chore_health) {
+		/* What keeps vacuum from reclaiming the queue's rows. */
+		for (int i = 0; i < PQntuples(res); i++)
+			pgo_log(PGO_LOG_WARN, r->subject, "health: %s %s: %s",
+				PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+				PQgetvalue(res, i, 2));
+	} else if (strcmp(PQgetvalue(res, 0, 0), "t") == 0 &&
+		   (strcmp(PQgetvalue(res, 0, 1), "0") != 0 ||
+		    strcmp(PQgetvalue(res, 0, 2), "0") != 0)) {
+		pgo_log(PGO_LOG_INFO, r->subject,
+			"maintenance: %s partition%s created, %s dropped",
+			PQgetvalue(res, 0, 1),
+			strcmp(PQgetvalue(res, 0, 1), "1") == 0 ? "" : "s",
+			PQgetvalue(res, 0, 2));
+	}
+	pgo_conn_round_clear(&s->conn);
+}
+
 /* --- the loop --- */
 
 static void log_stats(pgo_relay_t *r, int64_t now)
@@ -379,6 +443,8 @@ int pgo_relay_run(pgo_relay_t *r)
 
 	r->kick = true;
 	r->stats_last_at = now;
+	r->next_maintain = now;  /* once at start, then on the interval */
+	r->next_health = now + (v->stats_interval ? v->stats_interval : 0);
 	r->next_poll = now + v->poll_interval;
 	r->next_stats = v->stats_interval ? now + v->stats_interval : 0;
 	pgo_log(PGO_LOG_INFO, r->subject,
@@ -429,6 +495,8 @@ int pgo_relay_run(pgo_relay_t *r)
 				pgo_shards_send(r, s);
 				continue;
 			}
+			if (i == 0 && chore_due(r, s, now))
+				continue;
 			if (s->state != SLOT_IDLE ||
 			    s->conn.state != PGO_CONN_READY || paused ||
 			    (r->mode != PGO_MODE_CONCURRENT && !s->nowned))
@@ -484,6 +552,17 @@ int pgo_relay_run(pgo_relay_t *r)
 		if (!r->stop) {
 			deadline = min_deadline(deadline, r->next_poll);
 			deadline = min_deadline(deadline, retry_next);
+			/* Chores wait for slot 0 (no busy loop while it
+			 * is down or working). */
+			if (r->slots[0].state == SLOT_IDLE &&
+			    r->slots[0].conn.state == PGO_CONN_READY) {
+				if (v->maintain_interval)
+					deadline = min_deadline(
+						deadline, r->next_maintain);
+				if (v->stats_interval)
+					deadline = min_deadline(
+						deadline, r->next_health);
+			}
 			if (paused)
 				deadline = min_deadline(deadline,
 							r->sink_pause_until);
@@ -563,6 +642,8 @@ int pgo_relay_run(pgo_relay_t *r)
 					settled(r, s);
 				else if (s->state == SLOT_REBALANCING)
 					pgo_shards_done(r, s);
+				else if (s->state == SLOT_CHORE)
+					chore_done(r, s);
 				else
 					pgo_conn_round_clear(&s->conn);
 				break;

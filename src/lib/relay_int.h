@@ -22,7 +22,8 @@ typedef enum slot_state {
 	SLOT_REBALANCING, /* the lease round is in flight */
 	SLOT_CLAIMING,    /* round 1 (BEGIN + claim) in flight */
 	SLOT_PUBLISHING,  /* the sink has the batch */
-	SLOT_SETTLING     /* round 2 (fix-ups + COMMIT) in flight */
+	SLOT_SETTLING,    /* round 2 (fix-ups + COMMIT) in flight */
+	SLOT_CHORE        /* maintenance or a health check in flight */
 } slot_state_t;
 
 /* What settling does with one event (beyond the sink's verdict). */
@@ -82,6 +83,10 @@ struct pgo_relay {
 	int nretry_due;
 	int64_t sink_pause_until;     /* the sink is down: no claims before */
 	int64_t sink_backoff;         /* current pause after an outage, ms */
+	int64_t next_maintain;        /* pgoutbox.maintain() due (ms) */
+	int64_t next_health;          /* pgoutbox.health() due (ms) */
+	bool chore_health;            /* the chore in flight: health (else
+				       * maintenance) */
 	int64_t next_stats;
 	pgo_relay_stats_t stats;
 	pgo_relay_stats_t stats_last; /* at the previous stats line */

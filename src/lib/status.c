@@ -95,6 +95,42 @@ static int print_shards(PGconn *conn, const char *queue, FILE *out,
 	return PGO_OK;
 }
 
+/* Retention mode, the archive's extent, and what holds back vacuum. */
+static int print_retention(PGconn *conn, const char *queue, FILE *out,
+			   pgo_error_t *err)
+{
+	PGresult *res;
+
+	res = query(conn,
+		    "SELECT retention, retention_days, (SELECT count(*) FROM "
+		    "pg_inherits WHERE inhparent = to_regclass(format("
+		    "'pgoutbox.%I', name || '_archive'))) FROM pgoutbox.queues "
+		    "WHERE name = $1",
+		    queue, err);
+	if (!res)
+		return PGO_ERR_DB;
+	if (PQntuples(res) == 1) {
+		if (strcmp(PQgetvalue(res, 0, 0), "archive") == 0)
+			fprintf(out, "  retention: archive, %s days, in %s "
+				     "day partitions of pgoutbox.%s_archive\n",
+				PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
+				queue);
+		else
+			fprintf(out, "  retention: delete on ack\n");
+	}
+	PQclear(res);
+	res = query(conn,
+		    "SELECT kind, subject, detail FROM pgoutbox.health()",
+		    NULL, err);
+	if (!res)
+		return PGO_ERR_DB;
+	for (int i = 0; i < PQntuples(res); i++)
+		fprintf(out, "  WARNING %s %s: %s\n", PQgetvalue(res, i, 0),
+			PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+	PQclear(res);
+	return PGO_OK;
+}
+
 int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 		     pgo_error_t *err)
 {
@@ -150,6 +186,9 @@ int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 	PQclear(res);
 
 	rc = print_shards(conn, queue, out, err);
+	if (rc != PGO_OK)
+		return rc;
+	rc = print_retention(conn, queue, out, err);
 	if (rc != PGO_OK)
 		return rc;
 

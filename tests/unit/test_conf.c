@@ -36,6 +36,7 @@ static const struct {
 	{"relay.mode", "ordered"},
 	{"relay.poison", "dead_letter"},
 	{"relay.heartbeat", "500ms"},
+	{"relay.maintain_interval", "1h"},
 	{"relay.batch", "500"},
 	{"relay.in_flight", "2"},
 	{"relay.listen", "on"},
