@@ -154,7 +154,7 @@ DECLARE
 BEGIN
     claimed := 0; done := 0; failed := 0; dead := 0;
     IF to_regprocedure(func || '(jsonb)') IS NULL THEN
-        RAISE EXCEPTION 'pgoutbox worker: no function %(jsonb)', func
+        RAISE EXCEPTION 'pgoutbox.work_sql: no function %(jsonb)', func
             USING ERRCODE = 'undefined_function';
     END IF;
     fn := to_regprocedure(func || '(jsonb)')::regproc::text;

@@ -19,7 +19,9 @@ ALTER TABLE pgoutbox.queues
         CHECK (retention_days BETWEEN 1 AND 3650);
 
 CREATE FUNCTION pgoutbox.archive_deleted() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog  -- the relay role needs no archive grants
+AS $$
 BEGIN
     EXECUTE format('INSERT INTO pgoutbox.%I (id, topic, key, type, payload, headers, '
                    'created_at, attempts, published_at) SELECT id, topic, key, type, '
@@ -103,7 +105,9 @@ END $$;
 -- The relay takes events that failed after their claim out of the archive
 -- again, in the claim transaction (they go back to the queue).
 CREATE FUNCTION pgoutbox.unarchive(p_queue text, p_ids bigint[]) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog  -- a relay role needs only EXECUTE
+AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pgoutbox.queues WHERE name = p_queue AND retention = 'archive') THEN
         EXECUTE format('DELETE FROM pgoutbox.%I WHERE published_at = now() AND id = ANY($1)',
@@ -115,7 +119,9 @@ END $$;
 -- (a transaction-level advisory lock), the others return at once.
 -- Archive partitions of every archiving queue; the inbox's partitions.
 CREATE FUNCTION pgoutbox.maintain(OUT done boolean, OUT created integer, OUT dropped integer)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog  -- a relay role needs only EXECUTE
+AS $$
 DECLARE
     q record;
     r record;
@@ -143,7 +149,9 @@ END $$;
 CREATE FUNCTION pgoutbox.health(p_min_age interval DEFAULT '1 minute',
                                 p_dead_tuples bigint DEFAULT 100000)
 RETURNS TABLE (kind text, subject text, age interval, detail text)
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+SECURITY DEFINER SET search_path = pg_catalog  -- sees every session's xmin
+AS $$
     SELECT 'xmin', format('pid %s (%s)', a.pid, coalesce(nullif(a.application_name, ''), a.usename::text)),
            now() - a.xact_start,
            format('%s transaction open for %s holds back vacuum (xmin age %s)',
@@ -166,3 +174,10 @@ LANGUAGE sql STABLE AS $$
      WHERE t.schemaname = 'pgoutbox' AND t.n_dead_tup >= p_dead_tuples
      ORDER BY 1, 3 DESC NULLS LAST
 $$;
+
+-- Relays call these (GRANT EXECUTE ... TO relay); nobody else needs to.
+REVOKE ALL ON FUNCTION pgoutbox.unarchive(text, bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.maintain() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.health(interval, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.set_retention(text, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.archive_partitions(text, integer) FROM PUBLIC;

@@ -76,7 +76,7 @@ struct conf_key {
 
 /* The names are the enums' values in order: index = enum value. */
 static const char *const sink_choices[] = {"stdout", "exec", "redis",
-					   NULL};
+					   "bullmq", NULL};
 static const char *const level_choices[] = {"error", "warn", "info", "debug",
 					    NULL};
 static const char *const mode_choices[] = {"concurrent", "ordered", "strict",
@@ -88,7 +88,7 @@ _Static_assert(PGO_MODE_CONCURRENT == 0 && PGO_MODE_ORDERED == 1 &&
 _Static_assert(PGO_POISON_DEAD_LETTER == 0 && PGO_POISON_HALT == 1,
 	       "poison_choices follows pgo_poison_t");
 _Static_assert(PGO_SINK_STDOUT == 0 && PGO_SINK_EXEC == 1 &&
-		       PGO_SINK_REDIS == 2,
+		       PGO_SINK_REDIS == 2 && PGO_SINK_BULLMQ == 3,
 	       "sink_choices follows pgo_sink_kind_t");
 _Static_assert(PGO_LOG_ERROR == 0 && PGO_LOG_WARN == 1 && PGO_LOG_INFO == 2 &&
 		       PGO_LOG_DEBUG == 3,
@@ -126,7 +126,8 @@ static const struct conf_key keys[] = {
 	{KEY("relay", "sink"), FIELD(sink), .type = T_ENUM, .def = "stdout",
 	 .choices = sink_choices, .flag = "--sink",
 	 .help = "Where events go: stdout (NDJSON), exec (a command "
-		 "per batch) or redis (XADD to Redis Streams)"},
+		 "per batch), redis (XADD to Redis Streams) or bullmq (BullMQ "
+		 "jobs)"},
 	{KEY("relay", "mode"), FIELD(mode), .type = T_ENUM, .def = "ordered",
 	 .choices = mode_choices, .flag = "--mode",
 	 .help = "ordered: per-key order through shard leases; concurrent: "
@@ -210,6 +211,25 @@ static const struct conf_key keys[] = {
 	 .def = "0", .min = 0, .max = MINUTES(10), .flag = "--redis-wait",
 	 .help = "How long a batch waits for an unreachable Redis before it "
 		 "fails (0 = fail at once)"},
+	{KEY("sink", "bullmq_queue"), FIELD(bullmq_queue), .type = T_STRING,
+	 .def = "{topic}",
+	 .help = "BullMQ queue a job is added to; {topic} and {queue} are "
+		 "replaced"},
+	{KEY("sink", "bullmq_prefix"), FIELD(bullmq_prefix), .type = T_STRING,
+	 .def = "bull",
+	 .help = "Key prefix of the BullMQ queues (BullMQ's prefix option)"},
+	{KEY("sink", "bullmq_script"), FIELD(bullmq_script), .type = T_STRING,
+	 .def = "",
+	 .help = "File with the add script of your bullmq package, written "
+		 "by tools/bullmq-export.js"},
+	{KEY("sink", "bullmq_attempts"), FIELD(bullmq_attempts), .type = T_INT,
+	 .def = "1", .min = 1, .max = 1000000,
+	 .help = "BullMQ attempts option of the jobs: tries before a job "
+		 "fails for good"},
+	{KEY("sink", "bullmq_remove_on_complete"),
+	 FIELD(bullmq_remove_on_complete), .type = T_STRING, .def = "",
+	 .help = "BullMQ removeOnComplete option: true, false or a count "
+		 "to keep (empty: not sent); jobId dedup ends with the job"},
 
 	/* [worker] */
 	{KEY("worker", "queue"), FIELD(worker_queue), .type = T_STRING,

@@ -454,7 +454,7 @@ static int64_t handle_schedule(pgo_scheduler_t *s, PGresult *res, int row,
 	next = t;
 	/* Ticks within the grace period are on time; older ones were
 	 * missed (no instance was running). */
-	for (late_at = 0; late_at < count; late_at++)
+	for (late_at = 0; late_at < count && late_at < ringcap; late_at++)
 		if (ring[(count - 1 - late_at) % ringcap] < grace_from)
 			break;
 	nmissed = count - late_at; /* the oldest nmissed ticks */

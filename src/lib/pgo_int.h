@@ -79,7 +79,8 @@ void pgo_buf_array_elem(pgo_buf_t *b, const char *s);
 typedef enum pgo_sink_kind {
 	PGO_SINK_STDOUT = 0,
 	PGO_SINK_EXEC = 1,
-	PGO_SINK_REDIS = 2
+	PGO_SINK_REDIS = 2,
+	PGO_SINK_BULLMQ = 3
 } pgo_sink_kind_t;
 
 /* How a relay claims (relay.mode). */
@@ -128,6 +129,11 @@ struct pgo_conf_values {
 	int64_t redis_timeout;   /* ms: replies of a batch */
 	int64_t redis_connect_timeout; /* ms: TCP connect + AUTH/SELECT */
 	int64_t redis_wait;      /* ms: a batch waits for Redis; 0 = fail */
+	char *bullmq_queue;      /* BullMQ queue name template: {topic}, {queue} */
+	char *bullmq_prefix;     /* BullMQ key prefix ("bull") */
+	char *bullmq_script;     /* file written by tools/bullmq-export.js */
+	int bullmq_attempts;     /* the jobs' attempts option */
+	char *bullmq_remove_on_complete; /* "", true/false or a count */
 	/* [worker] (pgoutbox run, pgoutbox worker defaults) */
 	char *worker_queue;      /* work queue; empty = no worker in run */
 	char *worker_exec;       /* exec handler: sh -c command */
@@ -197,5 +203,15 @@ extern const pgo_sink_ops_t pgo_sink_redis_ops;
 /* Reads the sink.redis_* keys (and relay.queue) into the sink; checks the
  * URL and the stream template. */
 int pgo_sink_redis_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
+
+/* --- bullmq sink --- */
+
+extern const pgo_sink_ops_t pgo_sink_bullmq_ops;
+/* Reads the sink.bullmq_* keys (and the sink.redis_* connection keys) and
+ * loads the exported add script; refuses untested bullmq majors. */
+int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
+/* Writes the 40 hex digits of SHA-1(data) and a NUL into hex (the name
+ * EVALSHA gives a script). */
+void pgo_sha1_hex(const char *data, size_t len, char hex[41]);
 
 #endif /* PGO_INT_H */

@@ -38,9 +38,12 @@ pgo_sink_t *pgo_sink_new(const char *name, const pgo_conf_t *conf,
 		ops = &pgo_sink_exec_ops;
 	else if (strcmp(name, "redis") == 0)
 		ops = &pgo_sink_redis_ops;
+	else if (strcmp(name, "bullmq") == 0)
+		ops = &pgo_sink_bullmq_ops;
 	else {
 		pgo_error_set(err, PGO_ERR_INVALID, 0,
-			      "unknown sink \"%s\" (known: stdout, exec, redis)",
+			      "unknown sink \"%s\" (known: stdout, exec, redis, "
+			      "bullmq)",
 			      name);
 		return NULL;
 	}
@@ -54,6 +57,8 @@ pgo_sink_t *pgo_sink_new(const char *name, const pgo_conf_t *conf,
 					     v->exec_timeout);
 	else if (ops == &pgo_sink_redis_ops)
 		rc = pgo_sink_redis_configure(sink, conf);
+	else if (ops == &pgo_sink_bullmq_ops)
+		rc = pgo_sink_bullmq_configure(sink, conf);
 	if (rc == PGO_OK && ops->open)
 		rc = ops->open(sink);
 	if (rc != PGO_OK) {

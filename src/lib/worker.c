@@ -55,10 +55,35 @@ typedef struct job_run {
 	int status;       /* waitpid status */
 	bool killed;      /* timed out: SIGKILL sent to the group */
 	bool lost;        /* the lease is no longer ours */
+	bool hb_sent;     /* in the heartbeat in flight */
 	int64_t deadline; /* monotonic ms: kill after this */
 	char tail[TAIL_MAX + 1];
 	size_t tail_len;
 } job_run_t;
+
+#define LEASE_CONNS 2
+
+typedef enum op_kind {
+	OP_SETTLE = 0, /* a job's outcome: complete, retry or dead letter */
+	OP_CLAIM = 1,  /* lease more jobs */
+	OP_HB = 2,     /* extend the leases of running jobs */
+	OP_REAP = 3    /* return expired leases, dead-letter lost jobs */
+} op_kind_t;
+
+enum { VERDICT_OK = 0, VERDICT_RETRY = 1, VERDICT_DEAD = 2 };
+
+/* One database operation of lease mode. */
+typedef struct op {
+	struct op *next;
+	op_kind_t kind;
+	int64_t id, epoch; /* SETTLE: the job and its lease */
+	int attempt;
+	int verdict;       /* SETTLE: VERDICT_* */
+	int64_t delay_ms;  /* SETTLE, retry: the backoff */
+	char *error;       /* SETTLE: the error text (owned) */
+	int tries;         /* sent again after a lost connection */
+	int want;          /* CLAIM: how many */
+} op_t;
 
 struct pgo_worker {
 	const pgo_conf_t *conf;
@@ -67,9 +92,13 @@ struct pgo_worker {
 	char subject[160];
 	char app_name[64];
 	/* lease mode */
-	PGconn *pg;             /* blocking; NULL while down */
-	int64_t pg_retry_at, pg_backoff;
-	bool pg_logged_down;
+	pgo_conn_t lconns[LEASE_CONNS]; /* one statement per round each */
+	op_t *inflight[LEASE_CONNS];    /* the operation of each round */
+	op_t *q_head, *q_tail;  /* outcomes waiting for a connection */
+	int q_len;
+	int claim_want, claim_got; /* the last claim: asked, got */
+	pgo_conn_setup_t lsetup, lsetup_quiet;
+	char set_sql[64];
 	job_run_t *jobs;        /* concurrency slots */
 	int running;
 	char claim_sql[1024], complete_sql[256], fail_sql[512], dead_sql[1024];
@@ -244,9 +273,6 @@ pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
 			      "timeout above 0");
 		return NULL;
 	}
-	if (opts->exec_command && opts->timeout_ms >= opts->lease_ms * 10) {
-		/* Heartbeats keep the lease; only a sanity bound. */
-	}
 	w = calloc(1, sizeof(*w));
 	if (!w) {
 		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
@@ -289,18 +315,33 @@ pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
 	snprintf(w->app_name, sizeof(w->app_name), "pgoutbox worker %.40s",
 		 w->name);
 	w->rnd = (unsigned)getpid() ^ (unsigned)pgo_wall_us();
-	w->pg_backoff = 100;
 	build_sql(w);
 	pgo_error_clear(err);
 	return w;
+}
+
+static void free_op(op_t *op)
+{
+	if (op) {
+		free(op->error);
+		free(op);
+	}
 }
 
 void pgo_worker_destroy(pgo_worker_t *w)
 {
 	if (!w)
 		return;
-	if (w->pg)
-		PQfinish(w->pg);
+	for (int i = 0; i < LEASE_CONNS; i++) {
+		pgo_conn_close(&w->lconns[i]);
+		free_op(w->inflight[i]);
+	}
+	while (w->q_head) {
+		op_t *op = w->q_head;
+
+		w->q_head = op->next;
+		free_op(op);
+	}
 	if (w->conns) {
 		for (int i = 0; i < w->o.concurrency; i++)
 			pgo_conn_close(&w->conns[i]);
@@ -371,109 +412,17 @@ static void log_stats(pgo_worker_t *w, const char *when)
 
 /* ===================== lease mode (exec, C callback) ===================== */
 
+/*
+ * The database side is a queue of operations run on LEASE_CONNS
+ * non-blocking connections (conn.c), one statement per round, so each is
+ * its own short transaction: outcomes of finished jobs first, then the
+ * heartbeat, the reaper and a claim.  Nothing here waits for the database
+ * or for a child.
+ */
+
 static int64_t min_deadline(int64_t a, int64_t b)
 {
 	return a == 0 ? b : (b == 0 || a < b ? a : b);
-}
-
-
-static void pg_down(pgo_worker_t *w, const char *why)
-{
-	const struct pgo_conf_values *v = pgo_conf_values(w->conf);
-
-	if (!w->pg_logged_down)
-		pgo_log(PGO_LOG_WARN, w->subject,
-			"database connection lost: %s; reconnecting with "
-			"backoff",
-			why);
-	w->pg_logged_down = true;
-	if (w->pg)
-		PQfinish(w->pg);
-	w->pg = NULL;
-	w->pg_retry_at = pgo_now_ms() + w->pg_backoff;
-	w->pg_backoff *= 2;
-	if (w->pg_backoff > v->reconnect_max)
-		w->pg_backoff = v->reconnect_max;
-}
-
-/* Connects (blocking, bounded by database.connect_timeout) and LISTENs. */
-static void pg_connect(pgo_worker_t *w)
-{
-	const struct pgo_conf_values *v = pgo_conf_values(w->conf);
-	char timeout[24], stmt[64];
-	const char *keys[] = {"connect_timeout", "dbname", "application_name",
-			      NULL};
-	const char *vals[] = {timeout, v->db_url && *v->db_url ? v->db_url : NULL,
-			      w->app_name, NULL};
-	PGresult *res;
-	pgo_error_t err;
-
-	snprintf(timeout, sizeof(timeout), "%lld",
-		 (long long)(v->connect_timeout + 999) / 1000);
-	if (!vals[1]) {
-		keys[1] = "application_name";
-		vals[1] = w->app_name;
-		keys[2] = NULL;
-	}
-	w->pg = PQconnectdbParams(keys, vals, 1);
-	if (!w->pg || PQstatus(w->pg) != CONNECTION_OK) {
-		pg_down(w, w->pg ? pgo_pq_msg(w->pg, NULL) : "out of memory");
-		return;
-	}
-	if (pgo_schema_check(w->pg, &err) != PGO_OK) {
-		pg_down(w, err.msg);
-		return;
-	}
-	snprintf(stmt, sizeof(stmt), "SET statement_timeout = %lld",
-		 (long long)v->statement_timeout);
-	res = PQexec(w->pg, stmt);
-	PQclear(res);
-	res = PQexec(w->pg, w->listen_sql);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		pg_down(w, pgo_pq_msg(w->pg, res));
-		PQclear(res);
-		return;
-	}
-	PQclear(res);
-	if (w->pg_logged_down)
-		pgo_log(PGO_LOG_INFO, w->subject, "connected again");
-	w->pg_logged_down = false;
-	w->pg_backoff = 100;
-	PQsetnonblocking(w->pg, 0);
-}
-
-/* Runs one statement; NULL when it failed (the connection is dropped when
- * it is gone; a statement error is logged). */
-static PGresult *pg_run(pgo_worker_t *w, const char *what, const char *sql,
-			int n, const char *const *params)
-{
-	PGresult *res;
-	ExecStatusType st;
-
-	if (!w->pg)
-		return NULL;
-	res = PQexecParams(w->pg, sql, n, NULL, params, NULL, NULL, 0);
-	st = PQresultStatus(res);
-	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
-		return res;
-	if (PQstatus(w->pg) == CONNECTION_BAD) {
-		pg_down(w, pgo_pq_msg(w->pg, res));
-	} else {
-		const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-
-		pgo_log(PGO_LOG_WARN, w->subject, "%s: %s", what,
-			pgo_pq_msg(w->pg, res));
-		/* A missing table will not come back by retrying fast. */
-		if (code && strcmp(code, "42P01") == 0) {
-			snprintf(w->errmsg, sizeof(w->errmsg),
-				 "queue pgoutbox.%s does not exist (create it "
-				 "with `pgoutbox queue create %s`)",
-				 w->queue, w->queue);
-			w->stop = 2;
-		}
-	}
-	PQclear(res);
-	return NULL;
 }
 
 static void tail_append(job_run_t *j, const char *p, size_t n)
@@ -660,64 +609,348 @@ static void one_line(const char *s, char *out, size_t size)
 	out[o] = '\0';
 }
 
-/* Records a job's outcome: complete (DELETE while the epoch is ours),
- * retry after a backoff, or dead letters after max_attempts. */
-static void settle(pgo_worker_t *w, int64_t id, int64_t epoch, int attempt,
-		   bool ok, const char *error)
-{
-	char ids[24], eps[24], delay[24];
-	const char *p[4] = {ids, eps, NULL, NULL};
-	PGresult *res;
-	bool dead = !ok && attempt >= w->o.max_attempts;
-	char line[TAIL_MAX + 600];
 
-	snprintf(ids, sizeof(ids), "%" PRId64, id);
-	snprintf(eps, sizeof(eps), "%" PRId64, epoch);
-	if (ok) {
-		res = pg_run(w, "completing a job", w->complete_sql, 2, p);
-	} else if (dead) {
-		p[2] = error;
-		res = pg_run(w, "dead-lettering a job", w->dead_sql, 3, p);
-	} else {
-		snprintf(delay, sizeof(delay), "%" PRId64,
-			 pgo_backoff_ms(attempt, w->o.retry_base_ms,
-					w->o.retry_max_ms, jitter(w)));
-		p[2] = delay;
-		p[3] = error;
-		res = pg_run(w, "failing a job", w->fail_sql, 4, p);
-		w->next_retry = min_deadline(w->next_retry,
-					     pgo_now_ms() + atoll(delay));
-	}
-	if (!res) {
-		pgo_log(PGO_LOG_WARN, w->subject,
-			"job %" PRId64 ": its outcome could not be recorded; "
+/* Appends an outcome to the queue of operations. */
+static void push_settle(pgo_worker_t *w, int64_t id, int64_t epoch,
+			int attempt, int verdict, const char *error)
+{
+	op_t *op = calloc(1, sizeof(*op));
+
+	if (!op || (error && !(op->error = strdup(error)))) {
+		free(op);
+		pgo_log(PGO_LOG_ERROR, w->subject,
+			"job %" PRId64 ": out of memory recording its outcome; "
 			"it runs again when its lease expires",
 			id);
 		return;
 	}
-	one_line(error, line, sizeof(line));
+	op->kind = OP_SETTLE;
+	op->id = id;
+	op->epoch = epoch;
+	op->attempt = attempt;
+	op->verdict = verdict;
+	if (verdict == VERDICT_RETRY) {
+		op->delay_ms = pgo_backoff_ms(attempt, w->o.retry_base_ms,
+					      w->o.retry_max_ms, jitter(w));
+		w->next_retry = min_deadline(w->next_retry,
+					     pgo_now_ms() + op->delay_ms);
+	}
+	if (w->q_tail)
+		w->q_tail->next = op;
+	else
+		w->q_head = op;
+	w->q_tail = op;
+	w->q_len++;
+}
+
+/* Queues the statement of op on connection i and sends it. */
+static void send_op(pgo_worker_t *w, int i, op_t *op)
+{
+	pgo_conn_t *c = &w->lconns[i];
+	char a[24], b[24], d[24], lease[24], lim[16], max[16];
+
+	snprintf(lease, sizeof(lease), "%" PRId64, w->o.lease_ms);
+	snprintf(max, sizeof(max), "%d", w->o.max_attempts);
+	switch (op->kind) {
+	case OP_SETTLE: {
+		const char *p[4] = {a, b, NULL, NULL};
+
+		snprintf(a, sizeof(a), "%" PRId64, op->id);
+		snprintf(b, sizeof(b), "%" PRId64, op->epoch);
+		if (op->verdict == VERDICT_OK) {
+			pgo_conn_query(c, w->complete_sql, 2, p);
+		} else if (op->verdict == VERDICT_DEAD) {
+			p[2] = op->error;
+			pgo_conn_query(c, w->dead_sql, 3, p);
+		} else {
+			snprintf(d, sizeof(d), "%" PRId64, op->delay_ms);
+			p[2] = d;
+			p[3] = op->error;
+			pgo_conn_query(c, w->fail_sql, 4, p);
+		}
+		break;
+	}
+	case OP_CLAIM: {
+		const char *p[4] = {w->name, lease, lim, max};
+
+		snprintf(lim, sizeof(lim), "%d", op->want);
+		pgo_conn_query(c, w->claim_sql, 4, p);
+		break;
+	}
+	case OP_HB: {
+		pgo_buf_t ids, eps;
+		const char *p[4];
+
+		pgo_buf_init(&ids);
+		pgo_buf_init(&eps);
+		pgo_buf_puts(&ids, "{");
+		pgo_buf_puts(&eps, "{");
+		for (int s = 0; s < w->o.concurrency; s++) {
+			job_run_t *j = &w->jobs[s];
+
+			if (!j->used || j->lost || j->exited)
+				continue;
+			j->hb_sent = true;
+			pgo_buf_printf(&ids, "%s%" PRId64, ids.len > 1 ? "," : "",
+				       j->id);
+			pgo_buf_printf(&eps, "%s%" PRId64, eps.len > 1 ? "," : "",
+				       j->epoch);
+		}
+		pgo_buf_puts(&ids, "}");
+		pgo_buf_puts(&eps, "}");
+		p[0] = w->name;
+		p[1] = lease;
+		p[2] = ids.oom ? "{}" : ids.data;
+		p[3] = eps.oom ? "{}" : eps.data;
+		pgo_conn_query(c, w->hb_sql, 4, p);
+		pgo_buf_free(&ids);
+		pgo_buf_free(&eps);
+		break;
+	}
+	case OP_REAP: {
+		const char *p[1] = {max};
+
+		pgo_conn_query(c, w->reap_sql, 0, NULL);
+		pgo_conn_query(c, w->reap_dead_sql, 1, p);
+		break;
+	}
+	}
+	w->inflight[i] = op;
+	/* A failed send drops the connection: the loop sees it DOWN with op
+	 * in flight and hands op to lease_lost(). */
+	(void)pgo_conn_send(c);
+}
+
+/* The connection went away with op in flight: outcomes are sent again
+ * (a few times: a DELETE that did commit then finds no row and is logged
+ * as a lost lease, which is harmless); the rest is simply redone. */
+static void lease_lost(pgo_worker_t *w, int i)
+{
+	op_t *op = w->inflight[i];
+
+	w->inflight[i] = NULL;
+	if (!op)
+		return;
+	if (op->kind == OP_SETTLE && ++op->tries <= 3) {
+		op->next = w->q_head;
+		w->q_head = op;
+		if (!w->q_tail)
+			w->q_tail = op;
+		w->q_len++;
+		return;
+	}
+	if (op->kind == OP_SETTLE)
+		pgo_log(PGO_LOG_WARN, w->subject,
+			"job %" PRId64 ": its outcome could not be recorded; "
+			"it runs again when its lease expires",
+			op->id);
+	if (op->kind == OP_HB)
+		for (int s = 0; s < w->o.concurrency; s++)
+			w->jobs[s].hb_sent = false;
+	free_op(op);
+}
+
+static void settle_done(pgo_worker_t *w, op_t *op, PGresult *res)
+{
+	char line[TAIL_MAX + 600];
+	bool ok = op->verdict == VERDICT_OK;
+
+	one_line(op->error, line, sizeof(line));
 	if (strcmp(PQcmdTuples(res), "0") == 0) {
 		w->stats.lost++;
 		pgo_log(PGO_LOG_WARN, w->subject,
 			"job %" PRId64 " epoch %" PRId64 ": lease lost (expired "
 			"and taken over); its %s is not recorded",
-			id, epoch, ok ? "completion" : "failure");
+			op->id, op->epoch, ok ? "completion" : "failure");
 	} else if (ok) {
 		w->stats.done++;
-		pgo_log(PGO_LOG_DEBUG, w->subject, "job %" PRId64 " done", id);
-	} else if (dead) {
+		pgo_log(PGO_LOG_DEBUG, w->subject, "job %" PRId64 " done",
+			op->id);
+	} else if (op->verdict == VERDICT_DEAD) {
 		w->stats.dead++;
 		pgo_log(PGO_LOG_WARN, w->subject,
 			"job %" PRId64 " dead-lettered after %d attempts: %s",
-			id, attempt, line);
+			op->id, op->attempt, line);
 	} else {
 		w->stats.failed++;
 		pgo_log(PGO_LOG_INFO, w->subject,
-			"job %" PRId64 " attempt %d failed, retried after %s "
-			"ms: %s",
-			id, attempt, delay, line);
+			"job %" PRId64 " attempt %d failed, retried after %" PRId64
+			" ms: %s",
+			op->id, op->attempt, op->delay_ms, line);
 	}
-	PQclear(res);
+}
+
+/* A claim came back: exec jobs start now; a callback runs them here. */
+static void claim_done(pgo_worker_t *w, PGresult *res)
+{
+	for (int r = 0; r < PQntuples(res); r++) {
+		int64_t id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+		int64_t epoch = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+		int attempt = atoi(PQgetvalue(res, r, 2));
+		const char *payload = PQgetvalue(res, r, 5);
+
+		if (w->o.handler) {
+			pgo_job_t job = {
+				.id = id,
+				.epoch = epoch,
+				.attempt = attempt,
+				.queue = w->queue,
+				.topic = PQgetvalue(res, r, 3),
+				.key = PQgetisnull(res, r, 4)
+					       ? NULL
+					       : PQgetvalue(res, r, 4),
+				.payload = payload,
+			};
+			char errbuf[512] = "";
+			int hr = w->o.handler(w->o.handler_ctx, &job, errbuf,
+					      sizeof(errbuf));
+
+			if (hr != 0 && !errbuf[0])
+				snprintf(errbuf, sizeof(errbuf),
+					 "handler returned %d", hr);
+			push_settle(w, id, epoch, attempt,
+				    hr == 0			       ? VERDICT_OK
+				    : attempt >= w->o.max_attempts ? VERDICT_DEAD
+								   : VERDICT_RETRY,
+				    hr == 0 ? NULL : errbuf);
+			continue;
+		}
+		for (int s = 0; s < w->o.concurrency; s++) {
+			job_run_t *j = &w->jobs[s];
+			int rc;
+
+			if (j->used)
+				continue;
+			memset(j, 0, sizeof(*j));
+			j->used = true;
+			j->id = id;
+			j->epoch = epoch;
+			j->attempt = attempt;
+			j->pidfd = j->err_fd = -1;
+			j->deadline = pgo_now_ms() + w->o.timeout_ms;
+			w->running++;
+			rc = spawn_job(w, j, payload);
+			if (rc != 0) {
+				char msg[160];
+
+				snprintf(msg, sizeof(msg),
+					 "cannot start the command: %s",
+					 strerror(rc));
+				memset(j, 0, sizeof(*j));
+				j->pidfd = j->err_fd = -1;
+				w->running--;
+				push_settle(w, id, epoch, attempt,
+					    attempt >= w->o.max_attempts
+						    ? VERDICT_DEAD
+						    : VERDICT_RETRY,
+					    msg);
+			}
+			break;
+		}
+	}
+}
+
+/* Jobs whose lease the heartbeat did not extend are lost: kill them. */
+static void hb_done(pgo_worker_t *w, PGresult *res)
+{
+	for (int s = 0; s < w->o.concurrency; s++) {
+		job_run_t *j = &w->jobs[s];
+		bool live = false;
+
+		if (!j->used || !j->hb_sent)
+			continue;
+		j->hb_sent = false;
+		if (j->lost || j->exited)
+			continue;
+		for (int r = 0; r < PQntuples(res); r++)
+			if (strtoll(PQgetvalue(res, r, 0), NULL, 10) == j->id)
+				live = true;
+		if (!live) {
+			j->lost = true;
+			pgo_log(PGO_LOG_WARN, w->subject,
+				"job %" PRId64 " epoch %" PRId64
+				": lease lost; killing its process group",
+				j->id, j->epoch);
+			if (kill(-j->pid, SIGKILL) < 0)
+				kill(j->pid, SIGKILL);
+		}
+	}
+}
+
+static void reap_done(pgo_worker_t *w, PGresult *reaped, PGresult *dead)
+{
+	int n = reaped ? PQntuples(reaped) : 0;
+
+	if (n > 0) {
+		w->stats.reaped += (uint64_t)n;
+		pgo_log(PGO_LOG_WARN, w->subject,
+			"returned %d expired lease%s (first: job %s of %s)", n,
+			n == 1 ? "" : "s", PQgetvalue(reaped, 0, 0),
+			PQgetisnull(reaped, 0, 1) ? "?"
+						  : PQgetvalue(reaped, 0, 1));
+	}
+	if (dead && strcmp(PQcmdTuples(dead), "0") != 0)
+		pgo_log(PGO_LOG_WARN, w->subject,
+			"dead-lettered %s job(s) whose last attempt's lease "
+			"expired",
+			PQcmdTuples(dead));
+}
+
+/* A round finished on connection i. */
+static void lease_round(pgo_worker_t *w, int i)
+{
+	pgo_conn_t *c = &w->lconns[i];
+	op_t *op = w->inflight[i];
+
+	w->inflight[i] = NULL;
+	if (!op) {
+		pgo_conn_round_clear(c);
+		return;
+	}
+	if (c->round.failed) {
+		static const char *const what[] = {"recording an outcome",
+						   "claiming jobs", "heartbeat",
+						   "reaping expired leases"};
+
+		pgo_log(PGO_LOG_WARN, w->subject, "%s: %s", what[op->kind],
+			c->round.err);
+		if (strcmp(c->round.sqlstate, "42P01") == 0) {
+			snprintf(w->errmsg, sizeof(w->errmsg),
+				 "queue pgoutbox.%s does not exist (create it "
+				 "with `pgoutbox queue create %s`)",
+				 w->queue, w->queue);
+			w->stop = 2;
+		}
+		if (op->kind == OP_SETTLE)
+			pgo_log(PGO_LOG_WARN, w->subject,
+				"job %" PRId64 ": its outcome was not "
+				"recorded; it runs again when its lease expires",
+				op->id);
+		if (op->kind == OP_HB)
+			for (int s = 0; s < w->o.concurrency; s++)
+				w->jobs[s].hb_sent = false;
+	} else if (op->kind == OP_SETTLE) {
+		settle_done(w, op, c->round.res[0]);
+	} else if (op->kind == OP_CLAIM) {
+		w->claim_got = PQntuples(c->round.res[0]);
+		claim_done(w, c->round.res[0]);
+	} else if (op->kind == OP_HB) {
+		hb_done(w, c->round.res[0]);
+	} else {
+		reap_done(w, c->round.res[0], c->round.res[1]);
+	}
+	pgo_conn_round_clear(c);
+	if (op->kind == OP_CLAIM)
+		w->claim_want = op->want;
+	free_op(op);
+}
+
+static bool op_inflight(pgo_worker_t *w, op_kind_t kind)
+{
+	for (int i = 0; i < LEASE_CONNS; i++)
+		if (w->inflight[i] && w->inflight[i]->kind == kind)
+			return true;
+	return false;
 }
 
 static void finish_job(pgo_worker_t *w, job_run_t *j)
@@ -752,247 +985,73 @@ static void finish_job(pgo_worker_t *w, job_run_t *j)
 	} else {
 		if (!ok)
 			job_error(j, reason, error, sizeof(error));
-		settle(w, j->id, j->epoch, j->attempt, ok, ok ? NULL : error);
+		push_settle(w, j->id, j->epoch, j->attempt,
+			    ok				      ? VERDICT_OK
+			    : j->attempt >= w->o.max_attempts ? VERDICT_DEAD
+							      : VERDICT_RETRY,
+			    ok ? NULL : error);
 	}
 	memset(j, 0, sizeof(*j));
 	j->pidfd = j->err_fd = -1;
 	w->running--;
 }
 
-/* Claims up to n jobs; returns how many (or -1 on error).  Exec: each is
- * spawned at once.  Callback: run right here, one at a time. */
-static int claim(pgo_worker_t *w, int n)
-{
-	char lease[24], lim[16], max[16];
-	const char *p[4] = {w->name, lease, lim, max};
-	PGresult *res;
-	int got;
-
-	snprintf(lease, sizeof(lease), "%" PRId64, w->o.lease_ms);
-	snprintf(lim, sizeof(lim), "%d", n);
-	snprintf(max, sizeof(max), "%d", w->o.max_attempts);
-	res = pg_run(w, "claiming jobs", w->claim_sql, 4, p);
-	if (!res)
-		return -1;
-	got = PQntuples(res);
-	for (int r = 0; r < got; r++) {
-		int64_t id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
-		int64_t epoch = strtoll(PQgetvalue(res, r, 1), NULL, 10);
-		int attempt = atoi(PQgetvalue(res, r, 2));
-		const char *payload = PQgetvalue(res, r, 5);
-
-		if (w->o.handler) {
-			pgo_job_t job = {
-				.id = id,
-				.epoch = epoch,
-				.attempt = attempt,
-				.queue = w->queue,
-				.topic = PQgetvalue(res, r, 3),
-				.key = PQgetisnull(res, r, 4)
-					       ? NULL
-					       : PQgetvalue(res, r, 4),
-				.payload = payload,
-			};
-			char errbuf[512] = "";
-			int hr = w->o.handler(w->o.handler_ctx, &job, errbuf,
-					      sizeof(errbuf));
-
-			if (hr != 0 && !errbuf[0])
-				snprintf(errbuf, sizeof(errbuf),
-					 "handler returned %d", hr);
-			settle(w, id, epoch, attempt, hr == 0,
-			       hr == 0 ? NULL : errbuf);
-			continue;
-		}
-		for (int s = 0; s < w->o.concurrency; s++) {
-			job_run_t *j = &w->jobs[s];
-			int rc;
-
-			if (j->used)
-				continue;
-			memset(j, 0, sizeof(*j));
-			j->used = true;
-			j->id = id;
-			j->epoch = epoch;
-			j->attempt = attempt;
-			j->pidfd = j->err_fd = -1;
-			j->deadline = pgo_now_ms() + w->o.timeout_ms;
-			w->running++;
-			rc = spawn_job(w, j, payload);
-			if (rc != 0) {
-				char msg[160];
-
-				snprintf(msg, sizeof(msg),
-					 "cannot start the command: %s",
-					 strerror(rc));
-				memset(j, 0, sizeof(*j));
-				j->pidfd = j->err_fd = -1;
-				w->running--;
-				settle(w, id, epoch, attempt, false, msg);
-			}
-			break;
-		}
-	}
-	PQclear(res);
-	return got;
-}
-
-/* Extends the leases of the running jobs; jobs whose lease is gone are
- * killed (someone else may run them now). */
-static void heartbeat(pgo_worker_t *w)
-{
-	pgo_buf_t ids, eps;
-	char lease[24];
-	const char *p[4];
-	PGresult *res;
-
-	if (w->running == 0)
-		return;
-	pgo_buf_init(&ids);
-	pgo_buf_init(&eps);
-	pgo_buf_puts(&ids, "{");
-	pgo_buf_puts(&eps, "{");
-	for (int s = 0; s < w->o.concurrency; s++) {
-		job_run_t *j = &w->jobs[s];
-
-		if (!j->used || j->lost || j->exited)
-			continue;
-		pgo_buf_printf(&ids, "%s%" PRId64, ids.len > 1 ? "," : "",
-			       j->id);
-		pgo_buf_printf(&eps, "%s%" PRId64, eps.len > 1 ? "," : "",
-			       j->epoch);
-	}
-	pgo_buf_puts(&ids, "}");
-	pgo_buf_puts(&eps, "}");
-	snprintf(lease, sizeof(lease), "%" PRId64, w->o.lease_ms);
-	p[0] = w->name;
-	p[1] = lease;
-	p[2] = ids.data;
-	p[3] = eps.data;
-	res = ids.oom || eps.oom ? NULL
-				 : pg_run(w, "heartbeat", w->hb_sql, 4, p);
-	if (res) {
-		for (int s = 0; s < w->o.concurrency; s++) {
-			job_run_t *j = &w->jobs[s];
-			bool live = false;
-
-			if (!j->used || j->lost || j->exited)
-				continue;
-			for (int r = 0; r < PQntuples(res); r++)
-				if (strtoll(PQgetvalue(res, r, 0), NULL, 10) ==
-				    j->id)
-					live = true;
-			if (!live) {
-				j->lost = true;
-				pgo_log(PGO_LOG_WARN, w->subject,
-					"job %" PRId64 " epoch %" PRId64
-					": lease lost; killing its process "
-					"group",
-					j->id, j->epoch);
-				if (kill(-j->pid, SIGKILL) < 0)
-					kill(j->pid, SIGKILL);
-			}
-		}
-		PQclear(res);
-	}
-	pgo_buf_free(&ids);
-	pgo_buf_free(&eps);
-}
-
-/* Returns expired leases and dead-letters jobs out of attempts. */
-static void reap(pgo_worker_t *w)
-{
-	char max[16];
-	const char *p[1] = {max};
-	PGresult *res = pg_run(w, "reaping expired leases", w->reap_sql, 0,
-			       NULL);
-
-	if (res) {
-		int n = PQntuples(res);
-
-		if (n > 0) {
-			w->stats.reaped += (uint64_t)n;
-			pgo_log(PGO_LOG_WARN, w->subject,
-				"returned %d expired lease%s (first: job %s "
-				"of %s)",
-				n, n == 1 ? "" : "s", PQgetvalue(res, 0, 0),
-				PQgetisnull(res, 0, 1) ? "?"
-						       : PQgetvalue(res, 0, 1));
-		}
-		PQclear(res);
-	}
-	snprintf(max, sizeof(max), "%d", w->o.max_attempts);
-	res = pg_run(w, "dead-lettering lost jobs", w->reap_dead_sql, 1, p);
-	if (res) {
-		if (strcmp(PQcmdTuples(res), "0") != 0)
-			pgo_log(PGO_LOG_WARN, w->subject,
-				"dead-lettered %s job(s) whose last attempt's "
-				"lease expired",
-				PQcmdTuples(res));
-		PQclear(res);
-	}
-}
-
 static int run_lease(pgo_worker_t *w)
 {
 	int n = w->o.concurrency;
-	struct pollfd *pfd = calloc((size_t)(2 + 2 * n), sizeof(*pfd));
+	struct pollfd *pfd = calloc((size_t)(1 + LEASE_CONNS + 2 * n),
+				    sizeof(*pfd));
 	int64_t next_poll = 0, next_hb = 0, next_reap = 0, next_stats = 0;
+	int64_t stop_deadline = 0;
 	bool kick = true, stop_logged = false;
+	const struct pgo_conf_values *v = pgo_conf_values(w->conf);
 
 	if (!pfd) {
 		snprintf(w->errmsg, sizeof(w->errmsg), "out of memory");
 		return PGO_ERR_NOMEM;
 	}
+	snprintf(w->set_sql, sizeof(w->set_sql),
+		 "SET statement_timeout = %lld",
+		 (long long)v->statement_timeout);
+	w->lsetup = (pgo_conn_setup_t){
+		.subject = w->subject,
+		.app_name = w->app_name,
+		.sql = {w->set_sql, w->listen_sql, NULL},
+		.check_schema = true,
+	};
+	w->lsetup_quiet = w->lsetup;
+	w->lsetup_quiet.sql[1] = NULL;
+	for (int i = 0; i < LEASE_CONNS; i++)
+		pgo_conn_init(&w->lconns[i], w->conf,
+			      i == 0 ? &w->lsetup : &w->lsetup_quiet);
 	if (w->o.stats_interval_ms > 0)
 		next_stats = pgo_now_ms() + w->o.stats_interval_ms;
 	for (;;) {
 		int64_t now = pgo_now_ms(), deadline = 0;
-		int np = 0, timeout;
+		int np = 0, timeout, busy = 0;
 
-		if (w->stop == 2) {
-			free(pfd);
-			return PGO_ERR_INVALID;
-		}
+		if (w->stop == 2)
+			break;
 		if (w->stop && !stop_logged) {
 			pgo_log(PGO_LOG_INFO, w->subject,
 				"stopping: claiming no more, %d job(s) still "
 				"running",
 				w->running);
 			stop_logged = true;
+			stop_deadline = now + w->o.timeout_ms + 10000;
 		}
-		if (w->stop && w->running == 0)
+		for (int i = 0; i < LEASE_CONNS; i++)
+			busy += w->inflight[i] != NULL;
+		if (w->stop && w->running == 0 && busy == 0 &&
+		    (!w->q_head || now >= stop_deadline)) {
+			if (w->q_head)
+				pgo_log(PGO_LOG_WARN, w->subject,
+					"stopping with %d outcome(s) not "
+					"recorded (database unreachable); "
+					"those jobs run again after their "
+					"lease",
+					w->q_len);
 			break;
-		if (!w->pg && now >= w->pg_retry_at) {
-			pg_connect(w);
-			kick = true;
-		}
-		if (w->pg && !w->stop && now >= next_reap) {
-			reap(w);
-			next_reap = now + w->o.reap_interval_ms;
-		}
-		if (w->pg && w->running > 0 && now >= next_hb) {
-			heartbeat(w);
-			next_hb = now + w->o.lease_ms / 3;
-		}
-		while (w->pg && !w->stop && w->running < n &&
-		       (kick || now >= next_poll)) {
-			/* A callback runs a claimed batch one job after the
-			 * other: the lease must cover the whole batch. */
-			int want = w->o.handler ? w->o.batch : n - w->running;
-			int got = claim(w, want);
-
-			if (got < 0)
-				break;
-			if (w->running == got && got > 0)
-				next_hb = now + w->o.lease_ms / 3;
-			kick = got == want;
-			if (!kick)
-				next_poll = now + w->o.poll_interval_ms;
-			if (w->o.handler)
-				now = pgo_now_ms();
-			if (w->o.handler && w->stop)
-				break;
 		}
 		if (w->next_retry && w->next_retry < next_poll) {
 			next_poll = w->next_retry;
@@ -1021,12 +1080,56 @@ static int run_lease(pgo_worker_t *w)
 			if (!j->killed)
 				deadline = min_deadline(deadline, j->deadline);
 		}
+		/* Give each idle connection its next operation. */
+		for (int i = 0; i < LEASE_CONNS; i++) {
+			pgo_conn_t *c = &w->lconns[i];
+			op_t *op = NULL;
+
+			pgo_conn_kick(c, now);
+			if (c->state == PGO_CONN_DOWN)
+				deadline = min_deadline(deadline, c->retry_at);
+			if (c->state != PGO_CONN_READY || w->inflight[i])
+				continue;
+			if (w->q_head) {
+				op = w->q_head;
+				w->q_head = op->next;
+				if (!w->q_head)
+					w->q_tail = NULL;
+				op->next = NULL;
+				w->q_len--;
+			} else if (w->running > 0 && now >= next_hb &&
+				   !op_inflight(w, OP_HB)) {
+				op = calloc(1, sizeof(*op));
+				if (op)
+					op->kind = OP_HB;
+				next_hb = now + w->o.lease_ms / 3;
+			} else if (!w->stop && now >= next_reap &&
+				   !op_inflight(w, OP_REAP)) {
+				op = calloc(1, sizeof(*op));
+				if (op)
+					op->kind = OP_REAP;
+				next_reap = now + w->o.reap_interval_ms;
+			} else if (!w->stop && w->running < n &&
+				   (kick || now >= next_poll) &&
+				   !op_inflight(w, OP_CLAIM)) {
+				op = calloc(1, sizeof(*op));
+				if (op) {
+					op->kind = OP_CLAIM;
+					op->want = w->o.handler
+							   ? w->o.batch
+							   : n - w->running;
+				}
+				kick = false;
+				next_poll = now + w->o.poll_interval_ms;
+			}
+			if (op)
+				send_op(w, i, op);
+		}
 
 		pfd[np++] = (struct pollfd){.fd = w->wake_pipe[0],
 					    .events = POLLIN};
-		if (w->pg)
-			pfd[np++] = (struct pollfd){.fd = PQsocket(w->pg),
-						    .events = POLLIN};
+		for (int i = 0; i < LEASE_CONNS; i++)
+			pgo_conn_pollfd(&w->lconns[i], &pfd[np++]);
 		for (int s = 0; s < n; s++) {
 			job_run_t *j = &w->jobs[s];
 
@@ -1042,14 +1145,12 @@ static int run_lease(pgo_worker_t *w)
 				deadline = min_deadline(deadline,
 							now + REAP_TICK_MS);
 		}
-		if (!w->pg)
-			deadline = min_deadline(deadline, w->pg_retry_at);
-		else if (!w->stop) {
+		if (!w->stop) {
 			if (w->running < n)
 				deadline = min_deadline(deadline, next_poll);
 			deadline = min_deadline(deadline, next_reap);
 		}
-		if (w->pg && w->running > 0)
+		if (w->running > 0)
 			deadline = min_deadline(deadline, next_hb);
 		if (next_stats)
 			deadline = min_deadline(deadline, next_stats);
@@ -1065,17 +1166,32 @@ static int run_lease(pgo_worker_t *w)
 			return PGO_ERR_IO;
 		}
 		drain_wake(w);
-		if (w->pg) {
-			PGnotify *nt;
+		for (int i = 0; i < LEASE_CONNS; i++) {
+			pgo_conn_t *c = &w->lconns[i];
+			pgo_conn_event_t ev = pgo_conn_step(c, pfd[1 + i].revents);
 
-			if (!PQconsumeInput(w->pg)) {
-				pg_down(w, pgo_pq_msg(w->pg, NULL));
-			} else {
-				while ((nt = PQnotifies(w->pg)) != NULL) {
-					kick = true;
-					PQfreemem(nt);
-				}
+			if (c->notifies) {
+				c->notifies = 0;
+				kick = true;
 			}
+			if (ev == PGO_CONN_EV_FATAL) {
+				snprintf(w->errmsg, sizeof(w->errmsg), "%s",
+					 c->fatal.msg);
+				w->stop = 2;
+			} else if (ev == PGO_CONN_EV_READY) {
+				kick = true;
+			} else if (ev == PGO_CONN_EV_ROUND) {
+				bool was_claim = w->inflight[i] &&
+						 w->inflight[i]->kind == OP_CLAIM;
+
+				lease_round(w, i);
+				/* A full claim: more may be waiting. */
+				if (was_claim && w->claim_got >= w->claim_want &&
+				    w->claim_got > 0)
+					kick = true;
+			}
+			if (c->state == PGO_CONN_DOWN && w->inflight[i])
+				lease_lost(w, i);
 		}
 		for (int s = 0; s < n; s++) {
 			job_run_t *j = &w->jobs[s];
@@ -1091,7 +1207,7 @@ static int run_lease(pgo_worker_t *w)
 		}
 	}
 	free(pfd);
-	return PGO_OK;
+	return w->stop == 2 ? PGO_ERR_INVALID : PGO_OK;
 }
 
 /* =========================== sql handler mode =========================== */

@@ -16,7 +16,9 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox.outbox TO $R;  -- UPDATE: FOR U
 GRANT SELECT, INSERT, UPDATE ON pgoutbox.dead_letters TO $R;
 GRANT SELECT ON pgoutbox.shard_leases TO $R;  -- ordered claims check their lease epochs
 GRANT EXECUTE ON FUNCTION pgoutbox.rebalance(text, text, text, interval),
-                          pgoutbox.leave(text, text) TO $R;
+                          pgoutbox.leave(text, text),
+                          pgoutbox.unarchive(text, bigint[]),
+                          pgoutbox.maintain(), pgoutbox.health(interval, bigint) TO $R;
 CREATE TABLE secrets (card text);
 INSERT INTO secrets VALUES ('4111');
 SQL

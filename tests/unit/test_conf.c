@@ -54,6 +54,11 @@ static const struct {
 	{"sink.redis_timeout", "5s"},
 	{"sink.redis_connect_timeout", "2s"},
 	{"sink.redis_wait", "0"},
+	{"sink.bullmq_queue", "{topic}"},
+	{"sink.bullmq_prefix", "bull"},
+	{"sink.bullmq_script", ""},
+	{"sink.bullmq_attempts", "1"},
+	{"sink.bullmq_remove_on_complete", ""},
 	{"worker.queue", ""},
 	{"worker.exec_command", ""},
 	{"worker.sql_function", ""},
@@ -325,9 +330,10 @@ static void test_values(void **state)
 		{"relay.sink", PGO_CONF_FLAG, "--sink", "STDOUT", "stdout",
 		 NULL},
 		{"relay.sink", PGO_CONF_FLAG, "--sink", "kafka", NULL,
-		 "--sink: \"kafka\" is not one of stdout, exec, redis"},
+		 "--sink: \"kafka\" is not one of stdout, exec, redis, bullmq"},
 		{"relay.sink", PGO_CONF_FLAG, "--sink", "stdot", NULL,
-		 "--sink: \"stdot\" is not one of stdout, exec, redis "
+		 "--sink: \"stdot\" is not one of stdout, exec, redis, "
+		 "bullmq "
 		 "(did you mean \"stdout\"?)"},
 		{"log.level", PGO_CONF_FLAG, "--log-level", "debug", "debug",
 		 NULL},
@@ -607,7 +613,7 @@ static void test_file_errors(void **state)
 		 "unknown key \"relay.exec_command\" (did you mean "
 		 "\"sink.exec_command\"?)"},
 		{"[relay]\nsink = kafka\n", 2,
-		 "relay.sink = \"kafka\" is not one of stdout, exec, redis"},
+		 "relay.sink = \"kafka\" is not one of stdout, exec, redis, bullmq"},
 		{"batch = 5\n[relay]\n", 1,
 		 "\"batch\" comes before any [section]"},
 		{"[relay]\nbatch = 5\njust words\nbatch = 6\n", 3,

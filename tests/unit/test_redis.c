@@ -507,7 +507,7 @@ static void test_lost_fails_rest(void **state)
 	publish(s, &a);
 	drive(s, ja, 1, 3000);
 	assert_int_equal(count_acks(&a, PGO_ACK_OK), 3);
-	assert_int_equal(count_acks(&a, PGO_ACK_RETRY), 3);
+	assert_int_equal(count_acks(&a, PGO_ACK_UNAVAILABLE), 3);
 	usleep(250 * 1000); /* past the reconnect backoff */
 	job_init(&b, 7, 3, "t");
 	publish(s, &b);
@@ -559,7 +559,7 @@ static void test_down_fails_at_once(void **state)
 		drive(s, jobs, 1, 1000);
 	}
 	assert_true(pgo_now_ms() - t0 < 500);
-	assert_int_equal(count_acks(&a, PGO_ACK_RETRY), 4);
+	assert_int_equal(count_acks(&a, PGO_ACK_UNAVAILABLE), 4);
 	assert_non_null(strstr(a.errors[0], "refused"));
 	pgo_sink_destroy(s);
 	fake_start();
