@@ -534,7 +534,10 @@ int pgo_relay_run(pgo_relay_t *r)
 			if (s->conn.state == PGO_CONN_DOWN)
 				deadline = min_deadline(deadline,
 							s->conn.retry_at);
+			/* A lease round waits for the slot to be idle: a
+			 * past due time must not spin the loop meanwhile. */
 			if (r->mode != PGO_MODE_CONCURRENT &&
+			    s->state == SLOT_IDLE &&
 			    s->conn.state == PGO_CONN_READY && !r->stop)
 				deadline = min_deadline(
 					deadline, s->next_rebalance ? s->next_rebalance : 1);

@@ -1029,6 +1029,7 @@ static int run_lease(pgo_worker_t *w)
 	for (;;) {
 		int64_t now = pgo_now_ms(), deadline = 0;
 		int np = 0, timeout, busy = 0;
+		bool idle = false;
 
 		if (w->stop == 2)
 			break;
@@ -1052,10 +1053,6 @@ static int run_lease(pgo_worker_t *w)
 					"lease",
 					w->q_len);
 			break;
-		}
-		if (w->next_retry && w->next_retry < next_poll) {
-			next_poll = w->next_retry;
-			w->next_retry = 0;
 		}
 		if (next_stats && now >= next_stats) {
 			log_stats(w, "stats");
@@ -1110,8 +1107,12 @@ static int run_lease(pgo_worker_t *w)
 					op->kind = OP_REAP;
 				next_reap = now + w->o.reap_interval_ms;
 			} else if (!w->stop && w->running < n &&
-				   (kick || now >= next_poll) &&
+				   (kick || now >= next_poll ||
+				    (w->next_retry && now >= w->next_retry)) &&
 				   !op_inflight(w, OP_CLAIM)) {
+				/* A retry this worker scheduled is due. */
+				if (w->next_retry && now >= w->next_retry)
+					w->next_retry = 0;
 				op = calloc(1, sizeof(*op));
 				if (op) {
 					op->kind = OP_CLAIM;
@@ -1145,12 +1146,21 @@ static int run_lease(pgo_worker_t *w)
 				deadline = min_deadline(deadline,
 							now + REAP_TICK_MS);
 		}
-		if (!w->stop) {
-			if (w->running < n)
+		/* Timers that start an operation matter only while a
+		 * connection can take it; otherwise a round's end or a
+		 * reconnect wakes the loop. */
+		for (int i = 0; i < LEASE_CONNS; i++)
+			idle |= w->lconns[i].state == PGO_CONN_READY &&
+				!w->inflight[i];
+		if (idle && !w->stop) {
+			if (w->running < n && !op_inflight(w, OP_CLAIM)) {
 				deadline = min_deadline(deadline, next_poll);
-			deadline = min_deadline(deadline, next_reap);
+				deadline = min_deadline(deadline, w->next_retry);
+			}
+			if (!op_inflight(w, OP_REAP))
+				deadline = min_deadline(deadline, next_reap);
 		}
-		if (w->running > 0)
+		if (idle && w->running > 0 && !op_inflight(w, OP_HB))
 			deadline = min_deadline(deadline, next_hb);
 		if (next_stats)
 			deadline = min_deadline(deadline, next_stats);
