@@ -37,7 +37,7 @@ static const char *const flags[] = {
 
 static const cli_cmd_t cmd = {
 	.name = "relay",
-	.usage = "usage: pgoutbox relay [--sink stdout|exec|redis] [--exec CMD] "
+	.usage = "usage: pgoutbox relay [--sink stdout|exec|redis|bullmq] [--exec CMD] "
 		 "[--batch N] [options]",
 	.summary = "Relays committed events of a queue to a sink, at least "
 		   "once, deleting each\nevent only after the sink "

@@ -75,8 +75,8 @@ struct conf_key {
 #define HOURS(n)     (MINUTES(n) * 60)
 
 /* The names are the enums' values in order: index = enum value. */
-static const char *const sink_choices[] = {"stdout", "exec", "redis",
-					   "bullmq", NULL};
+static const char *const sink_choices[] = {"stdout", "exec", "redis", "bullmq",
+					   NULL};
 static const char *const level_choices[] = {"error", "warn", "info", "debug",
 					    NULL};
 static const char *const mode_choices[] = {"concurrent", "ordered", "strict",

@@ -41,10 +41,11 @@ pgo_sink_t *pgo_sink_new(const char *name, const pgo_conf_t *conf,
 	else if (strcmp(name, "bullmq") == 0)
 		ops = &pgo_sink_bullmq_ops;
 	else {
-		pgo_error_set(err, PGO_ERR_INVALID, 0,
-			      "unknown sink \"%s\" (known: stdout, exec, redis, "
-			      "bullmq)",
-			      name);
+		pgo_error_set(
+			err, PGO_ERR_INVALID, 0,
+			"unknown sink \"%s\" (known: stdout, exec, redis, "
+			"bullmq)",
+			name);
 		return NULL;
 	}
 	sink = sink_alloc(ops, NULL);

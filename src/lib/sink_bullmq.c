@@ -57,7 +57,7 @@
 
 /* The KEYS of addStandardJob, in BullMQ's order (addStandardJobArgs). */
 static const char *const add_keys[ADD_NKEYS] = {
-	"wait",	  "paused", "meta",   "id",	"completed",
+	"wait",	   "paused", "meta",   "id",	"completed",
 	"delayed", "active", "events", "marker"};
 
 struct bq_pub;
@@ -94,17 +94,17 @@ typedef enum bq_roc {
 struct bq_sink {
 	/* configuration, copied at configure */
 	pgo_redis_url_t url;
-	char where[300];    /* host:port/db, for messages */
-	char *queue_tmpl;   /* sink.bullmq_queue */
-	char *relay_queue;  /* relay.queue, for {queue} */
-	char *prefix;	    /* sink.bullmq_prefix */
-	char *script;	    /* the add script, without the header line */
+	char where[300];   /* host:port/db, for messages */
+	char *queue_tmpl;  /* sink.bullmq_queue */
+	char *relay_queue; /* relay.queue, for {queue} */
+	char *prefix;	   /* sink.bullmq_prefix */
+	char *script;	   /* the add script, without the header line */
 	size_t script_len;
-	char sha[41];	    /* SHA-1 of script, hex: what EVALSHA names */
-	char version[32];   /* bullmq version the script came from */
-	int nargs;	    /* elements of the packed args array */
-	int attempts;	    /* sink.bullmq_attempts */
-	bq_roc_t roc;	    /* sink.bullmq_remove_on_complete */
+	char sha[41];	  /* SHA-1 of script, hex: what EVALSHA names */
+	char version[32]; /* bullmq version the script came from */
+	int nargs;	  /* elements of the packed args array */
+	int attempts;	  /* sink.bullmq_attempts */
+	bq_roc_t roc;	  /* sink.bullmq_remove_on_complete */
 	bool roc_bool;
 	int64_t roc_count;
 	int64_t timeout_ms; /* replies of a publish */
@@ -125,12 +125,12 @@ struct bq_sink {
 	size_t unwoken; /* live publishes not resumed since the kick */
 	bool kicked;	/* the eventfd is signalled */
 
-	int64_t retry_at;   /* DOWN: the next connect may start then */
-	int64_t backoff;    /* the current reconnect backoff */
-	bool up_logged;	    /* "connected" was logged for this connection */
-	char last_err[256]; /* the last connection error (logged once) */
-	pgo_buf_t qname;    /* scratch: one expanded queue name */
-	pgo_buf_t keys;	    /* scratch: the KEYS of one job */
+	int64_t retry_at;     /* DOWN: the next connect may start then */
+	int64_t backoff;      /* the current reconnect backoff */
+	bool up_logged;	      /* "connected" was logged for this connection */
+	char last_err[256];   /* the last connection error (logged once) */
+	pgo_buf_t qname;      /* scratch: one expanded queue name */
+	pgo_buf_t keys;	      /* scratch: the KEYS of one job */
 	msgpack_sbuffer args; /* scratch: packed args of one job */
 	msgpack_sbuffer opts; /* scratch: packed opts of one job */
 };
@@ -570,8 +570,7 @@ static bool on_load_reply(struct bq_sink *s, const redisReply *reply)
 	    strncasecmp(reply->str, s->sha, 40) == 0)
 		return true;
 	if (reply->type == REDIS_REPLY_ERROR)
-		snprintf(s->last_err, sizeof(s->last_err),
-			 "SCRIPT LOAD: %.*s",
+		snprintf(s->last_err, sizeof(s->last_err), "SCRIPT LOAD: %.*s",
 			 (int)(reply->len < 200 ? reply->len : 200),
 			 reply->str);
 	else
@@ -623,9 +622,8 @@ static bool on_reply(struct bq_sink *s, redisReply *reply)
 			verdict(e.pub, e.ev, PGO_ACK_RETRY, msg);
 		} else if (reply->type == REDIS_REPLY_INTEGER) {
 			/* BullMQ's error codes (-5: missing parent key). */
-			snprintf(msg, sizeof(msg),
-				 "bullmq: %s returned %lld", ADD_SCRIPT,
-				 (long long)reply->integer);
+			snprintf(msg, sizeof(msg), "bullmq: %s returned %lld",
+				 ADD_SCRIPT, (long long)reply->integer);
 			verdict(e.pub, e.ev, PGO_ACK_RETRY, msg);
 		} else {
 			verdict(e.pub, e.ev, PGO_ACK_RETRY,
@@ -973,8 +971,7 @@ static int load_export(struct bq_sink *s, const char *path, pgo_error_t *err)
 	}
 	fclose(f);
 	nl = strchr(data, '\n');
-	if (strncmp(data, HEADER_TAG " ", strlen(HEADER_TAG) + 1) != 0 ||
-	    !nl) {
+	if (strncmp(data, HEADER_TAG " ", strlen(HEADER_TAG) + 1) != 0 || !nl) {
 		free(data);
 		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
 				     "sink.bullmq_script %s: not written by "

@@ -436,9 +436,13 @@ static void pump(struct rs_sink *s, int64_t now)
 		if (rc != PGO_OK || !reply)
 			break;
 		if (!on_reply(s, reply)) {
-			lost(s,
-			     s->last_err[0] ? s->last_err : "reply out of step",
-			     now);
+			/* lost() rewrites last_err: pass it a copy. */
+			char why[sizeof(s->last_err)];
+
+			snprintf(why, sizeof(why), "%s",
+				 s->last_err[0] ? s->last_err
+						: "reply out of step");
+			lost(s, why, now);
 			return;
 		}
 	}

@@ -54,12 +54,14 @@ static int print_shards(PGconn *conn, const char *queue, FILE *out,
 
 		for (const char *p = shards; *p; p++)
 			n += *p == ',';
-		fprintf(out, "    %-28s %-8s pid %-8s heartbeat %s ago, %s\n",
+		const char *tag = strcmp(shards, "-1") == 0 ? "LEADER (strict)"
+				  : n == 0 ? "no shards (standby)"
+					   : NULL;
+
+		fprintf(out, "    %-28s %-8s pid %-8s heartbeat %s ago%s%s\n",
 			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
 			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3),
-			strcmp(shards, "-1") == 0 ? "LEADER (strict)"
-			: n == 0                  ? "no shards (standby)"
-						  : "");
+			tag ? ", " : "", tag ? tag : "");
 		if (n > 0 && strcmp(shards, "-1") != 0)
 			fprintf(out, "      %d shard%s: %s\n", n,
 				n == 1 ? "" : "s", shards);

@@ -17,10 +17,10 @@
  *          leases and dead-letters jobs out of attempts.
  *  C       lease mode with a callback, run synchronously.
  *
- * Lease mode talks to PostgreSQL over one blocking connection: every
- * statement is a short single-statement transaction, and the loop never
- * waits on a child (exits arrive through pidfds, stderr through
- * non-blocking pipes).
+ * Lease mode talks to PostgreSQL over two non-blocking connections
+ * (conn.c), one statement per round, so each is a short transaction of its
+ * own; the loop never waits for the database nor for a child (exits arrive
+ * through pidfds, stderr through non-blocking pipes).
  */
 #include <errno.h>
 #include <fcntl.h>

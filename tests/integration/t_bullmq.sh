@@ -5,8 +5,12 @@
 # of that version processes every event exactly once with job id
 # ob-<event id>, name = type and data = payload; a job that throws once is
 # retried by BullMQ (attempts); an event sent again with the same id adds
-# no second job while the first job's hash exists.  An untested major or a
-# missing script file stops the relay at start with a clear message.
+# no second job while the first job's hash exists.  Each version's job is
+# also compared with the one its own Queue.add leaves in Redis, the relay
+# survives a Redis restart and a SCRIPT FLUSH (NOSCRIPT), and with
+# removeOnComplete a re-sent event becomes a second job that an inbox
+# Worker (inbox_claim) applies once.  An untested major or a missing
+# script file stops the relay at start with a clear message.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../redis.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,6 +28,7 @@ command -v npm >/dev/null || fail "npm not found (needed to install bullmq)"
 # Install the pinned bullmq versions on first use (package-lock.json).
 if [ ! -f "$NODE_DIR/node_modules/bullmq6/package.json" ] ||
 	[ ! -f "$NODE_DIR/node_modules/bullmq5/package.json" ] ||
+	[ ! -f "$NODE_DIR/node_modules/pg/package.json" ] ||
 	[ "$NODE_DIR/package-lock.json" -nt "$NODE_DIR/node_modules/.package-lock.json" ]; then
 	note "installing bullmq with npm ci in tests/bullmq"
 	(cd "$NODE_DIR" && flock "$NODE_DIR/package-lock.json" \
@@ -199,4 +204,42 @@ for jid, e in want.items():
 print(f"  {len(done)} jobs, each processed once, names and data exact; 1 retried", file=sys.stderr)
 EOF
 done
+
+# removeOnComplete: the job hash goes with the job, so a re-sent event is
+# a second job; a Worker that claims the event id in the inbox (as
+# docs/bullmq.md shows) applies it once all the same.
+note "bullmq6, removeOnComplete = true, inbox"
+export PGOUTBOX_SINK_BULLMQ_SCRIPT=$T_TMP/add6.lua PGOUTBOX_SINK_BULLMQ_QUEUE="inbox-{topic}"
+export PGOUTBOX_SINK_BULLMQ_REMOVE_ON_COMPLETE=true
+q "SELECT * FROM pgoutbox.inbox_maintain()" >/dev/null
+q "CREATE TABLE applied (event_id bigint, name text, data jsonb)"
+q "DELETE FROM pgoutbox.outbox; DROP TABLE IF EXISTS expected"
+q "INSERT INTO pgoutbox.outbox (topic, key, type, payload)
+   SELECT 'orders', 'k' || (i % 5), 'order.created', jsonb_build_object('i', i)
+   FROM generate_series(1, 20) i"
+q "CREATE TABLE expected AS SELECT id, topic, key, type, payload FROM pgoutbox.outbox"
+out=$T_TMP/inbox.ndjson
+: >"$out"
+(cd "$NODE_DIR" && PGHOST=$PG_DIR PGPORT=$PG_PORT PGUSER=postgres PGDATABASE=t_bullmq \
+	exec node inbox-worker.js bullmq6 "$REDIS_URL" "$out" billing inbox-orders) 2>"$T_TMP/inbox-worker.log" &
+WORKER_PIDS+=($!)
+wpid=$!
+wait_until 30 "[ -f '$out.ready' ]"
+start_relay "$T_TMP/relayinbox" --sink bullmq
+wait_until 60 '[ "$(pending)" = 0 ]'
+wait_until 60 "[ \$(grep -c '\"fresh\":true' '$out') -ge 20 ]"
+wait_until 30 "[ \"\$(rcli EXISTS bull:inbox-orders:ob-\$(q 'SELECT min(id) FROM expected'))\" = 0 ]"
+dup=$(q "SELECT min(id) FROM expected")
+q "INSERT INTO pgoutbox.outbox (id, topic, key, type, payload)
+   SELECT id, topic, key, type, payload FROM expected WHERE id = $dup"
+wait_until 30 '[ "$(pending)" = 0 ]'
+wait_until 30 "grep -q '\"id\":\"ob-$dup\",\"name\":\"order.created\",\"fresh\":false' '$out'"
+stop_relay "$RELAY_PID"
+kill -TERM "$wpid"
+wait "$wpid" || { cat "$T_TMP/inbox-worker.log" >&2; fail "the inbox Worker exited non-zero"; }
+[ "$(q "SELECT count(*) FROM applied")" = 20 ] || fail "applied holds $(q "SELECT count(*) FROM applied") rows, not 20"
+[ "$(q "SELECT count(*) FROM expected e JOIN applied a ON a.event_id = e.id AND a.name = e.type AND a.data = e.payload")" = 20 ] ||
+	fail "applied differs from the events"
+[ "$(grep -c '"fresh":false' "$out")" = 1 ] || fail "want exactly one duplicate skipped by the inbox"
+note "the re-sent event became a second job (its hash was removed); the inbox applied it once"
 exit 0

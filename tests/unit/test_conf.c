@@ -613,7 +613,8 @@ static void test_file_errors(void **state)
 		 "unknown key \"relay.exec_command\" (did you mean "
 		 "\"sink.exec_command\"?)"},
 		{"[relay]\nsink = kafka\n", 2,
-		 "relay.sink = \"kafka\" is not one of stdout, exec, redis, bullmq"},
+		 "relay.sink = \"kafka\" is not one of stdout, exec, redis, "
+		 "bullmq"},
 		{"batch = 5\n[relay]\n", 1,
 		 "\"batch\" comes before any [section]"},
 		{"[relay]\nbatch = 5\njust words\nbatch = 6\n", 3,

@@ -22,8 +22,8 @@
 static void test_sha1(void **state)
 {
 	static const struct {
-		char ch;   /* the byte repeated */
-		size_t n;  /* this many times */
+		char ch;  /* the byte repeated */
+		size_t n; /* this many times */
 		const char *hex;
 	} cases[] = {
 		{'a', 0, "da39a3ee5e6b4b0d3255bfef95601890afd80709"},
@@ -44,43 +44,54 @@ static void test_sha1(void **state)
 	}
 }
 
-#define V6 "--! pgoutbox-bullmq-export bullmq=6.7.0 script=addStandardJob keys=9\n"
+#define V6                                                                     \
+	"--! pgoutbox-bullmq-export bullmq=6.7.0 script=addStandardJob "       \
+	"keys=9\n"
 
 static void test_refusals(void **state)
 {
 	static const struct {
-		const char *file;  /* contents of the script file; NULL: none */
-		const char *key;   /* another key to set, or NULL */
+		const char *file; /* contents of the script file; NULL: none */
+		const char *key;  /* another key to set, or NULL */
 		const char *value;
 		const char *error; /* substring of the error; NULL: accepted */
 	} cases[] = {
 		{V6 "return 1\n", NULL, NULL, NULL},
-		{"--! pgoutbox-bullmq-export bullmq=5.81.5 script=addStandardJob "
+		{"--! pgoutbox-bullmq-export bullmq=5.81.5 "
+		 "script=addStandardJob "
 		 "keys=9\nreturn 1\n",
 		 NULL, NULL, NULL},
-		{"--! pgoutbox-bullmq-export bullmq=7.0.0 script=addStandardJob "
+		{"--! pgoutbox-bullmq-export bullmq=7.0.0 "
+		 "script=addStandardJob "
 		 "keys=9\nreturn 1\n",
 		 NULL, NULL, "bullmq 7.0.0 is an untested major version"},
-		{"--! pgoutbox-bullmq-export bullmq=4.17.0 script=addStandardJob "
+		{"--! pgoutbox-bullmq-export bullmq=4.17.0 "
+		 "script=addStandardJob "
 		 "keys=9\nreturn 1\n",
 		 NULL, NULL, "bullmq 4.17.0 is an untested major version"},
 		{"--! pgoutbox-bullmq-export script=addStandardJob keys=9\nx\n",
 		 NULL, NULL, "no bullmq version"},
-		{"--! pgoutbox-bullmq-export bullmq=6.7.0 script=addJob keys=6\n"
+		{"--! pgoutbox-bullmq-export bullmq=6.7.0 script=addJob "
+		 "keys=6\n"
 		 "x\n",
-		 NULL, NULL, "script addJob with 6 keys; expected addStandardJob"},
-		{"return 1\n", NULL, NULL, "not written by tools/bullmq-export.js"},
+		 NULL, NULL,
+		 "script addJob with 6 keys; expected addStandardJob"},
+		{"return 1\n", NULL, NULL,
+		 "not written by tools/bullmq-export.js"},
 		{V6, NULL, NULL, "the script is empty"},
 		{NULL, NULL, NULL, "No such file"},
-		{V6 "return 1\n", "sink.bullmq_remove_on_complete", "true", NULL},
-		{V6 "return 1\n", "sink.bullmq_remove_on_complete", "100", NULL},
+		{V6 "return 1\n", "sink.bullmq_remove_on_complete", "true",
+		 NULL},
+		{V6 "return 1\n", "sink.bullmq_remove_on_complete", "100",
+		 NULL},
 		{V6 "return 1\n", "sink.bullmq_remove_on_complete", "maybe",
 		 "use true, false or a count"},
 		{V6 "return 1\n", "sink.bullmq_queue", "jobs:{topic}",
 		 "contains ':'"},
 		{V6 "return 1\n", "sink.bullmq_queue", "{topik}",
 		 "unknown placeholder"},
-		{V6 "return 1\n", "sink.bullmq_prefix", "", "bullmq_prefix is empty"},
+		{V6 "return 1\n", "sink.bullmq_prefix", "",
+		 "bullmq_prefix is empty"},
 	};
 	char path[] = "/tmp/test_sink_bullmq.XXXXXX";
 	int fd = mkstemp(path);
@@ -101,15 +112,16 @@ static void test_refusals(void **state)
 			assert_non_null(f);
 			fputs(cases[i].file, f);
 			fclose(f);
-			assert_int_equal(pgo_conf_set(conf, "sink.bullmq_script",
+			assert_int_equal(pgo_conf_set(conf,
+						      "sink.bullmq_script",
 						      path, PGO_CONF_FLAG, "t"),
 					 PGO_OK);
 		} else {
 			snprintf(missing, sizeof(missing), "%s.missing", path);
-			assert_int_equal(pgo_conf_set(conf, "sink.bullmq_script",
-						      missing, PGO_CONF_FLAG,
-						      "t"),
-					 PGO_OK);
+			assert_int_equal(
+				pgo_conf_set(conf, "sink.bullmq_script",
+					     missing, PGO_CONF_FLAG, "t"),
+				PGO_OK);
 		}
 		if (cases[i].key)
 			assert_int_equal(pgo_conf_set(conf, cases[i].key,
