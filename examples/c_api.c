@@ -34,7 +34,7 @@ static int produce(PGconn *conn, int n)
 	pgo_error_t err;
 	pgo_producer_t *p = pgo_producer_new(conn, NULL, &err);
 	pgo_msg_t *bulk;
-	char (*keys)[32];
+	char(*keys)[32];
 	int64_t id = 0;
 
 	if (!p) {
@@ -46,10 +46,12 @@ static int produce(PGconn *conn, int n)
 	    !exec_ok(conn, "CREATE TABLE IF NOT EXISTS c_orders (id int)") ||
 	    !exec_ok(conn, "INSERT INTO c_orders VALUES (1)"))
 		return 1;
-	if (pgo_send(p, &(pgo_msg_t){.topic = "orders", .key = "order-1",
-				     .type = "order.created",
-				     .payload = "{\"id\": 1}",
-				     .headers = "{\"traceparent\": \"00-ab-01\"}"},
+	if (pgo_send(p,
+		     &(pgo_msg_t){.topic = "orders",
+				  .key = "order-1",
+				  .type = "order.created",
+				  .payload = "{\"id\": 1}",
+				  .headers = "{\"traceparent\": \"00-ab-01\"}"},
 		     &id) != PGO_OK) {
 		fprintf(stderr, "pgo_send: %s\n", pgo_producer_errmsg(p));
 		return 1;
@@ -63,11 +65,14 @@ static int produce(PGconn *conn, int n)
 	keys = calloc((size_t)n, sizeof(*keys));
 	for (int i = 0; i < n; i++) {
 		snprintf(keys[i], sizeof(keys[i]), "bulk-%d", i);
-		bulk[i] = (pgo_msg_t){.topic = "bulk", .key = keys[i],
-				      .type = "bulk.item",
-				      .payload = "{\"tab\": \"a\\tb\", \"nl\": \"x\\ny\"}"};
+		bulk[i] = (pgo_msg_t){
+			.topic = "bulk",
+			.key = keys[i],
+			.type = "bulk.item",
+			.payload = "{\"tab\": \"a\\tb\", \"nl\": \"x\\ny\"}"};
 	}
-	if (!exec_ok(conn, "BEGIN") || pgo_send_bulk(p, bulk, (size_t)n) != PGO_OK ||
+	if (!exec_ok(conn, "BEGIN") ||
+	    pgo_send_bulk(p, bulk, (size_t)n) != PGO_OK ||
 	    !exec_ok(conn, "COMMIT")) {
 		fprintf(stderr, "pgo_send_bulk: %s\n", pgo_producer_errmsg(p));
 		return 1;
@@ -76,8 +81,11 @@ static int produce(PGconn *conn, int n)
 
 	/* A rolled-back event never exists. */
 	if (!exec_ok(conn, "BEGIN") ||
-	    pgo_send(p, &(pgo_msg_t){.topic = "orders", .key = "ghost",
-				     .type = "x", .payload = "{}"},
+	    pgo_send(p,
+		     &(pgo_msg_t){.topic = "orders",
+				  .key = "ghost",
+				  .type = "x",
+				  .payload = "{}"},
 		     NULL) != PGO_OK ||
 	    !exec_ok(conn, "ROLLBACK"))
 		return 1;
@@ -155,7 +163,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: c_api produce N | c_api relay\n");
 		return 2;
 	}
-	conn = PQconnectdb(getenv("DATABASE_URL") ? getenv("DATABASE_URL") : "");
+	conn = PQconnectdb(getenv("DATABASE_URL") ? getenv("DATABASE_URL")
+						  : "");
 	if (PQstatus(conn) != CONNECTION_OK) {
 		fprintf(stderr, "%s", PQerrorMessage(conn));
 		return 1;

@@ -70,7 +70,10 @@ int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 	      bool *exit_now)
 {
 	const char *config = NULL;
-	struct { char *flag; const char *value; } flags[32];
+	struct {
+		char *flag;
+		const char *value;
+	} flags[32];
 	int nflags = 0;
 
 	*exit_now = false;
@@ -88,8 +91,10 @@ int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 		}
 		if (strncmp(arg, "--", 2) != 0 || strcmp(arg, "-") == 0) {
 			if (cli->nargs >= cmd->max_args) {
-				cli_error(cmd->name, "unexpected argument "
-					  "\"%s\" (see --help)", arg);
+				cli_error(cmd->name,
+					  "unexpected argument "
+					  "\"%s\" (see --help)",
+					  arg);
 				return EXIT_USAGE;
 			}
 			cli->args[cli->nargs++] = arg;
@@ -105,8 +110,10 @@ int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 				opt = o;
 		key = opt ? NULL : pgo_conf_key_for_flag(name);
 		if (!opt && !key && strcmp(name, "--config") != 0) {
-			cli_error(cmd->name, "unknown option %s (see "
-				  "`pgoutbox %s --help`)", name, cmd->name);
+			cli_error(cmd->name,
+				  "unknown option %s (see "
+				  "`pgoutbox %s --help`)",
+				  name, cmd->name);
 			return EXIT_USAGE;
 		}
 		if (opt && !opt->arg) {
@@ -157,7 +164,8 @@ int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 	}
 	for (int i = 0; i < nflags; i++) {
 		if (!flags[i].flag ||
-		    pgo_conf_set(cli->conf, pgo_conf_key_for_flag(flags[i].flag),
+		    pgo_conf_set(cli->conf,
+				 pgo_conf_key_for_flag(flags[i].flag),
 				 flags[i].value, PGO_CONF_FLAG,
 				 flags[i].flag) != PGO_OK) {
 			cli_error(cmd->name, "%s", pgo_conf_errmsg(cli->conf));

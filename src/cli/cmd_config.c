@@ -44,8 +44,10 @@ int cmd_config(int argc, char **argv)
 		else
 			printf("configuration is valid\n");
 	} else {
-		cli_error("config", "unknown action \"%s\" (show, check, "
-			  "reference)", cli.args[0]);
+		cli_error("config",
+			  "unknown action \"%s\" (show, check, "
+			  "reference)",
+			  cli.args[0]);
 		rc = EXIT_USAGE;
 	}
 	cli_free(&cli);

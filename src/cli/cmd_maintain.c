@@ -21,8 +21,9 @@ static const cli_opt_t opts[] = {
 	 NULL},
 	{"--days", "N", "archive: keep this many days (default 7)", &days,
 	 NULL},
-	{"--health", NULL, "report xmin holders, replication slots and dead "
-			   "tuples instead",
+	{"--health", NULL,
+	 "report xmin holders, replication slots and dead "
+	 "tuples instead",
 	 NULL, &health},
 	{NULL, NULL, NULL, NULL, NULL},
 };
@@ -88,16 +89,19 @@ int cmd_maintain(int argc, char **argv)
 
 		if (strcmp(retention, "delete") != 0 &&
 		    strcmp(retention, "archive") != 0) {
-			cli_error("maintain", "--retention: \"%s\" is not "
-				  "delete or archive", retention);
+			cli_error("maintain",
+				  "--retention: \"%s\" is not "
+				  "delete or archive",
+				  retention);
 			rc = EXIT_USAGE;
 		} else if (atoi(days) < 1 || atoi(days) > 3650) {
 			cli_error("maintain", "--days: \"%s\" is not 1 to 3650",
 				  days);
 			rc = EXIT_USAGE;
 		} else {
-			rc = run(conn, "SELECT pgoutbox.set_retention($1, $2, "
-				       "$3::int)",
+			rc = run(conn,
+				 "SELECT pgoutbox.set_retention($1, $2, "
+				 "$3::int)",
 				 3, p, &res);
 			if (rc == EXIT_OK)
 				printf("queue %s: retention %s%s%s%s\n", queue,
@@ -107,8 +111,9 @@ int cmd_maintain(int argc, char **argv)
 				       retention[0] == 'a' ? " days" : "");
 		}
 	} else if (health) {
-		rc = run(conn, "SELECT kind, subject, detail FROM "
-			       "pgoutbox.health()",
+		rc = run(conn,
+			 "SELECT kind, subject, detail FROM "
+			 "pgoutbox.health()",
 			 0, NULL, &res);
 		if (rc == EXIT_OK && PQntuples(res) == 0)
 			printf("healthy: no transaction or slot pins xmin, "
@@ -117,8 +122,9 @@ int cmd_maintain(int argc, char **argv)
 			printf("%-12s %-32s %s\n", PQgetvalue(res, i, 0),
 			       PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
 	} else {
-		rc = run(conn, "SELECT done, created, dropped FROM "
-			       "pgoutbox.maintain()",
+		rc = run(conn,
+			 "SELECT done, created, dropped FROM "
+			 "pgoutbox.maintain()",
 			 0, NULL, &res);
 		if (rc == EXIT_OK) {
 			if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)

@@ -51,9 +51,10 @@ int cmd_migrate(int argc, char **argv)
 		long t = strtol(target_arg, &end, 10);
 
 		if (*end || t < 1 || t > pgo_schema_version()) {
-			cli_error("migrate", "--to: \"%s\" is not a schema "
-				  "version (1 to %d)", target_arg,
-				  pgo_schema_version());
+			cli_error("migrate",
+				  "--to: \"%s\" is not a schema "
+				  "version (1 to %d)",
+				  target_arg, pgo_schema_version());
 			PQfinish(conn);
 			cli_free(&cli);
 			return EXIT_USAGE;

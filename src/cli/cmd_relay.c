@@ -27,17 +27,32 @@ static void on_hup(int sig)
 		pgo_relay_request_reload(running);
 }
 
-static const char *const flags[] = {
-	"--db", "--queue", "--name", "--mode", "--poison", "--heartbeat",
-	"--sink", "--exec", "--exec-timeout",
-	"--redis", "--redis-stream", "--redis-maxlen", "--redis-timeout",
-	"--redis-wait",
-	"--batch", "--in-flight", "--listen", "--poll-interval",
-	"--max-attempts", "--log-level", NULL};
+static const char *const flags[] = {"--db",
+				    "--queue",
+				    "--name",
+				    "--mode",
+				    "--poison",
+				    "--heartbeat",
+				    "--sink",
+				    "--exec",
+				    "--exec-timeout",
+				    "--redis",
+				    "--redis-stream",
+				    "--redis-maxlen",
+				    "--redis-timeout",
+				    "--redis-wait",
+				    "--batch",
+				    "--in-flight",
+				    "--listen",
+				    "--poll-interval",
+				    "--max-attempts",
+				    "--log-level",
+				    NULL};
 
 static const cli_cmd_t cmd = {
 	.name = "relay",
-	.usage = "usage: pgoutbox relay [--sink stdout|exec|redis|bullmq] [--exec CMD] "
+	.usage = "usage: pgoutbox relay [--sink stdout|exec|redis|bullmq] "
+		 "[--exec CMD] "
 		 "[--batch N] [options]",
 	.summary = "Relays committed events of a queue to a sink, at least "
 		   "once, deleting each\nevent only after the sink "

@@ -48,8 +48,9 @@ static int check_json(const char *what, const char *text, bool object_only)
 	json_t *j = json_loads(text, JSON_DECODE_ANY, &jerr);
 
 	if (!j) {
-		cli_error("send", "%s is not valid JSON: line %d, column %d: %s",
-			  what, jerr.line, jerr.column, jerr.text);
+		cli_error("send",
+			  "%s is not valid JSON: line %d, column %d: %s", what,
+			  jerr.line, jerr.column, jerr.text);
 		return EXIT_USAGE;
 	}
 	if (object_only && !json_is_object(j)) {
@@ -127,15 +128,18 @@ int cmd_send(int argc, char **argv)
 	conn = cli_connect(cli.conf, "pgoutbox send");
 	if (!conn)
 		goto out;
-	p = pgo_producer_new(conn, pgo_conf_get(cli.conf, "relay.queue"),
-			     &err);
+	p = pgo_producer_new(conn, pgo_conf_get(cli.conf, "relay.queue"), &err);
 	if (!p) {
 		cli_error("send", "%s", err.msg);
 		rc = EXIT_USAGE;
 		goto out;
 	}
-	if (pgo_send(p, &(pgo_msg_t){.topic = topic, .key = key, .type = type,
-				     .payload = payload, .headers = headers},
+	if (pgo_send(p,
+		     &(pgo_msg_t){.topic = topic,
+				  .key = key,
+				  .type = type,
+				  .payload = payload,
+				  .headers = headers},
 		     &id) != PGO_OK) {
 		cli_error("send", "%s", pgo_producer_errmsg(p));
 		goto out;

@@ -25,8 +25,17 @@
 #include "relay_int.h"
 
 /* The columns a claim returns, in this order. */
-enum { COL_ID, COL_TOPIC, COL_KEY, COL_TYPE, COL_PAYLOAD, COL_HEADERS,
-       COL_CREATED, COL_ATTEMPTS, COL_SHARD };
+enum {
+	COL_ID,
+	COL_TOPIC,
+	COL_KEY,
+	COL_TYPE,
+	COL_PAYLOAD,
+	COL_HEADERS,
+	COL_CREATED,
+	COL_ATTEMPTS,
+	COL_SHARD
+};
 
 #define RETURNING                                                              \
 	" RETURNING id, topic, key, type, payload, headers, created_at, "      \
@@ -42,7 +51,8 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		snprintf(r->claim_sql, sizeof(r->claim_sql),
 			 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY("
 			 "SELECT id FROM pgoutbox.\"%s\" WHERE run_at <= now() "
-			 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))" RETURNING,
+			 "ORDER BY id LIMIT $1 FOR UPDATE SKIP "
+			 "LOCKED))" RETURNING,
 			 q, q);
 		break;
 	case PGO_MODE_ORDERED:
@@ -52,7 +62,8 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "SELECT c.id FROM pgoutbox.\"%s\" c "
 			 "WHERE c.shard = ANY(ARRAY("
 			 "SELECT l.shard FROM pgoutbox.shard_leases l "
-			 "JOIN unnest($2::int[], $3::bigint[]) AS m(shard, epoch) "
+			 "JOIN unnest($2::int[], $3::bigint[]) AS m(shard, "
+			 "epoch) "
 			 "ON l.shard = m.shard AND l.epoch = m.epoch "
 			 "WHERE l.queue = '%s')) "
 			 "AND c.shard <> ALL(ARRAY(SELECT h.shard FROM "
@@ -60,7 +71,8 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "h.run_at = 'infinity')) "
 			 "AND c.run_at <= now() "
 			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
-			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < c.id "
+			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
+			 "c.id "
 			 "AND b.run_at > now()) "
 			 "ORDER BY c.id LIMIT $1))" RETURNING,
 			 q, q, q, q, q);
@@ -93,29 +105,32 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		 (long long)v->idle_tx_timeout);
 	/* A retried event goes back in with its id, its attempts, a later
 	 * run_at (never, for a halted one) and the error. */
-	snprintf(r->retry_sql, sizeof(r->retry_sql),
-		 "INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
-		 "headers, created_at, run_at, attempts, last_error) "
-		 "SELECT id, topic, key, type, payload, headers, created_at, "
-		 "CASE WHEN delay_ms < 0 THEN 'infinity'::timestamptz ELSE "
-		 "now() + delay_ms * interval '1 millisecond' END, attempts, err "
-		 "FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], "
-		 "$5::jsonb[], $6::jsonb[], $7::timestamptz[], $8::bigint[], "
-		 "$9::int[], $10::text[]) AS u(id, topic, key, type, payload, "
-		 "headers, created_at, delay_ms, attempts, err)",
-		 q);
-	snprintf(r->dead_sql, sizeof(r->dead_sql),
-		 "INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, "
-		 "type, payload, headers, created_at, attempts, last_error) "
-		 "SELECT id, '%s', topic, key, type, payload, headers, "
-		 "created_at, attempts, err FROM unnest($1::bigint[], "
-		 "$2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], "
-		 "$7::timestamptz[], $8::bigint[], $9::int[], $10::text[]) AS "
-		 "u(id, topic, key, type, payload, headers, created_at, unused, "
-		 "attempts, err) ON CONFLICT (queue, id) DO UPDATE SET "
-		 "attempts = EXCLUDED.attempts, last_error = "
-		 "EXCLUDED.last_error, failed_at = now()",
-		 q);
+	snprintf(
+		r->retry_sql, sizeof(r->retry_sql),
+		"INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
+		"headers, created_at, run_at, attempts, last_error) "
+		"SELECT id, topic, key, type, payload, headers, created_at, "
+		"CASE WHEN delay_ms < 0 THEN 'infinity'::timestamptz ELSE "
+		"now() + delay_ms * interval '1 millisecond' END, attempts, "
+		"err "
+		"FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], "
+		"$5::jsonb[], $6::jsonb[], $7::timestamptz[], $8::bigint[], "
+		"$9::int[], $10::text[]) AS u(id, topic, key, type, payload, "
+		"headers, created_at, delay_ms, attempts, err)",
+		q);
+	snprintf(
+		r->dead_sql, sizeof(r->dead_sql),
+		"INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, "
+		"type, payload, headers, created_at, attempts, last_error) "
+		"SELECT id, '%s', topic, key, type, payload, headers, "
+		"created_at, attempts, err FROM unnest($1::bigint[], "
+		"$2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], "
+		"$7::timestamptz[], $8::bigint[], $9::int[], $10::text[]) AS "
+		"u(id, topic, key, type, payload, headers, created_at, unused, "
+		"attempts, err) ON CONFLICT (queue, id) DO UPDATE SET "
+		"attempts = EXCLUDED.attempts, last_error = "
+		"EXCLUDED.last_error, failed_at = now()",
+		q);
 }
 
 void pgo_claim_send(pgo_relay_t *r, slot_t *s)
@@ -196,7 +211,8 @@ int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res)
 		e->type = PQgetvalue(res, i, COL_TYPE);
 		e->payload = PQgetvalue(res, i, COL_PAYLOAD);
 		e->headers = PQgetvalue(res, i, COL_HEADERS);
-		e->created_at = rfc3339(s->arena, PQgetvalue(res, i, COL_CREATED));
+		e->created_at =
+			rfc3339(s->arena, PQgetvalue(res, i, COL_CREATED));
 		/* The row, until sorting: kept in attempts' neighbour. */
 		e->attempts = i;
 	}
@@ -262,7 +278,8 @@ static void apply_rules(pgo_relay_t *r, slot_t *s)
 			 * should) refused it because of that failure. */
 			char msg[96];
 
-			snprintf(msg, sizeof(msg), "held back behind event %lld",
+			snprintf(msg, sizeof(msg),
+				 "held back behind event %lld",
 				 (long long)b->events[failed[0]].id);
 			pgo_batch_fail(b, i, PGO_ACK_RETRY, msg);
 			s->n_retry++;
@@ -273,15 +290,18 @@ static void apply_rules(pgo_relay_t *r, slot_t *s)
 			continue;
 		}
 		f->attempts = e->attempts + 1;
-		if (b->acks[i] == PGO_ACK_RETRY && f->attempts >= v->max_attempts) {
+		if (b->acks[i] == PGO_ACK_RETRY &&
+		    f->attempts >= v->max_attempts) {
 			if (ordered && v->poison == PGO_POISON_HALT) {
 				f->delay_ms = -1;
 				pgo_log(PGO_LOG_ERROR, r->subject,
 					"shard %s halted: event %lld (key %s) "
 					"failed %d times: %s; fix the cause, "
-					"then UPDATE pgoutbox.\"%s\" SET run_at "
+					"then UPDATE pgoutbox.\"%s\" SET "
+					"run_at "
 					"= now() WHERE id = %lld",
-					PQgetvalue(s->claimed, f->row, COL_SHARD),
+					PQgetvalue(s->claimed, f->row,
+						   COL_SHARD),
 					(long long)e->id, e->key ? e->key : "-",
 					f->attempts,
 					b->errors[i] ? b->errors[i] : "failed",
@@ -341,12 +361,13 @@ static void queue_rows(pgo_relay_t *r, slot_t *s, pgo_ack_t kind,
 						   ? NULL
 						   : PQgetvalue(res, row, c));
 		pgo_buf_array_elem(&col[6], PQgetvalue(res, row, COL_CREATED));
-		snprintf(num, sizeof(num), "%lld", (long long)s->fix[i].delay_ms);
+		snprintf(num, sizeof(num), "%lld",
+			 (long long)s->fix[i].delay_ms);
 		pgo_buf_puts(&col[7], num);
 		snprintf(num, sizeof(num), "%d", s->fix[i].attempts);
 		pgo_buf_puts(&col[8], num);
-		pgo_buf_array_elem(&col[9], b->errors[i] ? b->errors[i]
-							 : "failed");
+		pgo_buf_array_elem(&col[9],
+				   b->errors[i] ? b->errors[i] : "failed");
 	}
 	for (int c = 0; c < 10; c++) {
 		pgo_buf_puts(&col[c], "}");

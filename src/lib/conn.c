@@ -70,8 +70,8 @@ void pgo_conn_kick(pgo_conn_t *c, int64_t now)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(c->conf);
 	char timeout[24];
-	const char *keys[] = {"connect_timeout", "keepalives",
-			      "keepalives_idle", "keepalives_interval",
+	const char *keys[] = {"connect_timeout",  "keepalives",
+			      "keepalives_idle",  "keepalives_interval",
 			      "keepalives_count", "dbname",
 			      "application_name", NULL};
 	const char *vals[8];
@@ -117,8 +117,8 @@ void pgo_conn_pollfd(const pgo_conn_t *c, struct pollfd *pfd)
 		return;
 	pfd->fd = PQsocket(c->pg);
 	if (c->state == PGO_CONN_CONNECTING)
-		pfd->events = c->poll == PGRES_POLLING_READING ? POLLIN
-							       : POLLOUT;
+		pfd->events =
+			c->poll == PGRES_POLLING_READING ? POLLIN : POLLOUT;
 	else
 		pfd->events = POLLIN | (c->need_flush ? POLLOUT : 0);
 }
@@ -261,7 +261,8 @@ static void collect(pgo_conn_t *c, PGresult *r)
 {
 	ExecStatusType st = PQresultStatus(r);
 
-	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && !c->round.failed) {
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK &&
+	    !c->round.failed) {
 		const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 
 		c->round.failed = true;
@@ -309,8 +310,7 @@ pgo_conn_event_t pgo_conn_step(pgo_conn_t *c, short revents)
 	PGnotify *n;
 
 	switch (c->state) {
-	case PGO_CONN_DOWN:
-		return PGO_CONN_EV_NONE;
+	case PGO_CONN_DOWN: return PGO_CONN_EV_NONE;
 	case PGO_CONN_CONNECTING:
 		if (!revents)
 			return PGO_CONN_EV_NONE;
@@ -322,8 +322,7 @@ pgo_conn_event_t pgo_conn_step(pgo_conn_t *c, short revents)
 		if (c->poll == PGRES_POLLING_OK)
 			send_setup(c);
 		return PGO_CONN_EV_NONE;
-	default:
-		break;
+	default: break;
 	}
 	if (revents & (POLLERR | POLLHUP | POLLNVAL))
 		revents |= POLLIN;

@@ -19,9 +19,9 @@
 typedef enum pgo_conn_state {
 	PGO_CONN_DOWN = 0,   /* no connection; a new attempt at retry_at */
 	PGO_CONN_CONNECTING, /* PQconnectPoll() in progress */
-	PGO_CONN_SETUP,      /* the setup round (settings, checks) in flight */
-	PGO_CONN_READY,      /* idle, in pipeline mode, no round in flight */
-	PGO_CONN_BUSY        /* a round in flight */
+	PGO_CONN_SETUP,	     /* the setup round (settings, checks) in flight */
+	PGO_CONN_READY,	     /* idle, in pipeline mode, no round in flight */
+	PGO_CONN_BUSY	     /* a round in flight */
 } pgo_conn_state_t;
 
 /* What pgo_conn_step() reports to the owner. */
@@ -35,39 +35,39 @@ typedef enum pgo_conn_event {
 
 /* The results of one round: one slot per statement, in order. */
 typedef struct pgo_round {
-	int nq;                       /* statements queued */
-	int got;                      /* results collected */
+	int nq;			      /* statements queued */
+	int got;		      /* results collected */
 	PGresult *res[PGO_ROUND_MAX]; /* owned by the round until taken */
-	bool failed;                  /* some statement failed */
-	char sqlstate[6];             /* of the first failure */
-	char err[512];                /* message of the first failure */
+	bool failed;		      /* some statement failed */
+	char sqlstate[6];	      /* of the first failure */
+	char err[512];		      /* message of the first failure */
 } pgo_round_t;
 
 /* Built once by the owner: what every new session runs first. */
 typedef struct pgo_conn_setup {
-	const char *subject;   /* log prefix, e.g. "relay outbox" */
-	const char *app_name;  /* application_name of the session */
-	const char *sql[8];    /* statements, NULL-terminated */
+	const char *subject;	  /* log prefix, e.g. "relay outbox" */
+	const char *app_name;	  /* application_name of the session */
+	const char *sql[8];	  /* statements, NULL-terminated */
 	const char *prep_name[4]; /* statements to prepare (NULL-terminated) */
 	const char *prep_sql[4];
-	bool check_schema;     /* read and check the schema version */
+	bool check_schema; /* read and check the schema version */
 } pgo_conn_setup_t;
 
 typedef struct pgo_conn {
 	PGconn *pg;
 	pgo_conn_state_t state;
 	PostgresPollingStatusType poll; /* what PQconnectPoll waits for */
-	bool need_flush;      /* queued bytes not yet sent: wait for POLLOUT */
-	int64_t retry_at;     /* DOWN: when to try again (monotonic ms) */
-	int64_t backoff;      /* current reconnect backoff, ms */
-	int64_t backoff_max;  /* ceiling, ms */
-	int notifies;         /* notifications received since last taken */
-	bool ever_connected;  /* for counting reconnects */
+	bool need_flush;     /* queued bytes not yet sent: wait for POLLOUT */
+	int64_t retry_at;    /* DOWN: when to try again (monotonic ms) */
+	int64_t backoff;     /* current reconnect backoff, ms */
+	int64_t backoff_max; /* ceiling, ms */
+	int notifies;	     /* notifications received since last taken */
+	bool ever_connected; /* for counting reconnects */
 	const pgo_conf_t *conf;
 	const pgo_conn_setup_t *setup;
-	pgo_round_t round;    /* the round in flight or just finished */
-	pgo_error_t fatal;    /* why EV_FATAL was reported */
-	char last_err[256];   /* last connection error, to log changes only */
+	pgo_round_t round;  /* the round in flight or just finished */
+	pgo_error_t fatal;  /* why EV_FATAL was reported */
+	char last_err[256]; /* last connection error, to log changes only */
 } pgo_conn_t;
 
 void pgo_conn_init(pgo_conn_t *c, const pgo_conf_t *conf,

@@ -63,11 +63,26 @@ static void put_json_str(struct line_writer *w, const char *s)
 			break;
 		esc[0] = '\\';
 		switch (*p) {
-		case '"': esc[1] = '"'; put_bytes(w, esc, 2); break;
-		case '\\': esc[1] = '\\'; put_bytes(w, esc, 2); break;
-		case '\n': esc[1] = 'n'; put_bytes(w, esc, 2); break;
-		case '\r': esc[1] = 'r'; put_bytes(w, esc, 2); break;
-		case '\t': esc[1] = 't'; put_bytes(w, esc, 2); break;
+		case '"':
+			esc[1] = '"';
+			put_bytes(w, esc, 2);
+			break;
+		case '\\':
+			esc[1] = '\\';
+			put_bytes(w, esc, 2);
+			break;
+		case '\n':
+			esc[1] = 'n';
+			put_bytes(w, esc, 2);
+			break;
+		case '\r':
+			esc[1] = 'r';
+			put_bytes(w, esc, 2);
+			break;
+		case '\t':
+			esc[1] = 't';
+			put_bytes(w, esc, 2);
+			break;
 		default:
 			esc[1] = 'u';
 			esc[2] = '0';
@@ -165,7 +180,8 @@ void pgo_batch_fail_rest(pgo_batch_t *b, pgo_ack_t verdict, const char *msg)
 	for (size_t i = 0; i < b->n; i++) {
 		if (b->acks[i] != PGO_ACK_NONE)
 			continue;
-		/* One copy of the message in the arena serves the whole batch. */
+		/* One copy of the message in the arena serves the whole batch.
+		 */
 		if (!copied) {
 			pgo_batch_fail(b, i, verdict, msg);
 			copy = b->errors ? b->errors[i] : NULL;

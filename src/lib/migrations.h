@@ -6,7 +6,7 @@
 #define PGO_MIGRATIONS_H
 
 struct pgo_migration {
-	int version;      /* 1, 2, 3 ... without gaps */
+	int version;	  /* 1, 2, 3 ... without gaps */
 	const char *name; /* file name without .sql, e.g. "001_init" */
 	const char *sql;  /* applied in the migration transaction */
 };

@@ -13,12 +13,12 @@
 #include "pgo_int.h"
 
 struct pgo_producer {
-	PGconn *conn;         /* borrowed from the caller */
-	char queue[64];       /* validated identifier */
-	char stmt[96];        /* prepared statement name on conn */
-	bool prepared;        /* stmt known to exist on conn */
-	pgo_buf_t copy;       /* COPY data being assembled */
-	char errmsg[512];     /* last error */
+	PGconn *conn;	  /* borrowed from the caller */
+	char queue[64];	  /* validated identifier */
+	char stmt[96];	  /* prepared statement name on conn */
+	bool prepared;	  /* stmt known to exist on conn */
+	pgo_buf_t copy;	  /* COPY data being assembled */
+	char errmsg[512]; /* last error */
 };
 
 static int fail(pgo_producer_t *p, int code, const char *fmt, ...)

@@ -75,7 +75,7 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink)
 	r->setup_quiet = r->setup;
 	if (v->listen)
 		r->setup_quiet.sql[n - 1] = NULL; /* the same, minus LISTEN */
-	r->nslots = v->in_flight < 1 ? 1
+	r->nslots = v->in_flight < 1	       ? 1
 		    : v->in_flight > MAX_SLOTS ? MAX_SLOTS
 					       : v->in_flight;
 	for (int i = 0; i < r->nslots; i++) {
@@ -263,7 +263,8 @@ static void settled(pgo_relay_t *r, slot_t *s)
 		r->stats.batches++;
 		pgo_log(PGO_LOG_DEBUG, r->subject,
 			"slot %d: batch of %zu settled in %lld ms", s->idx,
-			s->batch.n, (long long)(pgo_now_ms() - s->claim_started));
+			s->batch.n,
+			(long long)(pgo_now_ms() - s->claim_started));
 	}
 	end_cycle(s);
 }
@@ -287,7 +288,8 @@ void pgo_relay_retry_at(pgo_relay_t *r, int64_t due)
 {
 	int worst = 0;
 
-	if (r->nretry_due < (int)(sizeof(r->retry_due) / sizeof(r->retry_due[0]))) {
+	if (r->nretry_due <
+	    (int)(sizeof(r->retry_due) / sizeof(r->retry_due[0]))) {
 		r->retry_due[r->nretry_due++] = due;
 		return;
 	}
@@ -399,8 +401,7 @@ static void log_stats(pgo_relay_t *r, int64_t now)
 		(unsigned long long)a->published,
 		secs > 0 ? (double)(a->published - b->published) / secs : 0.0,
 		(unsigned long long)a->retried, (unsigned long long)a->dead,
-		(unsigned long long)a->batches,
-		(unsigned long long)a->wakeups,
+		(unsigned long long)a->batches, (unsigned long long)a->wakeups,
 		(unsigned long long)a->reconnects);
 	r->stats_last = *a;
 	r->stats_last_at = now;
@@ -420,8 +421,10 @@ static void do_reload(pgo_relay_t *r)
 		return;
 	}
 	pgo_log_max = (pgo_log_level_t)pgo_conf_values(r->conf)->log_level;
-	pgo_log(PGO_LOG_INFO, r->subject, "configuration reloaded: %d key%s "
-		"changed", changed, changed == 1 ? "" : "s");
+	pgo_log(PGO_LOG_INFO, r->subject,
+		"configuration reloaded: %d key%s "
+		"changed",
+		changed, changed == 1 ? "" : "s");
 }
 
 static int64_t min_deadline(int64_t a, int64_t b)
@@ -443,7 +446,7 @@ int pgo_relay_run(pgo_relay_t *r)
 
 	r->kick = true;
 	r->stats_last_at = now;
-	r->next_maintain = now;  /* once at start, then on the interval */
+	r->next_maintain = now; /* once at start, then on the interval */
 	r->next_health = now + (v->stats_interval ? v->stats_interval : 0);
 	r->next_poll = now + v->poll_interval;
 	r->next_stats = v->stats_interval ? now + v->stats_interval : 0;
@@ -540,7 +543,9 @@ int pgo_relay_run(pgo_relay_t *r)
 			    s->state == SLOT_IDLE &&
 			    s->conn.state == PGO_CONN_READY && !r->stop)
 				deadline = min_deadline(
-					deadline, s->next_rebalance ? s->next_rebalance : 1);
+					deadline, s->next_rebalance
+							  ? s->next_rebalance
+							  : 1);
 			if (s->state == SLOT_PUBLISHING) {
 				if (s->sink_fd >= 0) {
 					pfd[nfds].fd = s->sink_fd;
@@ -563,8 +568,8 @@ int pgo_relay_run(pgo_relay_t *r)
 					deadline = min_deadline(
 						deadline, r->next_maintain);
 				if (v->stats_interval)
-					deadline = min_deadline(
-						deadline, r->next_health);
+					deadline = min_deadline(deadline,
+								r->next_health);
 			}
 			if (paused)
 				deadline = min_deadline(deadline,
@@ -585,7 +590,8 @@ int pgo_relay_run(pgo_relay_t *r)
 		if (pfd[0].revents & POLLIN) {
 			char drain[64];
 
-			while (read(r->wake_pipe[0], drain, sizeof(drain)) > 0) {
+			while (read(r->wake_pipe[0], drain, sizeof(drain)) >
+			       0) {
 			}
 		}
 		if (r->stop == 1) {
@@ -601,10 +607,9 @@ int pgo_relay_run(pgo_relay_t *r)
 			if (!(owner[k] & 1) || s->state != SLOT_PUBLISHING ||
 			    !pfd[k].revents)
 				continue;
-			rc = r->sink->ops->resume(r->sink, &s->batch,
-						  pfd[k].revents, &s->sink_fd,
-						  &s->sink_events,
-						  &s->sink_deadline);
+			rc = r->sink->ops->resume(
+				r->sink, &s->batch, pfd[k].revents, &s->sink_fd,
+				&s->sink_events, &s->sink_deadline);
 			if (rc == PGO_ERR_AGAIN)
 				continue;
 			if (rc != PGO_OK)
@@ -650,9 +655,7 @@ int pgo_relay_run(pgo_relay_t *r)
 				else
 					pgo_conn_round_clear(&s->conn);
 				break;
-			case PGO_CONN_EV_LOST:
-				slot_lost(r, s);
-				break;
+			case PGO_CONN_EV_LOST: slot_lost(r, s); break;
 			case PGO_CONN_EV_READY:
 				pgo_shards_reset(r, s);
 				r->kick = true;
@@ -663,8 +666,7 @@ int pgo_relay_run(pgo_relay_t *r)
 					s->conn.fatal.msg);
 				fatal = true;
 				break;
-			default:
-				break;
+			default: break;
 			}
 			/* A drop inside pgo_conn_step() mid-cycle: the
 			 * server rolls the claim back, so cancel the

@@ -18,18 +18,18 @@
 #define MAX_SLOTS 16
 
 typedef enum slot_state {
-	SLOT_IDLE = 0,    /* no cycle running (connection READY or not) */
+	SLOT_IDLE = 0,	  /* no cycle running (connection READY or not) */
 	SLOT_REBALANCING, /* the lease round is in flight */
-	SLOT_CLAIMING,    /* round 1 (BEGIN + claim) in flight */
+	SLOT_CLAIMING,	  /* round 1 (BEGIN + claim) in flight */
 	SLOT_PUBLISHING,  /* the sink has the batch */
-	SLOT_SETTLING,    /* round 2 (fix-ups + COMMIT) in flight */
-	SLOT_CHORE        /* maintenance or a health check in flight */
+	SLOT_SETTLING,	  /* round 2 (fix-ups + COMMIT) in flight */
+	SLOT_CHORE	  /* maintenance or a health check in flight */
 } slot_state_t;
 
 /* What settling does with one event (beyond the sink's verdict). */
 typedef struct settle_row {
-	int row;          /* row of the claim result */
-	int attempts;     /* attempts to store */
+	int row;	  /* row of the claim result */
+	int attempts;	  /* attempts to store */
 	int64_t delay_ms; /* retry after this long; -1: never (halted) */
 } settle_row_t;
 
@@ -37,61 +37,61 @@ typedef struct slot {
 	int idx;
 	pgo_conn_t conn;
 	slot_state_t state;
-	PGresult *claimed;   /* rows of the batch: events point into it */
-	pgo_batch_t batch;   /* the batch the sink works on */
-	settle_row_t *fix;   /* per event, filled when settling */
-	pgo_arena_t *arena;  /* per-cycle memory, reset after settling */
-	int sink_fd;         /* PUBLISHING: what the sink waits for */
+	PGresult *claimed;  /* rows of the batch: events point into it */
+	pgo_batch_t batch;  /* the batch the sink works on */
+	settle_row_t *fix;  /* per event, filled when settling */
+	pgo_arena_t *arena; /* per-cycle memory, reset after settling */
+	int sink_fd;	    /* PUBLISHING: what the sink waits for */
 	short sink_events;
 	int64_t sink_deadline;
 	int64_t claim_started; /* monotonic ms, for the stats */
 	int batch_limit;       /* batch size asked for in this claim */
 	int n_ok, n_retry, n_dead;
-	bool wants_claim;      /* woken while busy: claim after this cycle */
-	bool more;             /* its last batch was full: claim again */
+	bool wants_claim; /* woken while busy: claim after this cycle */
+	bool more;	  /* its last batch was full: claim again */
 	/* Ordered and strict modes: this connection's leases. */
-	char member[96];        /* "<relay name>/<slot>" */
-	int nowned;             /* shards owned (strict: 1 = leader) */
-	char *owned_shards;     /* PostgreSQL array literal "{0,1,...}" */
-	char *owned_epochs;     /* their epochs, same order */
-	char leader_epoch[24];  /* strict mode: epoch of the leader lease */
+	char member[96];	/* "<relay name>/<slot>" */
+	int nowned;		/* shards owned (strict: 1 = leader) */
+	char *owned_shards;	/* PostgreSQL array literal "{0,1,...}" */
+	char *owned_epochs;	/* their epochs, same order */
+	char leader_epoch[24];	/* strict mode: epoch of the leader lease */
 	int64_t next_rebalance; /* monotonic ms */
 } slot_t;
 
 struct pgo_relay {
 	pgo_conf_t *conf;
 	pgo_sink_t *sink;
-	int mode;                /* pgo_mode_t, fixed at start */
-	char subject[160];       /* log prefix "relay outbox -> stdout" */
-	char app_name[64];       /* application_name of the sessions */
+	int mode;	   /* pgo_mode_t, fixed at start */
+	char subject[160]; /* log prefix "relay outbox -> stdout" */
+	char app_name[64]; /* application_name of the sessions */
 	char claim_sql[2048];
 	char retry_sql[1024];
 	char dead_sql[1024];
 	char listen_sql[96];
 	char set_sql[3][96];
-	pgo_conn_setup_t setup;       /* slot 0: with LISTEN */
+	pgo_conn_setup_t setup;	      /* slot 0: with LISTEN */
 	pgo_conn_setup_t setup_quiet; /* the other slots: without */
 	slot_t slots[MAX_SLOTS];
 	int nslots;
-	int wake_pipe[2];             /* self-pipe written by signal handlers */
+	int wake_pipe[2];	      /* self-pipe written by signal handlers */
 	volatile sig_atomic_t stop;   /* SIGTERM/SIGINT seen (2: logged) */
 	volatile sig_atomic_t reload; /* SIGHUP seen */
-	bool kick;                    /* start a claim on an idle slot */
-	bool more;                    /* last batch was full: claim on all */
-	int64_t next_poll;            /* fallback poll (monotonic ms) */
-	int64_t retry_due[32];        /* retries this relay scheduled (ms) */
+	bool kick;		      /* start a claim on an idle slot */
+	bool more;		      /* last batch was full: claim on all */
+	int64_t next_poll;	      /* fallback poll (monotonic ms) */
+	int64_t retry_due[32];	      /* retries this relay scheduled (ms) */
 	int nretry_due;
-	int64_t sink_pause_until;     /* the sink is down: no claims before */
-	int64_t sink_backoff;         /* current pause after an outage, ms */
-	int64_t next_maintain;        /* pgoutbox.maintain() due (ms) */
-	int64_t next_health;          /* pgoutbox.health() due (ms) */
-	bool chore_health;            /* the chore in flight: health (else
-				       * maintenance) */
+	int64_t sink_pause_until; /* the sink is down: no claims before */
+	int64_t sink_backoff;	  /* current pause after an outage, ms */
+	int64_t next_maintain;	  /* pgoutbox.maintain() due (ms) */
+	int64_t next_health;	  /* pgoutbox.health() due (ms) */
+	bool chore_health;	  /* the chore in flight: health (else
+				   * maintenance) */
 	int64_t next_stats;
 	pgo_relay_stats_t stats;
 	pgo_relay_stats_t stats_last; /* at the previous stats line */
-	int64_t stats_last_at;        /* when that line was written */
-	unsigned rnd;                 /* jitter state */
+	int64_t stats_last_at;	      /* when that line was written */
+	unsigned rnd;		      /* jitter state */
 	char errmsg[512];
 };
 

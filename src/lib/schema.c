@@ -14,7 +14,7 @@
 #include "pgo_int.h"
 
 /* Advisory lock key space of pgoutbox (two-integer form): 'pgox'. */
-#define PGO_LOCK_NS 1885826936
+#define PGO_LOCK_NS	 1885826936
 #define PGO_LOCK_MIGRATE 1
 
 int pgo_schema_version(void)
@@ -93,10 +93,11 @@ int pgo_schema_verdict(int db_version, pgo_error_t *err)
 				     "schema pgoutbox is not installed in this "
 				     "database: run `pgoutbox migrate`");
 	if (db_version < known)
-		return pgo_error_set(err, PGO_ERR_SCHEMA, 1,
-				     "the database schema is version %d, this "
-				     "pgoutbox needs %d: run `pgoutbox migrate`",
-				     db_version, known);
+		return pgo_error_set(
+			err, PGO_ERR_SCHEMA, 1,
+			"the database schema is version %d, this "
+			"pgoutbox needs %d: run `pgoutbox migrate`",
+			db_version, known);
 	pgo_error_clear(err);
 	return PGO_OK;
 }
@@ -104,8 +105,9 @@ int pgo_schema_verdict(int db_version, pgo_error_t *err)
 int pgo_schema_read_version(PGconn *conn, int *version, pgo_error_t *err)
 {
 	/* Two steps: a query naming a missing table fails at parse time. */
-	PGresult *res = PQexec(conn, "SELECT to_regclass('pgoutbox.migrations') "
-				     "IS NOT NULL");
+	PGresult *res =
+		PQexec(conn, "SELECT to_regclass('pgoutbox.migrations') "
+			     "IS NOT NULL");
 	int rc = PGO_OK;
 
 	*version = 0;

@@ -64,9 +64,10 @@ void pgo_shards_send(pgo_relay_t *r, slot_t *s)
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	const char *params[3] = {v->queue, s->member, mode_name(r->mode)};
 
-	pgo_conn_query(&s->conn,
-		       "SELECT shard, epoch FROM pgoutbox.rebalance($1, $2, $3)",
-		       3, params);
+	pgo_conn_query(
+		&s->conn,
+		"SELECT shard, epoch FROM pgoutbox.rebalance($1, $2, $3)", 3,
+		params);
 	if (pgo_conn_send(&s->conn) != PGO_OK)
 		return;
 	s->state = SLOT_REBALANCING;
@@ -149,8 +150,8 @@ void pgo_shards_leave(pgo_relay_t *r, slot_t *s)
 	    !PQexitPipelineMode(s->conn.pg) ||
 	    PQsetnonblocking(s->conn.pg, 0) != 0)
 		return;
-	res = PQexecParams(s->conn.pg, "SELECT pgoutbox.leave($1, $2)", 2,
-			   NULL, params, NULL, NULL, 0);
+	res = PQexecParams(s->conn.pg, "SELECT pgoutbox.leave($1, $2)", 2, NULL,
+			   params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		pgo_log(PGO_LOG_WARN, r->subject, "member %s: leave: %s",
 			s->member, pgo_pq_msg(s->conn.pg, res));

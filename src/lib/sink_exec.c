@@ -42,46 +42,46 @@
 
 #define SUBJECT "sink exec"
 
-#define STDOUT_MAX (1024 * 1024) /* verdict text kept; the rest is drained */
-#define STDERR_TAIL 4096         /* stderr kept: the last bytes only */
-#define ERRLINE_MAX 200          /* stderr line quoted in an error */
-#define REASON_MAX 1000          /* reason of a verdict line */
-#define WARN_LINES_MAX 5         /* malformed stdout lines logged per batch */
-#define READ_CHUNK 65536         /* bytes read per read() */
-#define READS_PER_RESUME 16      /* then yield to the loop (level-triggered) */
-#define REAP_TICK_MS 20          /* exit polling when pidfds are missing */
+#define STDOUT_MAX	 (1024 * 1024) /* verdict text kept; the rest is drained */
+#define STDERR_TAIL	 4096	       /* stderr kept: the last bytes only */
+#define ERRLINE_MAX	 200	       /* stderr line quoted in an error */
+#define REASON_MAX	 1000	       /* reason of a verdict line */
+#define WARN_LINES_MAX	 5     /* malformed stdout lines logged per batch */
+#define READ_CHUNK	 65536 /* bytes read per read() */
+#define READS_PER_RESUME 16    /* then yield to the loop (level-triggered) */
+#define REAP_TICK_MS	 20    /* exit polling when pidfds are missing */
 
 /* What each fd registered in the epoll instance is. */
 enum exec_tag { TAG_STDIN = 0, TAG_STDOUT = 1, TAG_STDERR = 2, TAG_PIDFD = 3 };
 
 /* Per-publish state, kept in batch->sink_state. */
 struct exec_run {
-	pid_t pid;     /* the shell, also its process group id; -1 once reaped */
-	int pidfd;     /* readable when the shell exits; -1 if unsupported or
-			* once the exit was seen */
-	int epfd;      /* the one fd the relay waits on */
-	int in_fd;     /* write end of the child's stdin; -1 once done */
-	int out_fd;    /* read end of the child's stdout; -1 at EOF */
-	int err_fd;    /* read end of the child's stderr; -1 at EOF */
+	pid_t pid;  /* the shell, also its process group id; -1 once reaped */
+	int pidfd;  /* readable when the shell exits; -1 if unsupported or
+		     * once the exit was seen */
+	int epfd;   /* the one fd the relay waits on */
+	int in_fd;  /* write end of the child's stdin; -1 once done */
+	int out_fd; /* read end of the child's stdout; -1 at EOF */
+	int err_fd; /* read end of the child's stderr; -1 at EOF */
 	int64_t timeout_ms; /* as configured when the publish started */
-	int64_t deadline; /* CLOCK_MONOTONIC ms when the command is killed;
-			   * 0 = never */
+	int64_t deadline;   /* CLOCK_MONOTONIC ms when the command is killed;
+			     * 0 = never */
 
 	pgo_buf_t input; /* the batch as NDJSON */
-	size_t written;  /* bytes of input the child has taken */
+	size_t written;	 /* bytes of input the child has taken */
 
-	pgo_buf_t out;   /* stdout, at most STDOUT_MAX bytes */
+	pgo_buf_t out;	 /* stdout, at most STDOUT_MAX bytes */
 	bool out_capped; /* stdout went beyond STDOUT_MAX (warned once) */
 
 	char err_tail[STDERR_TAIL]; /* the last bytes of stderr */
 	size_t err_len;
 
-	bool exited;     /* the shell's exit was seen (not yet reaped) */
-	bool lost;       /* the shell was reaped by someone else (SIGCHLD
-			  * ignored): its status is unknown */
-	int how;         /* CLD_EXITED, CLD_KILLED or CLD_DUMPED */
-	int status;      /* exit status or signal number */
-	bool killed;     /* timed out: SIGKILL sent, waiting to reap */
+	bool exited; /* the shell's exit was seen (not yet reaped) */
+	bool lost;   /* the shell was reaped by someone else (SIGCHLD
+		      * ignored): its status is unknown */
+	int how;     /* CLD_EXITED, CLD_KILLED or CLD_DUMPED */
+	int status;  /* exit status or signal number */
+	bool killed; /* timed out: SIGKILL sent, waiting to reap */
 };
 
 static struct pgo_exec_conf *exec_conf(pgo_sink_t *sink)
@@ -222,8 +222,7 @@ static void sanitize_line(char *dst, size_t max, const char *s, size_t n)
 				if ((p[i + k] & 0xc0) != 0x80)
 					break;
 			/* Overlong, surrogate and > U+10FFFF forms. */
-			if (k == len &&
-			    !(c == 0xe0 && p[i + 1] < 0xa0) &&
+			if (k == len && !(c == 0xe0 && p[i + 1] < 0xa0) &&
 			    !(c == 0xed && p[i + 1] > 0x9f) &&
 			    !(c == 0xf0 && p[i + 1] < 0x90) &&
 			    !(c == 0xf4 && p[i + 1] > 0x8f)) {
@@ -482,8 +481,7 @@ static int pump(struct exec_run *r)
 			if (r->err_fd >= 0)
 				drain_stderr(r);
 			break;
-		case TAG_PIDFD:
-			break; /* check_exit() follows */
+		case TAG_PIDFD: break; /* check_exit() follows */
 		}
 	}
 	return 0;
@@ -621,7 +619,8 @@ static void apply_stdout(pgo_batch_t *b, struct exec_run *r)
 						line_no, text);
 				else
 					pgo_log(PGO_LOG_WARN, SUBJECT,
-						"ignoring verdict for id %" PRId64
+						"ignoring verdict for id "
+						"%" PRId64
 						", not in this batch",
 						id);
 			}
@@ -685,8 +684,8 @@ static void fail_timeout(pgo_batch_t *b, struct exec_run *r)
 	char msg[96];
 
 	apply_stdout(b, r);
-	snprintf(msg, sizeof(msg), "exec: command timed out after %" PRId64 " ms",
-		 r->timeout_ms);
+	snprintf(msg, sizeof(msg),
+		 "exec: command timed out after %" PRId64 " ms", r->timeout_ms);
 	pgo_batch_fail_rest(b, PGO_ACK_RETRY, msg);
 }
 
@@ -732,7 +731,8 @@ static void wait_on(struct exec_run *r, int *fd, short *events,
 static char **child_env(char *const *vars)
 {
 	static const char *const names[] = {
-		"PGOUTBOX_BATCH_SIZE=", "PGOUTBOX_FIRST_ID=", "PGOUTBOX_LAST_ID="};
+		"PGOUTBOX_BATCH_SIZE=", "PGOUTBOX_FIRST_ID=",
+		"PGOUTBOX_LAST_ID="};
 	size_t n = 0, o = 0;
 	char **env;
 
@@ -745,7 +745,8 @@ static char **child_env(char *const *vars)
 		bool ours = false;
 
 		for (size_t k = 0; k < 3; k++)
-			if (strncmp(environ[i], names[k], strlen(names[k])) == 0)
+			if (strncmp(environ[i], names[k], strlen(names[k])) ==
+			    0)
 				ours = true;
 		if (!ours)
 			env[o++] = environ[i];
@@ -761,9 +762,8 @@ static char **child_env(char *const *vars)
 static int spawn_shell(const char *command, const pgo_batch_t *b, int in_r,
 		       int out_w, int err_w, pid_t *pid)
 {
-	static const int reset[] = {SIGPIPE, SIGTERM, SIGHUP,  SIGINT,
-				    SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2,
-				    SIGALRM};
+	static const int reset[] = {SIGPIPE, SIGTERM, SIGHUP,  SIGINT, SIGQUIT,
+				    SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM};
 	char size_var[48], first_var[48], last_var[48];
 	char *vars[3] = {size_var, first_var, last_var};
 	char *argv[] = {"sh", "-c", (char *)command, NULL};
@@ -801,9 +801,9 @@ static int spawn_shell(const char *command, const pgo_batch_t *b, int in_r,
 	/* Own process group (the timeout kills all of it), default signal
 	 * dispositions, nothing blocked: whatever the host process set up. */
 	if (!rc)
-		rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
-							     POSIX_SPAWN_SETSIGDEF |
-							     POSIX_SPAWN_SETSIGMASK);
+		rc = posix_spawnattr_setflags(
+			&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
+				       POSIX_SPAWN_SETSIGMASK);
 	if (!rc)
 		rc = posix_spawnattr_setpgroup(&attr, 0);
 	if (!rc)
@@ -813,10 +813,12 @@ static int spawn_shell(const char *command, const pgo_batch_t *b, int in_r,
 	if (!rc)
 		rc = posix_spawn_file_actions_adddup2(&fa, in_r, STDIN_FILENO);
 	if (!rc)
-		rc = posix_spawn_file_actions_adddup2(&fa, out_w, STDOUT_FILENO);
+		rc = posix_spawn_file_actions_adddup2(&fa, out_w,
+						      STDOUT_FILENO);
 	if (!rc)
-		rc = posix_spawn_file_actions_adddup2(&fa, err_w, STDERR_FILENO);
-#if defined(__GLIBC__) && \
+		rc = posix_spawn_file_actions_adddup2(&fa, err_w,
+						      STDERR_FILENO);
+#if defined(__GLIBC__) &&                                                      \
 	(__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
 	/* Our fds are all O_CLOEXEC; this also covers fds that other code
 	 * in the host process opened without it. */
@@ -853,8 +855,9 @@ static int exec_open(pgo_sink_t *sink)
 	struct pgo_exec_conf *c = exec_conf(sink);
 
 	if (!c || !c->command || !c->command[0]) {
-		snprintf(sink->errmsg, sizeof(sink->errmsg),
-			 "exec sink: no command configured (sink.exec_command)");
+		snprintf(
+			sink->errmsg, sizeof(sink->errmsg),
+			"exec sink: no command configured (sink.exec_command)");
 		return PGO_ERR_CONFIG;
 	}
 	return PGO_OK;

@@ -33,16 +33,18 @@ static int print_shards(PGconn *conn, const char *queue, FILE *out,
 	PGresult *res;
 
 	/* Members and their live leases (pg_locks is the truth). */
-	res = query(conn,
-		    "SELECT r.member, r.mode, r.backend_pid, "
-		    "date_trunc('second', now() - r.heartbeat_at), "
-		    "coalesce((SELECT string_agg(x::text, ',' ORDER BY x) FROM "
-		    "(SELECT l.objid::bigint::bit(32)::integer AS x FROM pg_locks l "
-		    "WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND "
-		    "l.granted AND l.classid = pgoutbox.lease_ns($1)::oid AND "
-		    "l.pid = r.backend_pid) s), '') "
-		    "FROM pgoutbox.relays r WHERE r.queue = $1 ORDER BY r.member",
-		    queue, err);
+	res = query(
+		conn,
+		"SELECT r.member, r.mode, r.backend_pid, "
+		"date_trunc('second', now() - r.heartbeat_at), "
+		"coalesce((SELECT string_agg(x::text, ',' ORDER BY x) FROM "
+		"(SELECT l.objid::bigint::bit(32)::integer AS x FROM pg_locks "
+		"l "
+		"WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND "
+		"l.granted AND l.classid = pgoutbox.lease_ns($1)::oid AND "
+		"l.pid = r.backend_pid) s), '') "
+		"FROM pgoutbox.relays r WHERE r.queue = $1 ORDER BY r.member",
+		queue, err);
 	if (!res)
 		return PGO_ERR_DB;
 	if (PQntuples(res) > 0)
@@ -113,16 +115,16 @@ static int print_retention(PGconn *conn, const char *queue, FILE *out,
 		return PGO_ERR_DB;
 	if (PQntuples(res) == 1) {
 		if (strcmp(PQgetvalue(res, 0, 0), "archive") == 0)
-			fprintf(out, "  retention: archive, %s days, in %s "
-				     "day partitions of pgoutbox.%s_archive\n",
+			fprintf(out,
+				"  retention: archive, %s days, in %s "
+				"day partitions of pgoutbox.%s_archive\n",
 				PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
 				queue);
 		else
 			fprintf(out, "  retention: delete on ack\n");
 	}
 	PQclear(res);
-	res = query(conn,
-		    "SELECT kind, subject, detail FROM pgoutbox.health()",
+	res = query(conn, "SELECT kind, subject, detail FROM pgoutbox.health()",
 		    NULL, err);
 	if (!res)
 		return PGO_ERR_DB;
@@ -149,14 +151,15 @@ int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 	if (rc != PGO_OK)
 		return rc;
 
-	snprintf(sql, sizeof(sql),
-		 "SELECT topic, count(*), "
-		 "coalesce(to_char(extract(epoch FROM now() - min(created_at)), "
-		 "'FM9999999990.000'), '0'), "
-		 "count(*) FILTER (WHERE run_at > now()), "
-		 "count(*) FILTER (WHERE attempts > 0) "
-		 "FROM pgoutbox.\"%s\" GROUP BY topic ORDER BY 2 DESC, 1",
-		 queue);
+	snprintf(
+		sql, sizeof(sql),
+		"SELECT topic, count(*), "
+		"coalesce(to_char(extract(epoch FROM now() - min(created_at)), "
+		"'FM9999999990.000'), '0'), "
+		"count(*) FILTER (WHERE run_at > now()), "
+		"count(*) FILTER (WHERE attempts > 0) "
+		"FROM pgoutbox.\"%s\" GROUP BY topic ORDER BY 2 DESC, 1",
+		queue);
 	res = query(conn, sql, NULL, err);
 	if (!res)
 		return PGO_ERR_DB;
@@ -164,8 +167,8 @@ int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 	if (PQntuples(res) == 0)
 		fprintf(out, "  pending: none\n");
 	else
-		fprintf(out, "  %-32s %10s %12s %9s %9s\n", "topic",
-			"pending", "oldest (s)", "delayed", "retried");
+		fprintf(out, "  %-32s %10s %12s %9s %9s\n", "topic", "pending",
+			"oldest (s)", "delayed", "retried");
 	for (int i = 0; i < PQntuples(res); i++)
 		fprintf(out, "  %-32s %10s %12s %9s %9s\n",
 			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),

@@ -68,7 +68,8 @@ const char *pgo_pq_msg(const PGconn *conn, const PGresult *res)
 		m = PQerrorMessage(conn);
 	if (!m || !*m)
 		m = "unknown error";
-	/* libpq messages may span lines ("ERROR:  x\nDETAIL: ..."): keep one. */
+	/* libpq messages may span lines ("ERROR:  x\nDETAIL: ..."): keep one.
+	 */
 	snprintf(line, sizeof(line), "%s", m);
 	n = strcspn(line, "\n");
 	line[n] = '\0';
@@ -319,11 +320,26 @@ void pgo_buf_json_str(pgo_buf_t *b, const char *s)
 		}
 		o[0] = '\\';
 		switch (c) {
-		case '"': o[1] = '"'; b->len += 2; break;
-		case '\\': o[1] = '\\'; b->len += 2; break;
-		case '\n': o[1] = 'n'; b->len += 2; break;
-		case '\r': o[1] = 'r'; b->len += 2; break;
-		case '\t': o[1] = 't'; b->len += 2; break;
+		case '"':
+			o[1] = '"';
+			b->len += 2;
+			break;
+		case '\\':
+			o[1] = '\\';
+			b->len += 2;
+			break;
+		case '\n':
+			o[1] = 'n';
+			b->len += 2;
+			break;
+		case '\r':
+			o[1] = 'r';
+			b->len += 2;
+			break;
+		case '\t':
+			o[1] = 't';
+			b->len += 2;
+			break;
 		default:
 			o[1] = 'u';
 			o[2] = '0';

@@ -131,8 +131,10 @@ static void tbatch_init(struct tbatch *t, size_t n, size_t payload_len)
 		e->topic = "orders";
 		e->key = arena_printf(t->data, "k%zu", i + 1);
 		e->type = "order.created";
-		e->payload = t->big_payload ? t->big_payload
-					    : arena_printf(t->data, "{\"n\":%zu}", i + 1);
+		e->payload =
+			t->big_payload
+				? t->big_payload
+				: arena_printf(t->data, "{\"n\":%zu}", i + 1);
 		e->headers = "{}";
 		e->created_at = "2024-01-02T03:04:05Z";
 		e->attempts = 0;
@@ -191,7 +193,9 @@ static int64_t drive(pgo_sink_t *s, pgo_batch_t *b, int *rc_out)
 		if (deadline > 0) {
 			int64_t left = deadline - pgo_now_ms();
 
-			timeout = left <= 0 ? 0 : left > 10000 ? 10000 : (int)left;
+			timeout = left <= 0	 ? 0
+				  : left > 10000 ? 10000
+						 : (int)left;
 		}
 		n = poll(&p, fd >= 0 ? 1 : 0, timeout);
 		assert_true(n >= 0 || errno == EINTR);
@@ -209,29 +213,29 @@ static int64_t drive(pgo_sink_t *s, pgo_batch_t *b, int *rc_out)
 struct exec_case {
 	const char *name;
 	const char *command;
-	int64_t timeout_ms;   /* 0: none */
-	size_t n;             /* events, ids 1..n */
-	size_t payload_len;   /* 0: small payloads */
-	pgo_ack_t ack;        /* verdict of the events not singled out */
-	const char *err;      /* and their error (NULL: none) */
-	int64_t one_id;       /* an event with its own verdict, 0: none */
+	int64_t timeout_ms; /* 0: none */
+	size_t n;	    /* events, ids 1..n */
+	size_t payload_len; /* 0: small payloads */
+	pgo_ack_t ack;	    /* verdict of the events not singled out */
+	const char *err;    /* and their error (NULL: none) */
+	int64_t one_id;	    /* an event with its own verdict, 0: none */
 	pgo_ack_t one_ack;
 	const char *one_err;
-	bool substr;          /* errors match as substrings, not exactly */
-	int warnings;         /* WARN lines expected; -1: any */
-	int64_t max_ms;       /* the whole publish took less; 0: no bound */
+	bool substr;	/* errors match as substrings, not exactly */
+	int warnings;	/* WARN lines expected; -1: any */
+	int64_t max_ms; /* the whole publish took less; 0: no bound */
 };
 
 static const struct exec_case cases[] = {
-	{"exit_0_acks_all", "exit 0", 0, 3, 0, PGO_ACK_OK, NULL,
-	 0, 0, NULL, false, 0, 0},
+	{"exit_0_acks_all", "exit 0", 0, 3, 0, PGO_ACK_OK, NULL, 0, 0, NULL,
+	 false, 0, 0},
 	{"exit_3_retries_all", "exit 3", 0, 3, 0, PGO_ACK_RETRY,
 	 "exec: exit status 3", 0, 0, NULL, false, 0, 0},
 	{"dead_verdict_line", "echo 'dead 2 bad payload'; exit 0", 0, 3, 0,
 	 PGO_ACK_OK, NULL, 2, PGO_ACK_DEAD, "bad payload", false, 0, 0},
 	{"retry_verdict_and_exit_1", "echo 'retry 1 later'; exit 1", 0, 3, 0,
-	 PGO_ACK_RETRY, "exec: exit status 1", 1, PGO_ACK_RETRY, "later",
-	 false, 0, 0},
+	 PGO_ACK_RETRY, "exec: exit status 1", 1, PGO_ACK_RETRY, "later", false,
+	 0, 0},
 	{"ok_verdict_survives_failure", "echo 'ok 3'; exit 4", 0, 3, 0,
 	 PGO_ACK_RETRY, "exec: exit status 4", 3, PGO_ACK_OK, NULL, false, 0,
 	 0},
@@ -268,8 +272,8 @@ static const struct exec_case cases[] = {
 	 PGO_ACK_OK, NULL, false, 1, 1000},
 	{"large_batch_read_fully", "wc -c >/dev/null", 10000, 5000, 1024,
 	 PGO_ACK_OK, NULL, 0, 0, NULL, false, 0, 0},
-	{"large_batch_not_read_exit_0", "exit 0", 10000, 5000, 1024,
-	 PGO_ACK_OK, NULL, 0, 0, NULL, false, 0, 0},
+	{"large_batch_not_read_exit_0", "exit 0", 10000, 5000, 1024, PGO_ACK_OK,
+	 NULL, 0, 0, NULL, false, 0, 0},
 	{"large_batch_half_read_exit_1", "head -c 100000 >/dev/null; exit 1",
 	 10000, 5000, 1024, PGO_ACK_RETRY, "exec: exit status 1", 0, 0, NULL,
 	 false, 0, 0},
@@ -361,7 +365,8 @@ static void test_stdin_is_ndjson(void **state)
 	       "\"type\":\"order.created\",\"payload\":{\"n\":1},"
 	       "\"headers\":{},\"created_at\":\"2024-01-02T03:04:05Z\","
 	       "\"attempts\":0}\n"
-	       "{\"id\":2,\"topic\":\"a\\\"b\\nc\",\"key\":null,\"type\":\"t2\","
+	       "{\"id\":2,\"topic\":\"a\\\"b\\nc\",\"key\":null,\"type\":"
+	       "\"t2\","
 	       "\"payload\":{\"x\":[1,2]},\"headers\":{\"h\":1},"
 	       "\"created_at\":\"2024-01-02T03:04:05Z\",\"attempts\":1}\n"
 	       "{\"id\":3,\"topic\":\"orders\",\"key\":\"k3\","
@@ -627,14 +632,13 @@ static void test_configure(void **state)
 			 PGO_OK);
 	assert_string_equal(((struct pgo_exec_conf *)sink.priv)->command,
 			    "exit 0");
-	assert_int_equal(((struct pgo_exec_conf *)sink.priv)->timeout_ms,
-			 2000);
+	assert_int_equal(((struct pgo_exec_conf *)sink.priv)->timeout_ms, 2000);
 	assert_int_equal(sink.ops->open(&sink), PGO_OK);
 	/* An empty batch needs no command at all. */
 	tbatch_init(&t, 0, 0);
-	assert_int_equal(sink.ops->publish(&sink, &t.b, &fd, &events,
-					   &deadline),
-			 PGO_OK);
+	assert_int_equal(
+		sink.ops->publish(&sink, &t.b, &fd, &events, &deadline),
+		PGO_OK);
 	assert_null(t.b.sink_state);
 	tbatch_free(&t);
 	sink_fini(&sink);
@@ -657,10 +661,14 @@ static const struct ndjson_case ndjson_cases[] = {
 	 "\"payload\":{\"a\":1},\"headers\":{},"
 	 "\"created_at\":\"2024-01-01T00:00:00Z\",\"attempts\":2}\n"},
 	{"escapes_and_null_key",
-	 {9223372036854775807LL, "q\"b\\s\n\r\t\x01", NULL, "\x7f" "é",
+	 {9223372036854775807LL, "q\"b\\s\n\r\t\x01", NULL,
+	  "\x7f"
+	  "é",
 	  "[1]", "{\"h\":\"v\"}", "c", 0},
-	 "{\"id\":9223372036854775807,\"topic\":\"q\\\"b\\\\s\\n\\r\\t\\u0001\","
-	 "\"key\":null,\"type\":\"\x7f" "é\",\"payload\":[1],"
+	 "{\"id\":9223372036854775807,\"topic\":"
+	 "\"q\\\"b\\\\s\\n\\r\\t\\u0001\","
+	 "\"key\":null,\"type\":\"\x7f"
+	 "é\",\"payload\":[1],"
 	 "\"headers\":{\"h\":\"v\"},\"created_at\":\"c\",\"attempts\":0}\n"},
 	{"pretty_json_stays_one_line",
 	 {1, "t", "", "ty", "{\n  \"a\": 1\r\n}", NULL, "c", 0},
