@@ -35,15 +35,16 @@ extern "C" {
 /* Return codes.  Values are never renumbered; new ones are appended. */
 enum {
 	PGO_OK = 0,
-	PGO_ERR_NOMEM = -1,    /* out of memory */
-	PGO_ERR_INVALID = -2,  /* bad argument or input (names what is wrong) */
-	PGO_ERR_CONFIG = -3,   /* bad configuration (names file and line) */
-	PGO_ERR_DB = -4,       /* PostgreSQL reported an error */
-	PGO_ERR_SCHEMA = -5,   /* schema missing, older or newer than this build */
-	PGO_ERR_SINK = -6,     /* the sink failed */
-	PGO_ERR_IO = -7,       /* system call failed */
-	PGO_ERR_CONNECT = -8,  /* could not connect to PostgreSQL */
-	PGO_ERR_AGAIN = -9     /* not finished yet: wait and call again */
+	PGO_ERR_NOMEM = -1,   /* out of memory */
+	PGO_ERR_INVALID = -2, /* bad argument or input (names what is wrong) */
+	PGO_ERR_CONFIG = -3,  /* bad configuration (names file and line) */
+	PGO_ERR_DB = -4,      /* PostgreSQL reported an error */
+	PGO_ERR_SCHEMA =
+		-5,	   /* schema missing, older or newer than this build */
+	PGO_ERR_SINK = -6, /* the sink failed */
+	PGO_ERR_IO = -7,   /* system call failed */
+	PGO_ERR_CONNECT = -8, /* could not connect to PostgreSQL */
+	PGO_ERR_AGAIN = -9    /* not finished yet: wait and call again */
 };
 
 /* Error detail: the code, whether retrying the same operation may succeed,
@@ -219,16 +220,16 @@ typedef struct pgo_event {
 	const char *topic;
 	const char *key;
 	const char *type;
-	const char *payload;    /* JSON text */
-	const char *headers;    /* JSON text */
+	const char *payload;	/* JSON text */
+	const char *headers;	/* JSON text */
 	const char *created_at; /* RFC 3339, UTC */
-	int attempts;           /* deliveries tried before this one */
+	int attempts;		/* deliveries tried before this one */
 } pgo_event_t;
 
 /* A sink's verdict on one event. */
 typedef enum pgo_ack {
 	PGO_ACK_NONE = 0,  /* not decided yet: counts as a retriable failure */
-	PGO_ACK_OK = 1,    /* durably accepted downstream: the row may go */
+	PGO_ACK_OK = 1,	   /* durably accepted downstream: the row may go */
 	PGO_ACK_RETRY = 2, /* failed; try again after a backoff */
 	PGO_ACK_DEAD = 3,  /* will never succeed: dead-letter it now */
 	/* The downstream is unreachable (not this event's fault): the relay
@@ -252,8 +253,7 @@ typedef struct pgo_batch {
 void pgo_batch_fail(pgo_batch_t *b, size_t i, pgo_ack_t verdict,
 		    const char *msg);
 /* Marks every event that has no verdict yet. */
-void pgo_batch_fail_rest(pgo_batch_t *b, pgo_ack_t verdict,
-			 const char *msg);
+void pgo_batch_fail_rest(pgo_batch_t *b, pgo_ack_t verdict, const char *msg);
 
 typedef struct pgo_sink pgo_sink_t;
 
@@ -303,7 +303,7 @@ typedef struct pgo_relay pgo_relay_t;
 typedef struct pgo_relay_stats {
 	uint64_t published;  /* events acked by the sink and deleted */
 	uint64_t retried;    /* events returned for a later attempt */
-	uint64_t dead;       /* events moved to dead letters */
+	uint64_t dead;	     /* events moved to dead letters */
 	uint64_t batches;    /* claim/publish/ack cycles committed */
 	uint64_t reconnects; /* connections re-established after a loss */
 	uint64_t wakeups;    /* notifications received */
@@ -342,8 +342,8 @@ const char *pgo_relay_errmsg(const pgo_relay_t *relay);
  * applied when it comes again.  On PGO_ERR_DB the transaction is aborted:
  * roll it back; err->retriable says whether trying again may help.  Needs
  * READ COMMITTED (the default) or SERIALIZABLE isolation. */
-int pgo_inbox_claim(PGconn *conn, const char *consumer,
-		    const char *message_id, int *fresh, pgo_error_t *err);
+int pgo_inbox_claim(PGconn *conn, const char *consumer, const char *message_id,
+		    int *fresh, pgo_error_t *err);
 
 /* Creates the inbox partitions of today and the next two days (UTC) and
  * drops those wholly older than window (a PostgreSQL interval, e.g.
@@ -357,13 +357,13 @@ int pgo_inbox_maintain(PGconn *conn, const char *window, int *created,
  * written by the redis sink.  Strings are borrowed for the duration of the
  * call; a missing field reads "" (payload "null", headers "{}"). */
 typedef struct pgo_inbox_msg {
-	const char *entry_id;   /* the Redis stream entry id */
-	const char *id;         /* the event id: the dedup key */
+	const char *entry_id; /* the Redis stream entry id */
+	const char *id;	      /* the event id: the dedup key */
 	const char *topic;
-	const char *key;        /* "" when the event had none */
+	const char *key; /* "" when the event had none */
 	const char *type;
-	const char *payload;    /* JSON text */
-	const char *headers;    /* JSON text */
+	const char *payload;	/* JSON text */
+	const char *headers;	/* JSON text */
 	const char *created_at; /* RFC 3339, UTC */
 } pgo_inbox_msg_t;
 
@@ -378,13 +378,13 @@ typedef int (*pgo_inbox_handler_fn)(void *ctx, PGconn *conn,
  * pgo_consumer_opts_init(), then set the stream, the group and exactly one
  * handler.  Strings are copied by pgo_consumer_new(). */
 typedef struct pgo_consumer_opts {
-	const char *db_url;       /* libpq conninfo or URL ("" = libpq env) */
-	const char *redis_url;    /* redis://[user:password@]host[:port][/db] */
-	const char *stream;       /* the stream to read */
-	const char *group;        /* consumer group; also the inbox's
+	const char *db_url;	  /* libpq conninfo or URL ("" = libpq env) */
+	const char *redis_url;	  /* redis://[user:password@]host[:port][/db] */
+	const char *stream;	  /* the stream to read */
+	const char *group;	  /* consumer group; also the inbox's
 				   * consumer name, so the processes of a
 				   * group share deduplication */
-	const char *consumer;     /* name within the group; NULL: host name.
+	const char *consumer;	  /* name within the group; NULL: host name.
 				   * Keep it stable across restarts: a
 				   * restarted consumer re-reads its own
 				   * pending entries first */
@@ -395,20 +395,20 @@ typedef struct pgo_consumer_opts {
 	pgo_inbox_handler_fn handler; /* handler: a C function */
 	void *handler_ctx;
 	int64_t exec_timeout_ms;  /* the exec handler is killed after this */
-	int64_t claim_idle_ms;    /* XAUTOCLAIM entries idle this long */
-	int64_t block_ms;         /* XREADGROUP BLOCK */
-	int count;                /* entries read per call */
-	int max_attempts;         /* a failing entry is retried this often,
+	int64_t claim_idle_ms;	  /* XAUTOCLAIM entries idle this long */
+	int64_t block_ms;	  /* XREADGROUP BLOCK */
+	int count;		  /* entries read per call */
+	int max_attempts;	  /* a failing entry is retried this often,
 				   * then skipped (left pending, logged) */
-	const char *start_id;     /* where a group created here starts:
+	const char *start_id;	  /* where a group created here starts:
 				   * "0" (the whole stream) or "$" */
 	const char *dedup_window; /* interval for pgo_inbox_maintain() */
 	int64_t maintain_interval_ms; /* how often to run it */
 	int64_t redis_timeout_ms;     /* a Redis reply, beyond BLOCK */
 	int64_t redis_connect_timeout_ms;
 	int64_t statement_timeout_ms; /* of the database session; 0 = none */
-	int exit_after_commit;    /* fault drills: stop right after this many
-				   * commits, before their XACK (0 = off) */
+	int exit_after_commit; /* fault drills: stop right after this many
+				* commits, before their XACK (0 = off) */
 } pgo_consumer_opts_t;
 
 /* Counters since the consumer started. */
@@ -419,7 +419,7 @@ typedef struct pgo_consumer_stats {
 			      * back; the entry stays pending */
 	uint64_t skipped;    /* gave up after max_attempts; left pending */
 	uint64_t trimmed;    /* pending entries Redis no longer had */
-	int drill_exit;      /* run() stopped for exit_after_commit */
+	int drill_exit;	     /* run() stopped for exit_after_commit */
 } pgo_consumer_stats_t;
 
 typedef struct pgo_consumer pgo_consumer_t;
@@ -445,8 +445,7 @@ int pgo_consumer_run(pgo_consumer_t *c);
 /* Async-signal-safe: asks run() to stop after the message at hand. */
 void pgo_consumer_request_stop(pgo_consumer_t *c);
 
-void pgo_consumer_get_stats(const pgo_consumer_t *c,
-			    pgo_consumer_stats_t *out);
+void pgo_consumer_get_stats(const pgo_consumer_t *c, pgo_consumer_stats_t *out);
 const char *pgo_consumer_errmsg(const pgo_consumer_t *c);
 
 /* --- queue --- */
@@ -462,12 +461,12 @@ int pgo_queue_create(PGconn *conn, const char *name, int shards,
 
 /* Options of one job; every field may be 0/NULL. */
 typedef struct pgo_job_opts {
-	const char *run_at;     /* timestamptz text; NULL = now */
-	int priority;           /* higher runs first */
+	const char *run_at;	/* timestamptz text; NULL = now */
+	int priority;		/* higher runs first */
 	const char *unique_key; /* at most one queued job per key: enqueueing
 				 * again returns the queued job's id */
-	const char *topic;      /* NULL = "job" */
-	const char *key;        /* aggregate id (shard), may be NULL */
+	const char *topic;	/* NULL = "job" */
+	const char *key;	/* aggregate id (shard), may be NULL */
 } pgo_job_opts_t;
 
 typedef struct pgo_enqueuer pgo_enqueuer_t;
@@ -500,16 +499,16 @@ int pgo_queue_retry(PGconn *conn, const char *queue, int64_t id,
 		    pgo_error_t *err);
 /* Deletes every job of the queue (dead: its dead letters instead);
  * *count (may be NULL) receives how many. */
-int pgo_queue_purge(PGconn *conn, const char *queue, int dead,
-		    int64_t *count, pgo_error_t *err);
+int pgo_queue_purge(PGconn *conn, const char *queue, int dead, int64_t *count,
+		    pgo_error_t *err);
 
 /* --- worker --- */
 
 /* One leased job as a handler sees it; strings are borrowed for the call. */
 typedef struct pgo_job {
 	int64_t id;
-	int64_t epoch;       /* the lease's fencing token */
-	int attempt;         /* 1 for the first run */
+	int64_t epoch; /* the lease's fencing token */
+	int attempt;   /* 1 for the first run */
 	const char *queue;
 	const char *topic;
 	const char *key;     /* may be NULL */
@@ -520,26 +519,26 @@ typedef struct pgo_job {
  * (errbuf, errlen bytes, may receive the reason).  It runs outside any
  * transaction, in the worker's thread: the lease (opts.lease_ms) must
  * outlast it, since heartbeats wait until it returns. */
-typedef int (*pgo_job_handler_fn)(void *ctx, const pgo_job_t *job,
-				  char *errbuf, size_t errlen);
+typedef int (*pgo_job_handler_fn)(void *ctx, const pgo_job_t *job, char *errbuf,
+				  size_t errlen);
 
 typedef struct pgo_worker_opts {
 	const char *queue;
-	const char *name;          /* locked_by; NULL: "<host>-<pid>" */
+	const char *name; /* locked_by; NULL: "<host>-<pid>" */
 	/* Exactly one handler: */
-	const char *exec_command;  /* sh -c CMD, payload on stdin */
-	const char *sql_function;  /* [schema.]func(payload jsonb), called
-				    * in the claim transaction */
+	const char *exec_command;   /* sh -c CMD, payload on stdin */
+	const char *sql_function;   /* [schema.]func(payload jsonb), called
+				     * in the claim transaction */
 	pgo_job_handler_fn handler; /* a C function, run on `batch` jobs
 				     * per lease claim, one after the other */
 	void *handler_ctx;
-	int concurrency;           /* jobs (exec) or connections (sql) */
-	int batch;                 /* sql: jobs per transaction; callback:
-				    * jobs per lease claim */
-	int64_t lease_ms;          /* lease length; heartbeat every third */
-	int64_t timeout_ms;        /* exec: the process group is killed */
-	int max_attempts;          /* then dead letters */
-	int64_t retry_base_ms;     /* backoff: pgo_backoff_ms() */
+	int concurrency;       /* jobs (exec) or connections (sql) */
+	int batch;	       /* sql: jobs per transaction; callback:
+				* jobs per lease claim */
+	int64_t lease_ms;      /* lease length; heartbeat every third */
+	int64_t timeout_ms;    /* exec: the process group is killed */
+	int max_attempts;      /* then dead letters */
+	int64_t retry_base_ms; /* backoff: pgo_backoff_ms() */
 	int64_t retry_max_ms;
 	int64_t poll_interval_ms;  /* fallback poll besides LISTEN */
 	int64_t reap_interval_ms;  /* expired leases are returned this often */
@@ -548,11 +547,11 @@ typedef struct pgo_worker_opts {
 
 /* Counters since the worker started. */
 typedef struct pgo_worker_stats {
-	uint64_t done;   /* completed and deleted */
-	uint64_t failed; /* failed, scheduled for a retry */
-	uint64_t dead;   /* moved to dead letters */
-	uint64_t lost;   /* finished after the lease was lost: not counted */
-	uint64_t reaped; /* expired leases this worker returned */
+	uint64_t done;	   /* completed and deleted */
+	uint64_t failed;   /* failed, scheduled for a retry */
+	uint64_t dead;	   /* moved to dead letters */
+	uint64_t lost;	   /* finished after the lease was lost: not counted */
+	uint64_t reaped;   /* expired leases this worker returned */
 	uint64_t timeouts; /* exec handlers killed after timeout_ms */
 } pgo_worker_stats_t;
 
@@ -589,7 +588,7 @@ const char *pgo_worker_errmsg(const pgo_worker_t *w);
 typedef struct pgo_cron_schedule {
 	const char *name;    /* 1-100 of [A-Za-z0-9_.:-] */
 	const char *expr;    /* 5 or 6 fields, or @hourly etc. */
-	const char *tz;      /* IANA zone; NULL = UTC */
+	const char *tz;	     /* IANA zone; NULL = UTC */
 	const char *queue;   /* a work queue */
 	const char *payload; /* JSON of the jobs; NULL = {} */
 	const char *overlap; /* "skip" (default): no tick while the previous
@@ -602,8 +601,7 @@ typedef struct pgo_cron_schedule {
 /* Adds (or replaces) a schedule; its ticks count from now.  The
  * expression, zone, queue and policies are checked first and errors name
  * the bad field ("cron \"61 * * * *\": minute field: ..."). */
-int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s,
-		 pgo_error_t *err);
+int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s, pgo_error_t *err);
 int pgo_cron_remove(PGconn *conn, const char *name, pgo_error_t *err);
 int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err);
 /* The newest `limit` recorded ticks of a schedule. */
@@ -611,10 +609,10 @@ int pgo_cron_history(PGconn *conn, const char *name, int limit, FILE *out,
 		     pgo_error_t *err);
 
 typedef struct pgo_scheduler_opts {
-	const char *name;        /* in logs; NULL: "<host>-<pid>" */
-	int64_t grace_ms;        /* a tick later than this is "missed" and
+	const char *name;	 /* in logs; NULL: "<host>-<pid>" */
+	int64_t grace_ms;	 /* a tick later than this is "missed" and
 				  * follows the schedule's missed policy */
-	int64_t max_sleep_ms;    /* re-read the schedules at least this often */
+	int64_t max_sleep_ms;	 /* re-read the schedules at least this often */
 	int64_t clock_offset_ms; /* TEST ONLY: wake up this much later
 				  * (negative: earlier) than due, as a skewed
 				  * local clock would; ticks are still decided
@@ -623,7 +621,7 @@ typedef struct pgo_scheduler_opts {
 } pgo_scheduler_opts_t;
 
 typedef struct pgo_scheduler_stats {
-	uint64_t fired;      /* jobs enqueued */
+	uint64_t fired;	     /* jobs enqueued */
 	uint64_t skipped;    /* ticks recorded as skipped */
 	uint64_t lost_races; /* ticks another instance handled first */
 } pgo_scheduler_stats_t;

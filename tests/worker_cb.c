@@ -31,7 +31,8 @@ static int handle(void *ctx, const pgo_job_t *job, char *err, size_t n)
 		fclose(f);
 	}
 	if (strstr(job->payload, "fail")) {
-		snprintf(err, n, "callback refused job %lld", (long long)job->id);
+		snprintf(err, n, "callback refused job %lld",
+			 (long long)job->id);
 		return 1;
 	}
 	return 0;
@@ -47,7 +48,8 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 3 || !conf || pgo_conf_load_env(conf, environ) != PGO_OK) {
-		fprintf(stderr, "usage: worker_cb QUEUE FILE (DATABASE_URL set)\n");
+		fprintf(stderr,
+			"usage: worker_cb QUEUE FILE (DATABASE_URL set)\n");
 		return 2;
 	}
 	pgo_worker_opts_init(&o);

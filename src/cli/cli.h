@@ -11,17 +11,17 @@
 #include "pgoutbox.h"
 
 /* Exit codes. */
-#define EXIT_OK 0
-#define EXIT_FAIL 1  /* the operation failed */
+#define EXIT_OK	   0
+#define EXIT_FAIL  1 /* the operation failed */
 #define EXIT_USAGE 2 /* bad flags, config or input */
 
 /* An option of one subcommand (besides the configuration flags). */
 typedef struct cli_opt {
-	const char *name;  /* "--topic" */
-	const char *arg;   /* argument name for help ("TEXT"), NULL: boolean */
+	const char *name; /* "--topic" */
+	const char *arg;  /* argument name for help ("TEXT"), NULL: boolean */
 	const char *help;
 	const char **value; /* where a string argument goes */
-	bool *set;          /* set to true when given */
+	bool *set;	    /* set to true when given */
 } cli_opt_t;
 
 /* A subcommand's description for parsing and --help. */
@@ -31,7 +31,8 @@ typedef struct cli_cmd {
 	const char *summary;   /* one line */
 	const char *details;   /* paragraphs after the usage, or NULL */
 	const cli_opt_t *opts; /* NULL-terminated by name */
-	const char *const *flags; /* configuration flags that apply, NULL-ended */
+	const char *const
+		*flags;		/* configuration flags that apply, NULL-ended */
 	int min_args, max_args; /* positional arguments */
 } cli_cmd_t;
 

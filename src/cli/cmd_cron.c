@@ -53,21 +53,32 @@ int cmd_cron(int argc, char **argv)
 		 NULL},
 		{"--payload", "JSON", "add: payload of each job (default {})",
 		 &payload, NULL},
-		{"--tz", "ZONE", "add: IANA time zone (default UTC)", &tz, NULL},
-		{"--overlap", "POLICY", "add: skip (default) or allow", &overlap,
+		{"--tz", "ZONE", "add: IANA time zone (default UTC)", &tz,
 		 NULL},
-		{"--missed", "POLICY", "add: skip, run_once (default) or "
-		 "catch_up", &missed, NULL},
-		{"--catch-up-max", "N", "add: catch_up runs at most N missed "
-		 "ticks", &cmax, NULL},
+		{"--overlap", "POLICY", "add: skip (default) or allow",
+		 &overlap, NULL},
+		{"--missed", "POLICY",
+		 "add: skip, run_once (default) or "
+		 "catch_up",
+		 &missed, NULL},
+		{"--catch-up-max", "N",
+		 "add: catch_up runs at most N missed "
+		 "ticks",
+		 &cmax, NULL},
 		{"--limit", "N", "history: how many ticks (default 50)", &limit,
 		 NULL},
-		{"--grace", "DUR", "run: later ticks count as missed (default "
-		 "10s)", &grace, NULL},
-		{"--clock-offset", "DUR", "run, TEST ONLY: wake up this much "
-		 "late (+) or early (-)", &offset, NULL},
-		{"--history-keep", "DUR", "run: delete older history (default "
-		 "7 days = 168h)", &keep, NULL},
+		{"--grace", "DUR",
+		 "run: later ticks count as missed (default "
+		 "10s)",
+		 &grace, NULL},
+		{"--clock-offset", "DUR",
+		 "run, TEST ONLY: wake up this much "
+		 "late (+) or early (-)",
+		 &offset, NULL},
+		{"--history-keep", "DUR",
+		 "run: delete older history (default "
+		 "7 days = 168h)",
+		 &keep, NULL},
 		{"--name", "NAME", "run: instance name in logs", &name, NULL},
 		{NULL, NULL, NULL, NULL, NULL},
 	};
@@ -116,7 +127,8 @@ int cmd_cron(int argc, char **argv)
 
 		pgo_scheduler_opts_init(&o);
 		o.name = name;
-		if (cli.nargs != 1 || !signed_dur("--grace", grace, &o.grace_ms) ||
+		if (cli.nargs != 1 ||
+		    !signed_dur("--grace", grace, &o.grace_ms) ||
 		    !signed_dur("--clock-offset", offset, &o.clock_offset_ms) ||
 		    !signed_dur("--history-keep", keep, &o.history_keep_ms))
 			goto out;
@@ -147,9 +159,10 @@ int cmd_cron(int argc, char **argv)
 		}
 		j = json_loads(payload, JSON_DECODE_ANY, &jerr);
 		if (!j) {
-			cli_error("cron", "--payload is not valid JSON: line %d, "
-				  "column %d: %s", jerr.line, jerr.column,
-				  jerr.text);
+			cli_error("cron",
+				  "--payload is not valid JSON: line %d, "
+				  "column %d: %s",
+				  jerr.line, jerr.column, jerr.text);
 			goto out;
 		}
 		json_decref(j);
@@ -160,8 +173,10 @@ int cmd_cron(int argc, char **argv)
 		if (cli.nargs != 2)
 			goto wrong;
 	} else {
-		cli_error("cron", "unknown subcommand \"%s\" (add, list, history, "
-			  "remove, run)", sub);
+		cli_error("cron",
+			  "unknown subcommand \"%s\" (add, list, history, "
+			  "remove, run)",
+			  sub);
 		goto out;
 	}
 	rc = EXIT_FAIL;
@@ -174,21 +189,28 @@ int cmd_cron(int argc, char **argv)
 	}
 	if (strcmp(sub, "add") == 0) {
 		pgo_cron_schedule_t s = {
-			.name = cli.args[1], .expr = cli.args[2], .tz = tz,
-			.queue = queue, .payload = payload, .overlap = overlap,
+			.name = cli.args[1],
+			.expr = cli.args[2],
+			.tz = tz,
+			.queue = queue,
+			.payload = payload,
+			.overlap = overlap,
 			.missed = missed,
 			.catch_up_max = cmax ? atoi(cmax) : 0,
 		};
 
 		if (cmax && (s.catch_up_max < 1 || s.catch_up_max > 1000)) {
-			cli_error("cron", "--catch-up-max must be 1 to 1000, "
-				  "not \"%s\"", cmax);
+			cli_error("cron",
+				  "--catch-up-max must be 1 to 1000, "
+				  "not \"%s\"",
+				  cmax);
 			rc = EXIT_USAGE;
 			goto out;
 		}
 		if (pgo_cron_add(conn, &s, &err) != PGO_OK) {
 			cli_error("cron", "%s", err.msg);
-			rc = err.code == PGO_ERR_INVALID ? EXIT_USAGE : EXIT_FAIL;
+			rc = err.code == PGO_ERR_INVALID ? EXIT_USAGE
+							 : EXIT_FAIL;
 			goto out;
 		}
 		printf("schedule %s added\n", cli.args[1]);

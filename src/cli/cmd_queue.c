@@ -20,8 +20,10 @@ static int parse_int(const char *what, const char *s, long long lo,
 	errno = 0;
 	*out = strtoll(s, &end, 10);
 	if (errno || end == s || *end || *out < lo || *out > hi) {
-		cli_error("queue", "%s must be a whole number from %lld to "
-			  "%lld, not \"%s\"", what, lo, hi, s);
+		cli_error("queue",
+			  "%s must be a whole number from %lld to "
+			  "%lld, not \"%s\"",
+			  what, lo, hi, s);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -62,13 +64,14 @@ int cmd_queue(int argc, char **argv)
 			 "[--run-at T] [--priority N] [--unique-key K]",
 		.summary = "Manages work queues: tables pgoutbox.NAME drained "
 			   "by `pgoutbox worker`.",
-		.details = "Applications enqueue in their own transaction with\n"
-			   "  SELECT pgoutbox.enqueue('NAME', '{...}'::jsonb "
-			   "[, run_at, priority, unique_key]);\n"
-			   "`retry` moves a dead letter back into its queue "
-			   "with its attempts reset.\n`purge` deletes every "
-			   "job of a queue (or with --dead its dead letters) "
-			   "and\nasks nothing: it requires --yes.",
+		.details =
+			"Applications enqueue in their own transaction with\n"
+			"  SELECT pgoutbox.enqueue('NAME', '{...}'::jsonb "
+			"[, run_at, priority, unique_key]);\n"
+			"`retry` moves a dead letter back into its queue "
+			"with its attempts reset.\n`purge` deletes every "
+			"job of a queue (or with --dead its dead letters) "
+			"and\nasks nothing: it requires --yes.",
 		.opts = opts,
 		.flags = flags,
 		.min_args = 1,
@@ -108,14 +111,17 @@ int cmd_queue(int argc, char **argv)
 		if (cli.nargs != 3)
 			goto usage;
 	} else {
-		cli_error("queue", "unknown subcommand \"%s\" (create, list, "
-			  "stats, dead, retry, purge, enqueue)", sub);
+		cli_error("queue",
+			  "unknown subcommand \"%s\" (create, list, "
+			  "stats, dead, retry, purge, enqueue)",
+			  sub);
 		goto out;
 	}
 	if (strcmp(sub, "purge") == 0 && !yes) {
-		cli_error("queue", "purge deletes every %s of queue %s: add "
-			  "--yes to confirm", dead ? "dead letter" : "job",
-			  cli.args[1]);
+		cli_error("queue",
+			  "purge deletes every %s of queue %s: add "
+			  "--yes to confirm",
+			  dead ? "dead letter" : "job", cli.args[1]);
 		goto out;
 	}
 	rc = EXIT_FAIL;

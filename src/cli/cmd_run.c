@@ -72,8 +72,8 @@ static int child_main(int role, pgo_conf_t *conf)
 		pgo_conf_set(conf, "relay.name", name, PGO_CONF_FLAG, "--name");
 	}
 	if (role == ROLE_RELAY) {
-		pgo_sink_t *sink = pgo_sink_new(pgo_conf_get(conf, "relay.sink"),
-						conf, &err);
+		pgo_sink_t *sink = pgo_sink_new(
+			pgo_conf_get(conf, "relay.sink"), conf, &err);
 
 		if (!sink) {
 			cli_error("run", "relay: %s", err.msg);
@@ -86,7 +86,8 @@ static int child_main(int role, pgo_conf_t *conf)
 		}
 		rc = pgo_relay_run(child_relay);
 		if (rc != PGO_OK)
-			cli_error("run", "relay: %s", pgo_relay_errmsg(child_relay));
+			cli_error("run", "relay: %s",
+				  pgo_relay_errmsg(child_relay));
 		pgo_relay_destroy(child_relay);
 		pgo_sink_destroy(sink);
 	} else if (role == ROLE_WORKER) {
@@ -151,11 +152,12 @@ int cmd_run(int argc, char **argv)
 	const cli_cmd_t cmd = {
 		.name = "run",
 		.usage = "usage: pgoutbox run --config FILE [--no-relay]",
-		.summary = "Runs the relay ([relay], [sink]), a worker ([worker], "
-			   "when worker.queue is set)\nand a cron scheduler "
-			   "([cron], when cron.enabled is on) from one "
-			   "configuration,\neach in a supervised child "
-			   "process.",
+		.summary =
+			"Runs the relay ([relay], [sink]), a worker ([worker], "
+			"when worker.queue is set)\nand a cron scheduler "
+			"([cron], when cron.enabled is on) from one "
+			"configuration,\neach in a supervised child "
+			"process.",
 		.details = "A child that dies is restarted after a second.  "
 			   "SIGTERM is forwarded to every\nchild, which "
 			   "finishes its work in flight; run exits 0 when all "
@@ -201,7 +203,7 @@ int cmd_run(int argc, char **argv)
 		nwant += want[r];
 	if (nwant == 0) {
 		cli_error("run", "nothing to run: set worker.queue or "
-			  "cron.enabled, or drop --no-relay");
+				 "cron.enabled, or drop --no-relay");
 		cli_free(&cli);
 		return EXIT_USAGE;
 	}

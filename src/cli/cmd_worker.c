@@ -47,8 +47,10 @@ static bool num(const char *flag, const char *text, int lo, int hi, int *out)
 		return true;
 	v = strtol(text, &end, 10);
 	if (end == text || *end || v < lo || v > hi) {
-		cli_error("worker", "%s must be a whole number from %d to %d, "
-			  "not \"%s\"", flag, lo, hi, text);
+		cli_error("worker",
+			  "%s must be a whole number from %d to %d, "
+			  "not \"%s\"",
+			  flag, lo, hi, text);
 		return false;
 	}
 	*out = (int)v;
@@ -61,10 +63,10 @@ void cli_worker_opts(const pgo_conf_t *conf, pgo_worker_opts_t *o)
 
 	pgo_worker_opts_init(o);
 	o->queue = v->worker_queue && *v->worker_queue ? v->worker_queue : NULL;
-	o->exec_command = v->worker_exec && *v->worker_exec ? v->worker_exec
-							    : NULL;
-	o->sql_function = v->worker_sql && *v->worker_sql ? v->worker_sql
-							  : NULL;
+	o->exec_command =
+		v->worker_exec && *v->worker_exec ? v->worker_exec : NULL;
+	o->sql_function =
+		v->worker_sql && *v->worker_sql ? v->worker_sql : NULL;
 	o->concurrency = v->worker_concurrency;
 	o->batch = v->worker_batch;
 	o->lease_ms = v->worker_lease;
@@ -84,32 +86,46 @@ int cmd_worker(int argc, char **argv)
 	const cli_opt_t opts[] = {
 		{"--queue", "NAME", "work queue to drain (required)", &queue,
 		 NULL},
-		{"--exec", "CMD", "handler: sh -c CMD per job, payload on stdin, "
-		 "exit 0 = done", &exec_cmd, NULL},
-		{"--sql", "FUNC", "handler: FUNC(payload jsonb) in the claim "
-		 "transaction", &sql, NULL},
-		{"--concurrency", "N", "jobs at once (exec) or connections "
-		 "(sql); default 1", &conc, NULL},
+		{"--exec", "CMD",
+		 "handler: sh -c CMD per job, payload on stdin, "
+		 "exit 0 = done",
+		 &exec_cmd, NULL},
+		{"--sql", "FUNC",
+		 "handler: FUNC(payload jsonb) in the claim "
+		 "transaction",
+		 &sql, NULL},
+		{"--concurrency", "N",
+		 "jobs at once (exec) or connections "
+		 "(sql); default 1",
+		 &conc, NULL},
 		{"--batch", "N", "sql: jobs per transaction (default 100)",
 		 &batch, NULL},
-		{"--lease", "DUR", "exec: lease length, heartbeat every third "
-		 "(default 30s)", &lease, NULL},
-		{"--timeout", "DUR", "exec: kill the job's process group after "
-		 "(default 25s)", &timeout, NULL},
+		{"--lease", "DUR",
+		 "exec: lease length, heartbeat every third "
+		 "(default 30s)",
+		 &lease, NULL},
+		{"--timeout", "DUR",
+		 "exec: kill the job's process group after "
+		 "(default 25s)",
+		 &timeout, NULL},
 		{"--max-attempts", "N", "then dead letters (default 10)", &maxa,
 		 NULL},
 		{"--retry-base", "DUR", "first backoff, doubling (default 1s)",
 		 &rbase, NULL},
 		{"--retry-max", "DUR", "backoff ceiling (default 5m)", &rmax,
 		 NULL},
-		{"--poll-interval", "DUR", "poll when no wake-up came "
-		 "(default 5s)", &poll_s, NULL},
-		{"--reap-interval", "DUR", "return expired leases this often "
-		 "(default 5s)", &reap, NULL},
+		{"--poll-interval", "DUR",
+		 "poll when no wake-up came "
+		 "(default 5s)",
+		 &poll_s, NULL},
+		{"--reap-interval", "DUR",
+		 "return expired leases this often "
+		 "(default 5s)",
+		 &reap, NULL},
 		{"--stats-interval", "DUR", "log a stats line (default off)",
 		 &stats, NULL},
-		{"--name", "NAME", "locked_by of this worker (default host-pid)",
-		 &name, NULL},
+		{"--name", "NAME",
+		 "locked_by of this worker (default host-pid)", &name, NULL},
 		{NULL, NULL, NULL, NULL, NULL},
 	};
 	const cli_cmd_t cmd = {
@@ -118,17 +134,22 @@ int cmd_worker(int argc, char **argv)
 			 "--sql FUNC) [--concurrency N] [options]",
 		.summary = "Runs the jobs of a work queue until SIGTERM.",
 		.details =
-			"--exec: each job is leased (locked_by, locked_until, a "
+			"--exec: each job is leased (locked_by, locked_until, "
+			"a "
 			"new epoch) in a short\ntransaction, then runs as "
-			"`sh -c CMD` in its own process group with the\npayload "
+			"`sh -c CMD` in its own process group with "
+			"the\npayload "
 			"on stdin and PGOUTBOX_JOB_ID, PGOUTBOX_JOB_ATTEMPT, "
-			"PGOUTBOX_QUEUE set.\nExit 0 completes it; anything else "
+			"PGOUTBOX_QUEUE set.\nExit 0 completes it; anything "
+			"else "
 			"retries it after a backoff, with the\nstderr tail as "
 			"its error, and after --max-attempts it goes to dead "
 			"letters.\nA job whose lease expired (its worker died "
-			"or froze) runs again elsewhere;\nthe old worker cannot "
+			"or froze) runs again elsewhere;\nthe old worker "
+			"cannot "
 			"complete it then (the epoch fences it).\n"
-			"--sql: FUNC(payload jsonb) runs inside the transaction "
+			"--sql: FUNC(payload jsonb) runs inside the "
+			"transaction "
 			"that claims and\ndeletes the job: its effects commit "
 			"exactly once.\nSIGTERM stops claiming, lets running "
 			"jobs finish and exits 0.",

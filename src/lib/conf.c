@@ -198,9 +198,8 @@ static const struct conf_key keys[] = {
 	 .def = "0", .min = 0, .max = 1000000000, .flag = "--redis-maxlen",
 	 .help = "XADD MAXLEN ~ N: trims old entries, read or not (0 = "
 		 "never trim)"},
-	{KEY("sink", "redis_timeout"), FIELD(redis_timeout),
-	 .type = T_DURATION, .def = "5s", .min = 10, .max = MINUTES(10),
-	 .flag = "--redis-timeout",
+	{KEY("sink", "redis_timeout"), FIELD(redis_timeout), .type = T_DURATION,
+	 .def = "5s", .min = 10, .max = MINUTES(10), .flag = "--redis-timeout",
 	 .help = "A batch's XADD replies must arrive within this, or the "
 		 "connection is dropped"},
 	{KEY("sink", "redis_connect_timeout"), FIELD(redis_connect_timeout),
@@ -271,8 +270,7 @@ static const struct conf_key keys[] = {
 
 	/* [cron] */
 	{KEY("cron", "enabled"), FIELD(cron_enabled), .type = T_BOOL,
-	 .def = "off",
-	 .help = "pgoutbox run starts a cron scheduler"},
+	 .def = "off", .help = "pgoutbox run starts a cron scheduler"},
 	{KEY("cron", "grace"), FIELD(cron_grace), .type = T_DURATION,
 	 .def = "10s", .min = 0, .max = HOURS(24),
 	 .help = "A tick later than this counts as missed and follows its "
@@ -1206,9 +1204,9 @@ static int unknown_env(pgo_conf_t *conf, const char *name, size_t len)
  * so that such a command may run pgoutbox in turn. */
 static bool env_exported(const char *name, size_t len)
 {
-	static const char *const exported[] = {
-		"PGOUTBOX_BATCH_SIZE", "PGOUTBOX_FIRST_ID", "PGOUTBOX_LAST_ID",
-		NULL};
+	static const char *const exported[] = {"PGOUTBOX_BATCH_SIZE",
+					       "PGOUTBOX_FIRST_ID",
+					       "PGOUTBOX_LAST_ID", NULL};
 
 	for (int i = 0; exported[i]; i++)
 		if (strlen(exported[i]) == len &&

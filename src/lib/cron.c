@@ -26,8 +26,8 @@
 #include "cronexpr.h"
 #include "pgo_int.h"
 
-#define MAX_DUE 1000000  /* ticks examined per schedule and pass */
-#define MAX_RECORDED 1000 /* skipped ticks recorded per pass */
+#define MAX_DUE	     1000000 /* ticks examined per schedule and pass */
+#define MAX_RECORDED 1000    /* skipped ticks recorded per pass */
 
 static PGresult *run(PGconn *conn, const char *what, const char *sql, int n,
 		     const char *const *params, pgo_error_t *err)
@@ -121,7 +121,8 @@ int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s, pgo_error_t *err)
 				     s->queue, s->queue);
 	}
 	PQclear(res);
-	snprintf(cmax, sizeof(cmax), "%d", s->catch_up_max ? s->catch_up_max : 1);
+	snprintf(cmax, sizeof(cmax), "%d",
+		 s->catch_up_max ? s->catch_up_max : 1);
 	p[0] = s->name;
 	p[1] = e.text;
 	p[2] = tz;
@@ -151,9 +152,10 @@ int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s, pgo_error_t *err)
 
 int pgo_cron_remove(PGconn *conn, const char *name, pgo_error_t *err)
 {
-	PGresult *res = run(conn, "removing the schedule",
-			    "DELETE FROM pgoutbox.cron_schedules WHERE name = $1",
-			    1, &name, err);
+	PGresult *res =
+		run(conn, "removing the schedule",
+		    "DELETE FROM pgoutbox.cron_schedules WHERE name = $1", 1,
+		    &name, err);
 	int rc = PGO_OK;
 
 	if (!res)
@@ -200,8 +202,8 @@ int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err)
 				 : "");
 		fprintf(out, "%-20s %-18s %-14s %-12s %-20s %-20s %s\n",
 			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), last, next,
-			pol);
+			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), last,
+			next, pol);
 	}
 	PQclear(res);
 	return PGO_OK;
@@ -250,7 +252,7 @@ struct pgo_scheduler {
 	bool down_logged;
 	int wake_pipe[2];
 	volatile sig_atomic_t stop;
-	int64_t next_expire;    /* history retention pass (monotonic ms) */
+	int64_t next_expire; /* history retention pass (monotonic ms) */
 	pgo_scheduler_stats_t stats;
 	char errmsg[512];
 };
@@ -271,8 +273,7 @@ pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
 	char host[64];
 
 	if (!conf || !opts || opts->grace_ms < 0 || opts->max_sleep_ms < 10) {
-		pgo_error_set(err, PGO_ERR_INVALID, 0,
-			      "bad scheduler options");
+		pgo_error_set(err, PGO_ERR_INVALID, 0, "bad scheduler options");
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
@@ -289,7 +290,8 @@ pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
 		if (gethostname(host, sizeof(host)) != 0)
 			strcpy(host, "cron");
 		host[sizeof(host) - 1] = '\0';
-		snprintf(s->name, sizeof(s->name), "%s-%d", host, (int)getpid());
+		snprintf(s->name, sizeof(s->name), "%s-%d", host,
+			 (int)getpid());
 	}
 	s->o.name = s->name;
 	snprintf(s->subject, sizeof(s->subject), "cron %s", s->name);
@@ -353,8 +355,8 @@ static void sched_connect(pgo_scheduler_t *s)
 	char timeout[24], app[80];
 	const char *keys[] = {"connect_timeout", "dbname", "application_name",
 			      NULL};
-	const char *vals[] = {timeout, v->db_url && *v->db_url ? v->db_url : NULL,
-			      app, NULL};
+	const char *vals[] = {
+		timeout, v->db_url && *v->db_url ? v->db_url : NULL, app, NULL};
 	pgo_error_t err;
 
 	snprintf(timeout, sizeof(timeout), "%lld",
@@ -367,7 +369,8 @@ static void sched_connect(pgo_scheduler_t *s)
 	}
 	s->pg = PQconnectdbParams(keys, vals, 1);
 	if (!s->pg || PQstatus(s->pg) != CONNECTION_OK) {
-		sched_down(s, s->pg ? pgo_pq_msg(s->pg, NULL) : "out of memory");
+		sched_down(s,
+			   s->pg ? pgo_pq_msg(s->pg, NULL) : "out of memory");
 		return;
 	}
 	if (pgo_schema_check(s->pg, &err) != PGO_OK) {
@@ -409,7 +412,8 @@ static int64_t handle_schedule(pgo_scheduler_t *s, PGresult *res, int row,
 	int cmax = atoi(PQgetvalue(res, row, 6));
 	int64_t prev, t, next = 0, newest, *ring = NULL;
 	int64_t grace_from = (int64_t)(dbnow - (double)s->o.grace_ms / 1000.0);
-	size_t count = 0, nmissed = 0, late_at = 0, ringcap = MAX_RECORDED + 1000;
+	size_t count = 0, nmissed = 0, late_at = 0,
+	       ringcap = MAX_RECORDED + 1000;
 	pgo_cron_expr_t e;
 	pgo_error_t err;
 	due_t d = {0};
@@ -586,30 +590,35 @@ int pgo_scheduler_run(pgo_scheduler_t *s)
 			sleep_ms = s->retry_at - now;
 		} else {
 			pgo_error_t err;
-			PGresult *res = run(
-				s->pg, "reading schedules",
-				"SELECT extract(epoch FROM now())::float8, name, "
-				"expr, tz, extract(epoch FROM last_tick)::bigint, "
-				"missed, catch_up_max FROM "
-				"pgoutbox.cron_schedules WHERE enabled ORDER BY "
-				"name",
-				0, NULL, &err);
+			PGresult *res = run(s->pg, "reading schedules",
+					    "SELECT extract(epoch FROM "
+					    "now())::float8, name, "
+					    "expr, tz, extract(epoch FROM "
+					    "last_tick)::bigint, "
+					    "missed, catch_up_max FROM "
+					    "pgoutbox.cron_schedules WHERE "
+					    "enabled ORDER BY "
+					    "name",
+					    0, NULL, &err);
 
 			if (!res) {
 				sched_down(s, err.msg);
 				continue;
 			}
 			for (int i = 0; i < PQntuples(res) && s->pg; i++) {
-				double dbnow = strtod(PQgetvalue(res, i, 0), NULL);
-				int64_t next = handle_schedule(s, res, i, dbnow);
+				double dbnow =
+					strtod(PQgetvalue(res, i, 0), NULL);
+				int64_t next =
+					handle_schedule(s, res, i, dbnow);
 				int64_t ms;
 
 				if (next <= 0)
 					continue;
 				/* Time left by the database clock since the
 				 * query; the work above took some of it. */
-				ms = (int64_t)(((double)next - dbnow) * 1000.0) + 1 -
-				     (pgo_now_ms() - now);
+				ms = (int64_t)(((double)next - dbnow) *
+					       1000.0) +
+				     1 - (pgo_now_ms() - now);
 				if (ms < sleep_ms)
 					sleep_ms = ms;
 			}
@@ -630,7 +639,8 @@ int pgo_scheduler_run(pgo_scheduler_t *s)
 		}
 		if (sleep_ms < 1)
 			sleep_ms = 1;
-		if (poll(&pfd, 1, (int)(sleep_ms > 60000 ? 60000 : sleep_ms)) > 0)
+		if (poll(&pfd, 1, (int)(sleep_ms > 60000 ? 60000 : sleep_ms)) >
+		    0)
 			while (read(s->wake_pipe[0], buf, sizeof(buf)) > 0)
 				;
 	}

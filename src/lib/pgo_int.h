@@ -86,72 +86,72 @@ typedef enum pgo_sink_kind {
 /* How a relay claims (relay.mode). */
 typedef enum pgo_mode {
 	PGO_MODE_CONCURRENT = 0, /* SKIP LOCKED batches, no order */
-	PGO_MODE_ORDERED = 1,    /* per-key order through shard leases */
-	PGO_MODE_STRICT = 2      /* one global order, one leader */
+	PGO_MODE_ORDERED = 1,	 /* per-key order through shard leases */
+	PGO_MODE_STRICT = 2	 /* one global order, one leader */
 } pgo_mode_t;
 
 /* What an ordered relay does with an event out of attempts. */
 typedef enum pgo_poison {
 	PGO_POISON_DEAD_LETTER = 0, /* dead-letter it, the key moves on */
-	PGO_POISON_HALT = 1         /* keep it; its shard stops */
+	PGO_POISON_HALT = 1	    /* keep it; its shard stops */
 } pgo_poison_t;
 
 struct pgo_conf_values {
 	/* [database] */
-	char *db_url;              /* libpq conninfo or URL, passed through */
+	char *db_url;		   /* libpq conninfo or URL, passed through */
 	int64_t connect_timeout;   /* ms */
 	int64_t statement_timeout; /* ms */
-	int64_t lock_timeout;      /* ms */
+	int64_t lock_timeout;	   /* ms */
 	int64_t idle_tx_timeout;   /* ms: idle_in_transaction_session_timeout */
 	/* [relay] */
-	char *queue;             /* queue table in schema pgoutbox */
-	char *name;              /* relay name in application_name and logs */
-	int sink;                /* pgo_sink_kind_t */
-	int mode;                /* pgo_mode_t */
-	int poison;              /* pgo_poison_t */
-	int64_t heartbeat;       /* ms: membership heartbeat and rebalance */
+	char *queue;		   /* queue table in schema pgoutbox */
+	char *name;		   /* relay name in application_name and logs */
+	int sink;		   /* pgo_sink_kind_t */
+	int mode;		   /* pgo_mode_t */
+	int poison;		   /* pgo_poison_t */
+	int64_t heartbeat;	   /* ms: membership heartbeat and rebalance */
 	int64_t maintain_interval; /* ms: pgoutbox.maintain(); 0 = never */
-	int batch;               /* events claimed per transaction */
-	int in_flight;           /* connections claiming at once */
-	bool listen;             /* LISTEN for wake-ups (else poll only) */
-	int64_t poll_interval;   /* ms: fallback poll */
-	int max_attempts;        /* then dead letters */
-	int64_t retry_base;      /* ms: first backoff */
-	int64_t retry_max;       /* ms: backoff ceiling */
-	int64_t reconnect_max;   /* ms: reconnect backoff ceiling */
-	int64_t stats_interval;  /* ms: periodic stats line; 0 = off */
+	int batch;		   /* events claimed per transaction */
+	int in_flight;		   /* connections claiming at once */
+	bool listen;		   /* LISTEN for wake-ups (else poll only) */
+	int64_t poll_interval;	   /* ms: fallback poll */
+	int max_attempts;	   /* then dead letters */
+	int64_t retry_base;	   /* ms: first backoff */
+	int64_t retry_max;	   /* ms: backoff ceiling */
+	int64_t reconnect_max;	   /* ms: reconnect backoff ceiling */
+	int64_t stats_interval;	   /* ms: periodic stats line; 0 = off */
 	/* [sink] */
-	char *exec_command;      /* sh -c command for the exec sink */
-	int64_t exec_timeout;    /* ms: a batch command is killed after this */
-	char *redis_url;         /* redis:// URL of the redis sink (secret) */
-	char *redis_stream;      /* stream name template: {topic}, {queue} */
-	int redis_maxlen;        /* XADD MAXLEN ~ N; 0 = no trimming */
-	int64_t redis_timeout;   /* ms: replies of a batch */
+	char *exec_command;    /* sh -c command for the exec sink */
+	int64_t exec_timeout;  /* ms: a batch command is killed after this */
+	char *redis_url;       /* redis:// URL of the redis sink (secret) */
+	char *redis_stream;    /* stream name template: {topic}, {queue} */
+	int redis_maxlen;      /* XADD MAXLEN ~ N; 0 = no trimming */
+	int64_t redis_timeout; /* ms: replies of a batch */
 	int64_t redis_connect_timeout; /* ms: TCP connect + AUTH/SELECT */
-	int64_t redis_wait;      /* ms: a batch waits for Redis; 0 = fail */
-	char *bullmq_queue;      /* BullMQ queue name template: {topic}, {queue} */
-	char *bullmq_prefix;     /* BullMQ key prefix ("bull") */
-	char *bullmq_script;     /* file written by tools/bullmq-export.js */
-	int bullmq_attempts;     /* the jobs' attempts option */
+	int64_t redis_wait;  /* ms: a batch waits for Redis; 0 = fail */
+	char *bullmq_queue;  /* BullMQ queue name template: {topic}, {queue} */
+	char *bullmq_prefix; /* BullMQ key prefix ("bull") */
+	char *bullmq_script; /* file written by tools/bullmq-export.js */
+	int bullmq_attempts; /* the jobs' attempts option */
 	char *bullmq_remove_on_complete; /* "", true/false or a count */
 	/* [worker] (pgoutbox run, pgoutbox worker defaults) */
-	char *worker_queue;      /* work queue; empty = no worker in run */
-	char *worker_exec;       /* exec handler: sh -c command */
-	char *worker_sql;        /* sql handler: function(payload jsonb) */
-	int worker_concurrency;  /* jobs (exec) or connections (sql) */
-	int worker_batch;        /* sql: jobs per transaction */
-	int64_t worker_lease;    /* ms: lease; heartbeat every third */
-	int64_t worker_timeout;  /* ms: exec job killed after this */
-	int worker_max_attempts; /* then dead letters */
-	int64_t worker_retry_base; /* ms: first backoff */
-	int64_t worker_retry_max;  /* ms: backoff ceiling */
+	char *worker_queue;	      /* work queue; empty = no worker in run */
+	char *worker_exec;	      /* exec handler: sh -c command */
+	char *worker_sql;	      /* sql handler: function(payload jsonb) */
+	int worker_concurrency;	      /* jobs (exec) or connections (sql) */
+	int worker_batch;	      /* sql: jobs per transaction */
+	int64_t worker_lease;	      /* ms: lease; heartbeat every third */
+	int64_t worker_timeout;	      /* ms: exec job killed after this */
+	int worker_max_attempts;      /* then dead letters */
+	int64_t worker_retry_base;    /* ms: first backoff */
+	int64_t worker_retry_max;     /* ms: backoff ceiling */
 	int64_t worker_poll_interval; /* ms: fallback poll */
 	/* [cron] */
-	bool cron_enabled;       /* pgoutbox run starts a scheduler */
-	int64_t cron_grace;      /* ms: later ticks count as missed */
+	bool cron_enabled;	   /* pgoutbox run starts a scheduler */
+	int64_t cron_grace;	   /* ms: later ticks count as missed */
 	int64_t cron_history_keep; /* ms: history kept this long */
 	/* [log] */
-	int log_level;           /* pgo_log_level_t */
+	int log_level; /* pgo_log_level_t */
 };
 
 /* Read-only view of the typed values (valid until the next set/reload). */

@@ -13,9 +13,9 @@
 #include "pgo_int.h"
 
 struct pgo_enqueuer {
-	PGconn *conn;     /* borrowed from the caller */
-	char queue[64];   /* validated identifier */
-	bool prepared;    /* the statement exists on conn */
+	PGconn *conn;	  /* borrowed from the caller */
+	char queue[64];	  /* validated identifier */
+	bool prepared;	  /* the statement exists on conn */
 	char errmsg[512]; /* last error */
 };
 
@@ -50,9 +50,9 @@ int pgo_queue_create(PGconn *conn, const char *name, int shards,
 	if (pgo_ident_check(name, err) != PGO_OK)
 		return PGO_ERR_INVALID;
 	if (shards < 1 || shards > 4096)
-		return pgo_error_set(err, PGO_ERR_INVALID, 0,
-				     "shards must be between 1 and 4096, not %d",
-				     shards);
+		return pgo_error_set(
+			err, PGO_ERR_INVALID, 0,
+			"shards must be between 1 and 4096, not %d", shards);
 	snprintf(nshards, sizeof(nshards), "%d", shards);
 	res = run(conn, "creating the queue",
 		  "SELECT pgoutbox.create_queue($1, $2::integer)", 2, params,
@@ -106,9 +106,9 @@ static int ensure_prepared(pgo_enqueuer_t *q)
 
 	if (q->prepared)
 		return PGO_OK;
-	res = PQexecParams(q->conn,
-			   "SELECT 1 FROM pg_prepared_statements WHERE name = $1",
-			   1, NULL, &name, NULL, NULL, 0);
+	res = PQexecParams(
+		q->conn, "SELECT 1 FROM pg_prepared_statements WHERE name = $1",
+		1, NULL, &name, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		snprintf(q->errmsg, sizeof(q->errmsg), "enqueue: %s",
 			 pgo_pq_msg(q->conn, res));
@@ -189,13 +189,12 @@ int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
 
 int pgo_queue_list(PGconn *conn, FILE *out, pgo_error_t *err)
 {
-	PGresult *res = run(
-		conn, "queue list",
-		"SELECT q.name, q.kind, q.shards, "
-		"(SELECT count(*) FROM pgoutbox.dead_letters d "
-		"  WHERE d.queue = q.name) "
-		"FROM pgoutbox.queues q ORDER BY q.name",
-		0, NULL, err);
+	PGresult *res = run(conn, "queue list",
+			    "SELECT q.name, q.kind, q.shards, "
+			    "(SELECT count(*) FROM pgoutbox.dead_letters d "
+			    "  WHERE d.queue = q.name) "
+			    "FROM pgoutbox.queues q ORDER BY q.name",
+			    0, NULL, err);
 
 	if (!res)
 		return PGO_ERR_DB;
@@ -238,8 +237,9 @@ static int check_queue(PGconn *conn, const char *queue, bool work_only,
 
 	if (pgo_ident_check(queue, err) != PGO_OK)
 		return PGO_ERR_INVALID;
-	res = run(conn, "queue", "SELECT kind FROM pgoutbox.queues WHERE name = $1",
-		  1, &queue, err);
+	res = run(conn, "queue",
+		  "SELECT kind FROM pgoutbox.queues WHERE name = $1", 1, &queue,
+		  err);
 	if (!res)
 		return PGO_ERR_DB;
 	if (PQntuples(res) == 0)
@@ -266,20 +266,22 @@ int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
 
 	if (rc != PGO_OK)
 		return rc;
-	snprintf(sql, sizeof(sql),
-		 "SELECT count(*), "
-		 "count(*) FILTER (WHERE run_at <= now() AND (locked_until IS "
-		 "NULL OR locked_until < now())), "
-		 "count(*) FILTER (WHERE run_at > now() AND attempts = 0), "
-		 "count(*) FILTER (WHERE run_at > now() AND attempts > 0 AND "
-		 "(locked_until IS NULL OR locked_until < now())), "
-		 "count(*) FILTER (WHERE locked_until >= now()), "
-		 "count(*) FILTER (WHERE locked_until < now()), "
-		 "coalesce(date_trunc('second', now() - min(run_at) FILTER "
-		 "(WHERE run_at <= now() AND locked_until IS NULL))::text, '-'), "
-		 "(SELECT count(*) FROM pgoutbox.dead_letters WHERE queue = $1) "
-		 "FROM pgoutbox.\"%s\"",
-		 queue);
+	snprintf(
+		sql, sizeof(sql),
+		"SELECT count(*), "
+		"count(*) FILTER (WHERE run_at <= now() AND (locked_until IS "
+		"NULL OR locked_until < now())), "
+		"count(*) FILTER (WHERE run_at > now() AND attempts = 0), "
+		"count(*) FILTER (WHERE run_at > now() AND attempts > 0 AND "
+		"(locked_until IS NULL OR locked_until < now())), "
+		"count(*) FILTER (WHERE locked_until >= now()), "
+		"count(*) FILTER (WHERE locked_until < now()), "
+		"coalesce(date_trunc('second', now() - min(run_at) FILTER "
+		"(WHERE run_at <= now() AND locked_until IS NULL))::text, "
+		"'-'), "
+		"(SELECT count(*) FROM pgoutbox.dead_letters WHERE queue = $1) "
+		"FROM pgoutbox.\"%s\"",
+		queue);
 	res = run(conn, "queue stats", sql, 1, p, err);
 	if (!res)
 		return PGO_ERR_DB;
@@ -364,13 +366,14 @@ int pgo_queue_retry(PGconn *conn, const char *queue, int64_t id,
 		return rc;
 	snprintf(ids, sizeof(ids), "%lld", (long long)id);
 	/* Back into the queue with its id, attempts reset, due now. */
-	snprintf(sql, sizeof(sql),
-		 "WITH d AS (DELETE FROM pgoutbox.dead_letters WHERE queue = $1 "
-		 "AND id = $2::bigint RETURNING *) "
-		 "INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
-		 "headers, created_at, last_error) SELECT id, topic, key, type, "
-		 "payload, headers, created_at, last_error FROM d RETURNING id",
-		 queue);
+	snprintf(
+		sql, sizeof(sql),
+		"WITH d AS (DELETE FROM pgoutbox.dead_letters WHERE queue = $1 "
+		"AND id = $2::bigint RETURNING *) "
+		"INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
+		"headers, created_at, last_error) SELECT id, topic, key, type, "
+		"payload, headers, created_at, last_error FROM d RETURNING id",
+		queue);
 	res = run(conn, "queue retry", sql, 2, p, err);
 	if (!res)
 		return PGO_ERR_DB;
@@ -382,8 +385,8 @@ int pgo_queue_retry(PGconn *conn, const char *queue, int64_t id,
 	return rc;
 }
 
-int pgo_queue_purge(PGconn *conn, const char *queue, int dead,
-		    int64_t *count, pgo_error_t *err)
+int pgo_queue_purge(PGconn *conn, const char *queue, int dead, int64_t *count,
+		    pgo_error_t *err)
 {
 	char sql[256];
 	const char *p[1] = {queue};
@@ -396,7 +399,8 @@ int pgo_queue_purge(PGconn *conn, const char *queue, int dead,
 		snprintf(sql, sizeof(sql),
 			 "DELETE FROM pgoutbox.dead_letters WHERE queue = $1");
 	else
-		snprintf(sql, sizeof(sql), "DELETE FROM pgoutbox.\"%s\"", queue);
+		snprintf(sql, sizeof(sql), "DELETE FROM pgoutbox.\"%s\"",
+			 queue);
 	res = run(conn, "queue purge", sql, dead ? 1 : 0, dead ? p : NULL, err);
 	if (!res)
 		return PGO_ERR_DB;

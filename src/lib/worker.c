@@ -40,8 +40,8 @@
 extern char **environ;
 
 #define MAX_CONCURRENCY 256
-#define TAIL_MAX 2000     /* stderr kept per job for the error text */
-#define REAP_TICK_MS 20   /* exit polling when pidfds are missing */
+#define TAIL_MAX	2000 /* stderr kept per job for the error text */
+#define REAP_TICK_MS	20   /* exit polling when pidfds are missing */
 
 /* One running exec job. */
 typedef struct job_run {
@@ -49,13 +49,13 @@ typedef struct job_run {
 	int64_t id, epoch;
 	int attempt;
 	pid_t pid;
-	int pidfd;        /* readable at exit; -1 when unsupported */
-	int err_fd;       /* the child's stderr, non-blocking; -1 at EOF */
+	int pidfd;  /* readable at exit; -1 when unsupported */
+	int err_fd; /* the child's stderr, non-blocking; -1 at EOF */
 	bool exited;
-	int status;       /* waitpid status */
-	bool killed;      /* timed out: SIGKILL sent to the group */
-	bool lost;        /* the lease is no longer ours */
-	bool hb_sent;     /* in the heartbeat in flight */
+	int status;	  /* waitpid status */
+	bool killed;	  /* timed out: SIGKILL sent to the group */
+	bool lost;	  /* the lease is no longer ours */
+	bool hb_sent;	  /* in the heartbeat in flight */
 	int64_t deadline; /* monotonic ms: kill after this */
 	char tail[TAIL_MAX + 1];
 	size_t tail_len;
@@ -78,28 +78,28 @@ typedef struct op {
 	op_kind_t kind;
 	int64_t id, epoch; /* SETTLE: the job and its lease */
 	int attempt;
-	int verdict;       /* SETTLE: VERDICT_* */
-	int64_t delay_ms;  /* SETTLE, retry: the backoff */
-	char *error;       /* SETTLE: the error text (owned) */
-	int tries;         /* sent again after a lost connection */
-	int want;          /* CLAIM: how many */
+	int verdict;	  /* SETTLE: VERDICT_* */
+	int64_t delay_ms; /* SETTLE, retry: the backoff */
+	char *error;	  /* SETTLE: the error text (owned) */
+	int tries;	  /* sent again after a lost connection */
+	int want;	  /* CLAIM: how many */
 } op_t;
 
 struct pgo_worker {
 	const pgo_conf_t *conf;
-	pgo_worker_opts_t o;    /* strings below are our copies */
+	pgo_worker_opts_t o; /* strings below are our copies */
 	char *queue, *name, *exec_command, *sql_function;
 	char subject[160];
 	char app_name[64];
 	/* lease mode */
 	pgo_conn_t lconns[LEASE_CONNS]; /* one statement per round each */
-	op_t *inflight[LEASE_CONNS];    /* the operation of each round */
-	op_t *q_head, *q_tail;  /* outcomes waiting for a connection */
+	op_t *inflight[LEASE_CONNS];	/* the operation of each round */
+	op_t *q_head, *q_tail;		/* outcomes waiting for a connection */
 	int q_len;
 	int claim_want, claim_got; /* the last claim: asked, got */
 	pgo_conn_setup_t lsetup, lsetup_quiet;
 	char set_sql[64];
-	job_run_t *jobs;        /* concurrency slots */
+	job_run_t *jobs; /* concurrency slots */
 	int running;
 	char claim_sql[1024], complete_sql[256], fail_sql[512], dead_sql[1024];
 	char hb_sql[512], reap_sql[512], reap_dead_sql[1024], listen_sql[96];
@@ -113,7 +113,7 @@ struct pgo_worker {
 	int wake_pipe[2];
 	volatile sig_atomic_t stop;
 	pgo_worker_stats_t stats;
-	int64_t next_retry;     /* earliest retry this worker scheduled */
+	int64_t next_retry; /* earliest retry this worker scheduled */
 	unsigned rnd;
 	char errmsg[512];
 };
@@ -149,7 +149,8 @@ static bool func_name_ok(const char *s)
 		if (*p == '.') {
 			if (++dots > 1 || p == s || !p[1])
 				return false;
-		} else if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		} else if (!((*p >= 'a' && *p <= 'z') ||
+			     (*p >= 'A' && *p <= 'Z') ||
 			     (*p >= '0' && *p <= '9') || *p == '_')) {
 			return false;
 		}
@@ -161,17 +162,19 @@ static void build_sql(pgo_worker_t *w)
 {
 	const char *q = w->queue;
 
-	snprintf(w->claim_sql, sizeof(w->claim_sql),
-		 "UPDATE pgoutbox.\"%s\" j SET locked_by = $1, "
-		 "locked_until = now() + $2::bigint * interval '1 millisecond', "
-		 "epoch = j.epoch + 1, attempts = j.attempts + 1 "
-		 "WHERE j.id = ANY (ARRAY(SELECT id FROM pgoutbox.\"%s\" "
-		 "WHERE run_at <= now() AND (locked_until IS NULL OR "
-		 "locked_until < now()) AND attempts < $4::integer "
-		 "ORDER BY priority DESC, id LIMIT $3::integer "
-		 "FOR UPDATE SKIP LOCKED)) "
-		 "RETURNING j.id, j.epoch, j.attempts, j.topic, j.key, j.payload",
-		 q, q);
+	snprintf(
+		w->claim_sql, sizeof(w->claim_sql),
+		"UPDATE pgoutbox.\"%s\" j SET locked_by = $1, "
+		"locked_until = now() + $2::bigint * interval '1 millisecond', "
+		"epoch = j.epoch + 1, attempts = j.attempts + 1 "
+		"WHERE j.id = ANY (ARRAY(SELECT id FROM pgoutbox.\"%s\" "
+		"WHERE run_at <= now() AND (locked_until IS NULL OR "
+		"locked_until < now()) AND attempts < $4::integer "
+		"ORDER BY priority DESC, id LIMIT $3::integer "
+		"FOR UPDATE SKIP LOCKED)) "
+		"RETURNING j.id, j.epoch, j.attempts, j.topic, j.key, "
+		"j.payload",
+		q, q);
 	snprintf(w->complete_sql, sizeof(w->complete_sql),
 		 "DELETE FROM pgoutbox.\"%s\" WHERE id = $1 AND epoch = $2", q);
 	snprintf(w->fail_sql, sizeof(w->fail_sql),
@@ -205,9 +208,11 @@ static void build_sql(pgo_worker_t *w)
 	snprintf(w->reap_dead_sql, sizeof(w->reap_dead_sql),
 		 "WITH d AS (DELETE FROM pgoutbox.\"%s\" WHERE id = ANY "
 		 "(ARRAY(SELECT id FROM pgoutbox.\"%s\" WHERE attempts >= "
-		 "$1::integer AND (locked_until IS NULL OR locked_until < now()) "
+		 "$1::integer AND (locked_until IS NULL OR locked_until < "
+		 "now()) "
 		 "FOR UPDATE SKIP LOCKED)) RETURNING *) "
-		 "INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, type, "
+		 "INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, "
+		 "type, "
 		 "payload, headers, created_at, attempts, last_error) "
 		 "SELECT id, '%s', topic, key, type, payload, headers, "
 		 "created_at, attempts, coalesce(last_error || '; ', '') || "
@@ -311,7 +316,9 @@ pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
 	w->o.exec_command = w->exec_command;
 	w->o.sql_function = w->sql_function;
 	snprintf(w->subject, sizeof(w->subject), "worker %s %s", w->queue,
-		 w->sql_function ? "sql" : w->exec_command ? "exec" : "callback");
+		 w->sql_function   ? "sql"
+		 : w->exec_command ? "exec"
+				   : "callback");
 	snprintf(w->app_name, sizeof(w->app_name), "pgoutbox worker %.40s",
 		 w->name);
 	w->rnd = (unsigned)getpid() ^ (unsigned)pgo_wall_us();
@@ -482,7 +489,7 @@ static void check_exit(job_run_t *j)
  * nothing blocks however large it is), stderr to a pipe, own group. */
 static int spawn_job(pgo_worker_t *w, job_run_t *j, const char *payload)
 {
-	static const int reset[] = {SIGPIPE, SIGTERM, SIGHUP, SIGINT,
+	static const int reset[] = {SIGPIPE, SIGTERM, SIGHUP,  SIGINT,
 				    SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2};
 	char *argv[] = {"sh", "-c", w->exec_command, NULL};
 	char v_id[48], v_att[48], v_q[96];
@@ -609,10 +616,9 @@ static void one_line(const char *s, char *out, size_t size)
 	out[o] = '\0';
 }
 
-
 /* Appends an outcome to the queue of operations. */
-static void push_settle(pgo_worker_t *w, int64_t id, int64_t epoch,
-			int attempt, int verdict, const char *error)
+static void push_settle(pgo_worker_t *w, int64_t id, int64_t epoch, int attempt,
+			int verdict, const char *error)
 {
 	op_t *op = calloc(1, sizeof(*op));
 
@@ -691,10 +697,10 @@ static void send_op(pgo_worker_t *w, int i, op_t *op)
 			if (!j->used || j->lost || j->exited)
 				continue;
 			j->hb_sent = true;
-			pgo_buf_printf(&ids, "%s%" PRId64, ids.len > 1 ? "," : "",
-				       j->id);
-			pgo_buf_printf(&eps, "%s%" PRId64, eps.len > 1 ? "," : "",
-				       j->epoch);
+			pgo_buf_printf(&ids, "%s%" PRId64,
+				       ids.len > 1 ? "," : "", j->id);
+			pgo_buf_printf(&eps, "%s%" PRId64,
+				       eps.len > 1 ? "," : "", j->epoch);
 		}
 		pgo_buf_puts(&ids, "}");
 		pgo_buf_puts(&eps, "}");
@@ -759,7 +765,8 @@ static void settle_done(pgo_worker_t *w, op_t *op, PGresult *res)
 	if (strcmp(PQcmdTuples(res), "0") == 0) {
 		w->stats.lost++;
 		pgo_log(PGO_LOG_WARN, w->subject,
-			"job %" PRId64 " epoch %" PRId64 ": lease lost (expired "
+			"job %" PRId64 " epoch %" PRId64
+			": lease lost (expired "
 			"and taken over); its %s is not recorded",
 			op->id, op->epoch, ok ? "completion" : "failure");
 	} else if (ok) {
@@ -774,8 +781,8 @@ static void settle_done(pgo_worker_t *w, op_t *op, PGresult *res)
 	} else {
 		w->stats.failed++;
 		pgo_log(PGO_LOG_INFO, w->subject,
-			"job %" PRId64 " attempt %d failed, retried after %" PRId64
-			" ms: %s",
+			"job %" PRId64
+			" attempt %d failed, retried after %" PRId64 " ms: %s",
 			op->id, op->attempt, op->delay_ms, line);
 	}
 }
@@ -809,9 +816,10 @@ static void claim_done(pgo_worker_t *w, PGresult *res)
 				snprintf(errbuf, sizeof(errbuf),
 					 "handler returned %d", hr);
 			push_settle(w, id, epoch, attempt,
-				    hr == 0			       ? VERDICT_OK
-				    : attempt >= w->o.max_attempts ? VERDICT_DEAD
-								   : VERDICT_RETRY,
+				    hr == 0 ? VERDICT_OK
+				    : attempt >= w->o.max_attempts
+					    ? VERDICT_DEAD
+					    : VERDICT_RETRY,
 				    hr == 0 ? NULL : errbuf);
 			continue;
 		}
@@ -924,7 +932,8 @@ static void lease_round(pgo_worker_t *w, int i)
 		if (op->kind == OP_SETTLE)
 			pgo_log(PGO_LOG_WARN, w->subject,
 				"job %" PRId64 ": its outcome was not "
-				"recorded; it runs again when its lease expires",
+				"recorded; it runs again when its lease "
+				"expires",
 				op->id);
 		if (op->kind == OP_HB)
 			for (int s = 0; s < w->o.concurrency; s++)
@@ -964,7 +973,8 @@ static void finish_job(pgo_worker_t *w, job_run_t *j)
 	j->err_fd = -1;
 	if (j->killed)
 		snprintf(reason, sizeof(reason),
-			 "timed out after %" PRId64 " ms (process group killed)",
+			 "timed out after %" PRId64
+			 " ms (process group killed)",
 			 w->o.timeout_ms);
 	else if (WIFEXITED(j->status) && WEXITSTATUS(j->status) == 0)
 		ok = true;
@@ -999,8 +1009,8 @@ static void finish_job(pgo_worker_t *w, job_run_t *j)
 static int run_lease(pgo_worker_t *w)
 {
 	int n = w->o.concurrency;
-	struct pollfd *pfd = calloc((size_t)(1 + LEASE_CONNS + 2 * n),
-				    sizeof(*pfd));
+	struct pollfd *pfd =
+		calloc((size_t)(1 + LEASE_CONNS + 2 * n), sizeof(*pfd));
 	int64_t next_poll = 0, next_hb = 0, next_reap = 0, next_stats = 0;
 	int64_t stop_deadline = 0;
 	bool kick = true, stop_logged = false;
@@ -1010,8 +1020,7 @@ static int run_lease(pgo_worker_t *w)
 		snprintf(w->errmsg, sizeof(w->errmsg), "out of memory");
 		return PGO_ERR_NOMEM;
 	}
-	snprintf(w->set_sql, sizeof(w->set_sql),
-		 "SET statement_timeout = %lld",
+	snprintf(w->set_sql, sizeof(w->set_sql), "SET statement_timeout = %lld",
 		 (long long)v->statement_timeout);
 	w->lsetup = (pgo_conn_setup_t){
 		.subject = w->subject,
@@ -1068,7 +1077,8 @@ static int run_lease(pgo_worker_t *w)
 				j->killed = true;
 				w->stats.timeouts++;
 				pgo_log(PGO_LOG_WARN, w->subject,
-					"job %" PRId64 " timed out after %" PRId64
+					"job %" PRId64
+					" timed out after %" PRId64
 					" ms: killing its process group",
 					j->id, w->o.timeout_ms);
 				if (kill(-j->pid, SIGKILL) < 0)
@@ -1155,7 +1165,8 @@ static int run_lease(pgo_worker_t *w)
 		if (idle && !w->stop) {
 			if (w->running < n && !op_inflight(w, OP_CLAIM)) {
 				deadline = min_deadline(deadline, next_poll);
-				deadline = min_deadline(deadline, w->next_retry);
+				deadline =
+					min_deadline(deadline, w->next_retry);
 			}
 			if (!op_inflight(w, OP_REAP))
 				deadline = min_deadline(deadline, next_reap);
@@ -1164,7 +1175,7 @@ static int run_lease(pgo_worker_t *w)
 			deadline = min_deadline(deadline, next_hb);
 		if (next_stats)
 			deadline = min_deadline(deadline, next_stats);
-		timeout = deadline == 0 ? 1000
+		timeout = deadline == 0	    ? 1000
 			  : deadline <= now ? 0
 					    : (int)(deadline - now);
 		if (timeout > 1000)
@@ -1178,7 +1189,8 @@ static int run_lease(pgo_worker_t *w)
 		drain_wake(w);
 		for (int i = 0; i < LEASE_CONNS; i++) {
 			pgo_conn_t *c = &w->lconns[i];
-			pgo_conn_event_t ev = pgo_conn_step(c, pfd[1 + i].revents);
+			pgo_conn_event_t ev =
+				pgo_conn_step(c, pfd[1 + i].revents);
 
 			if (c->notifies) {
 				c->notifies = 0;
@@ -1191,12 +1203,14 @@ static int run_lease(pgo_worker_t *w)
 			} else if (ev == PGO_CONN_EV_READY) {
 				kick = true;
 			} else if (ev == PGO_CONN_EV_ROUND) {
-				bool was_claim = w->inflight[i] &&
-						 w->inflight[i]->kind == OP_CLAIM;
+				bool was_claim =
+					w->inflight[i] &&
+					w->inflight[i]->kind == OP_CLAIM;
 
 				lease_round(w, i);
 				/* A full claim: more may be waiting. */
-				if (was_claim && w->claim_got >= w->claim_want &&
+				if (was_claim &&
+				    w->claim_got >= w->claim_want &&
 				    w->claim_got > 0)
 					kick = true;
 			}
@@ -1229,7 +1243,7 @@ static int run_sql(pgo_worker_t *w)
 	int64_t next_poll = 0, next_stats = 0;
 	bool kick = true, stop_logged = false;
 	const char *params[6] = {w->queue, w->sql_function, w->batch_s,
-				 w->max_s, w->base_s, w->cap_s};
+				 w->max_s, w->base_s,	    w->cap_s};
 
 	w->conns = calloc((size_t)n, sizeof(*w->conns));
 	w->conn_more = calloc((size_t)n, sizeof(*w->conn_more));
@@ -1293,14 +1307,15 @@ static int run_sql(pgo_worker_t *w)
 			log_stats(w, "stats");
 			next_stats = now + w->o.stats_interval_ms;
 		}
-		pfd[0] = (struct pollfd){.fd = w->wake_pipe[0], .events = POLLIN};
+		pfd[0] = (struct pollfd){.fd = w->wake_pipe[0],
+					 .events = POLLIN};
 		for (int i = 0; i < n; i++)
 			pgo_conn_pollfd(&w->conns[i], &pfd[i + 1]);
 		if (!w->stop)
 			deadline = min_deadline(deadline, next_poll);
 		if (next_stats)
 			deadline = min_deadline(deadline, next_stats);
-		timeout = deadline == 0 ? 1000
+		timeout = deadline == 0	    ? 1000
 			  : deadline <= now ? 0
 					    : (int)(deadline - now);
 		if (timeout > 1000)
@@ -1314,7 +1329,8 @@ static int run_sql(pgo_worker_t *w)
 		drain_wake(w);
 		for (int i = 0; i < n; i++) {
 			pgo_conn_t *c = &w->conns[i];
-			pgo_conn_event_t ev = pgo_conn_step(c, pfd[i + 1].revents);
+			pgo_conn_event_t ev =
+				pgo_conn_step(c, pfd[i + 1].revents);
 
 			if (c->notifies) {
 				c->notifies = 0;
@@ -1349,12 +1365,14 @@ static int run_sql(pgo_worker_t *w)
 				int failed = atoi(PQgetvalue(r, 0, 2));
 				int dead = atoi(PQgetvalue(r, 0, 3));
 
-				w->stats.done += (uint64_t)atoi(PQgetvalue(r, 0, 1));
+				w->stats.done +=
+					(uint64_t)atoi(PQgetvalue(r, 0, 1));
 				w->stats.failed += (uint64_t)failed;
 				w->stats.dead += (uint64_t)dead;
 				if (failed &&
 				    now + w->o.retry_base_ms / 2 < next_poll)
-					next_poll = now + w->o.retry_base_ms / 2;
+					next_poll =
+						now + w->o.retry_base_ms / 2;
 				if (failed || dead)
 					pgo_log(PGO_LOG_INFO, w->subject,
 						"%d job(s) failed, %d "
