@@ -42,6 +42,12 @@ bench: build
 chaos: asan
 	tests/chaos/chat.sh --build $(ASAN_BUILD) --runs 20 $(if $(SEED),--seed $(SEED))
 
+# The same scenario through BullMQ: relays with --sink bullmq, consumers
+# real BullMQ Workers (node, tests/bullmq) with the inbox; 5 seeded runs.
+.PHONY: chaos-bullmq
+chaos-bullmq: asan
+	tests/chaos/chat.sh --build $(ASAN_BUILD) --runs 5 --consumer bullmq $(if $(SEED),--seed $(SEED))
+
 install: build
 	meson install -C $(BUILD)
 

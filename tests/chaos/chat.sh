@@ -34,14 +34,28 @@
 # Each consumer reads its stream alone under a stable consumer name, so
 # after a crash it re-reads its own pending entries before new ones.
 #
+# Consumers (--consumer):
+#   c (the default): `pgoutbox consume --sql` on Redis Streams, as above.
+#   bullmq: the relays run with --sink bullmq (BullMQ's add script exported
+#     from tests/bullmq's bullmq6 with tools/bullmq-export.js, queues
+#     chat-{topic}) and each consumer is a real BullMQ Worker (node,
+#     tests/bullmq/chat-worker.js, concurrency 1) that per job, in one
+#     transaction, calls pgoutbox.inbox_claim and the same record_message,
+#     then lets BullMQ complete the job.  The crash: the Worker exits(1)
+#     right after its 2nd COMMIT, and BullMQ's stalled-job check (short
+#     stalledInterval and lockDuration) hands the job to the restarted
+#     Worker, whose inbox claim skips it.  A deploy stops (SIGTERM) and
+#     starts the Worker; Redis and the relays fail as above.
+#
 # usage: tests/chaos/chat.sh [--build DIR] [--seed N] [--runs N]
 #        [--duration SECONDS] [--interval MS] [--chats N]
-#        [--mode concurrent|ordered] [--redis-wait DUR] [--keep]
+#        [--mode concurrent|ordered] [--redis-wait DUR]
+#        [--consumer c|bullmq] [--keep]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 BUILD=build-asan SEED=$(( $(date +%s) % 100000 )) RUNS=1 DURATION=15
-INTERVAL=400 CHATS=3 MODE=ordered REDIS_WAIT= KEEP=0
+INTERVAL=400 CHATS=3 MODE=ordered REDIS_WAIT= KEEP=0 CONSUMER=c
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) BUILD=$2; shift ;;
@@ -52,6 +66,7 @@ while [ $# -gt 0 ]; do
 	--chats) CHATS=$2; shift ;;
 	--redis-wait) REDIS_WAIT=$2; shift ;;
 	--mode) MODE=$2; shift ;;
+	--consumer) CONSUMER=$2; shift ;;
 	--keep) KEEP=1 ;;
 	-h|--help) sed -n '2,/^set -uo/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
 	*) echo "chat.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -65,6 +80,19 @@ case $MODE in
 concurrent) RELAY_ARGS=(--mode concurrent --in-flight 1 --redis-wait "${REDIS_WAIT:-10s}") ;;
 ordered) RELAY_ARGS=(--mode ordered --redis-wait "${REDIS_WAIT:-0}") ;;
 *) echo "chat.sh: --mode concurrent or ordered" >&2; exit 2 ;;
+esac
+NODE_DIR=$ROOT/tests/bullmq
+case $CONSUMER in
+c) ;;
+bullmq)
+	command -v node >/dev/null || { echo "chat.sh: node not found (needed for --consumer bullmq)" >&2; exit 2; }
+	if [ ! -f "$NODE_DIR/node_modules/bullmq6/package.json" ] ||
+		[ ! -f "$NODE_DIR/node_modules/pg/package.json" ]; then
+		(cd "$NODE_DIR" && flock "$NODE_DIR/package-lock.json" \
+			npm ci --no-audit --no-fund --loglevel=error) >&2 ||
+			{ echo "chat.sh: npm ci in tests/bullmq failed" >&2; exit 2; }
+	fi ;;
+*) echo "chat.sh: --consumer c or bullmq" >&2; exit 2 ;;
 esac
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=86}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan.supp:print_suppressions=0}
@@ -88,6 +116,14 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 PG_PORT= pg_start "$WORK/pg" fsync=off || exit 2   # a cluster of its own
 REDIS_PORT= redis_start "$WORK/redis" || exit 2
+if [ "$CONSUMER" = bullmq ]; then
+	node "$ROOT/tools/bullmq-export.js" --from "$NODE_DIR" --package bullmq6 \
+		--out "$WORK/bullmq-add.lua" 2>"$WORK/bullmq-export.log" ||
+		{ cat "$WORK/bullmq-export.log" >&2; echo "chat.sh: bullmq-export.js failed" >&2; exit 2; }
+	# The relays' BullMQ settings; attempts: a job that fails is retried.
+	export PGOUTBOX_SINK_BULLMQ_SCRIPT=$WORK/bullmq-add.lua \
+		PGOUTBOX_SINK_BULLMQ_QUEUE='chat-{topic}' PGOUTBOX_SINK_BULLMQ_ATTEMPTS=10
+fi
 
 ms() { date +%s%3N; }
 # The settings a chat wants from a relay: a retry soon after Redis is back.
@@ -145,6 +181,9 @@ supervise() {   # name restart_delay command...
 		case $rc in
 		0) event "$name" "consumer stopped (SIGTERM)" ;;
 		3) event "$name" "consumer crashed right after recording a message, before XACK" ;;
+		1) [ "$CONSUMER" = bullmq ] &&
+			event "$name" "consumer crashed right after recording a message, before completing the job" ||
+			event "$name" "consumer exited with status $rc" ;;
 		*) event "$name" "consumer exited with status $rc" ;;
 		esac
 		[ -f "$WORK/stop" ] && break
@@ -162,8 +201,10 @@ event() {
 }
 
 start_relay() {   # service
-	DATABASE_URL=$(pg_url "svc_$1") "$PGO_BIN" relay --sink redis --redis "$REDIS_URL" \
-		--redis-stream 'chat:{topic}' "${RELAY_ARGS[@]}" --poll-interval 1s \
+	local sink=(--sink redis --redis-stream 'chat:{topic}')
+	[ "$CONSUMER" = bullmq ] && sink=(--sink bullmq)
+	DATABASE_URL=$(pg_url "svc_$1") "$PGO_BIN" relay "${sink[@]}" --redis "$REDIS_URL" \
+		"${RELAY_ARGS[@]}" --poll-interval 1s \
 		--name "relay_$1" >/dev/null 2>>"$R/relay_$1.log" &
 	echo $! >"$R/relay_$1.pid"
 	event "relay $1" "started"
@@ -219,9 +260,15 @@ EOF
 	: >"$R/timeline"
 	for s in a b; do
 		local peer=b; [ $s = b ] && peer=a
-		supervise "consumer_$s" "0.$((RANDOM % 8 + 2))" env DATABASE_URL="$(pg_url "svc_$s")" "$PGO_BIN" consume \
-			--redis "$REDIS_URL" --stream "chat:${peer}_to_${s}" --group "svc_$s" \
-			--consumer "svc_${s}_1" --sql "$s.record_message" &
+		if [ "$CONSUMER" = bullmq ]; then
+			supervise "consumer_$s" "0.$((RANDOM % 8 + 2))" env PGHOST="$PG_DIR" PGPORT="$PG_PORT" \
+				PGUSER=postgres PGDATABASE="svc_$s" node "$NODE_DIR/chat-worker.js" bullmq6 \
+				"$REDIS_URL" "chat-${peer}_to_${s}" "svc_$s" "$s.record_message" &
+		else
+			supervise "consumer_$s" "0.$((RANDOM % 8 + 2))" env DATABASE_URL="$(pg_url "svc_$s")" "$PGO_BIN" consume \
+				--redis "$REDIS_URL" --stream "chat:${peer}_to_${s}" --group "svc_$s" \
+				--consumer "svc_${s}_1" --sql "$s.record_message" &
+		fi
 		CHILDREN+=($!)
 		start_relay $s
 	done
@@ -290,9 +337,9 @@ report() {
 			FROM $peer.messages_received ORDER BY id" >"$R/received_$peer"
 		count "svc_$s" "SELECT (SELECT count(*) FROM pgoutbox.outbox) + (SELECT count(*) FROM pgoutbox.dead_letters)" >"$R/unsent_$s"
 	done
-	python3 - "$R" "$seed" "$DURATION" "$INTERVAL" "${RELAY_ARGS[*]}" <<'EOF'
+	python3 - "$R" "$seed" "$DURATION" "$INTERVAL" "${RELAY_ARGS[*]}" "$CONSUMER" <<'EOF'
 import datetime, re, sys
-R, seed, duration, interval, mode = sys.argv[1:6]
+R, seed, duration, interval, mode, consumer = sys.argv[1:7]
 
 def rows(path):
     with open(path) as f:
@@ -309,7 +356,7 @@ t0 = int(open(f'{R}/t0').read())
 timeline = [l.rstrip() for l in open(f'{R}/timeline')]
 for name in ('a', 'b'):
     for l in open(f'{R}/consumer_{name}.log'):
-        m = re.match(r'(\d+-\d+-\d+T\d+:\d+:\d+\.\d+)Z INFO .*: event (\S+) \(entry \S+\) again', l)
+        m = re.match(r'(\d+-\d+-\d+T\d+:\d+:\d+\.\d+)Z INFO .*: event (\S+) \((?:entry|job) \S+\) again', l)
         if m:
             when = datetime.datetime.strptime(m.group(1), '%Y-%m-%dT%H:%M:%S.%f')
             e = (when.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000 - t0) / 1000
@@ -317,7 +364,10 @@ for name in ('a', 'b'):
                             'already in the inbox, skipped')
 timeline.sort(key=lambda l: float(l.split('s', 1)[0]))
 ok = True
-print(f'run seed {seed}: {duration} s, a message every {interval} ms per service; relays: {mode}')
+sinks = {'c': 'Redis Streams, consumers: pgoutbox consume',
+         'bullmq': 'BullMQ (bullmq6), consumers: BullMQ Workers (node)'}
+print(f'run seed {seed}: {duration} s, a message every {interval} ms per service; relays: {mode}; '
+      f'{sinks[consumer]}')
 for line in timeline:
     print('  ' + line)
 for s, peer in (('a', 'b'), ('b', 'a')):
@@ -336,7 +386,7 @@ for s, peer in (('a', 'b'), ('b', 'a')):
         last[chat] = max(last.get(chat, 0), int(seq))
     # Each consumer process prints its counts when it exits.
     dups = sum(int(m.group(1)) for m in re.finditer(
-        r'^pgoutbox consume: .*duplicates skipped (\d+)',
+        r'^(?:pgoutbox consume|bullmq worker): .*duplicates skipped (\d+)',
         open(f'{R}/consumer_{peer}.log').read(), re.M))
     lats = [float(r[3]) for r in received]
     chats = sorted({c for _, c, _ in saved}, key=int)
