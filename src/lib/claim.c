@@ -16,6 +16,12 @@
  *               retry, and a halted shard gives nothing.
  *   strict      the oldest due rows of the whole queue for the one leader;
  *               any row waiting for a retry holds back every later row.
+ * Every mode claims from the claim floor up (sql/006_claim_floor.sql): no
+ * fresh row has a lower id, so the index scan skips the entries of rows
+ * already deleted, which a held xmin keeps from being cleaned; rows that
+ * failed before are taken below it from a small partial index.  A probe
+ * that moves the floor rides in front of a claim at most every few ms,
+ * outside its transaction.
  * Round 2 settles: retried rows go back in with their ids (attempts + 1,
  * a later run_at, the error), dead ones go to dead letters, then COMMIT.
  */
@@ -41,26 +47,56 @@ enum {
 	" RETURNING id, topic, key, type, payload, headers, created_at, "      \
 	"attempts, shard"
 
+/* Rows that went back to the queue after a failure (retried, held back,
+ * halted, or put back from dead letters): claimed below the floor. */
+#define BEHIND	 "(attempts > 0 OR last_error IS NOT NULL)"
+#define BEHIND_C "(c.attempts > 0 OR c.last_error IS NOT NULL)"
+
+/* The ordered modes: the oldest due rows at or above the floor, and those
+ * failed before below it, so the batch stays the oldest due rows of each
+ * shard (no fresh row is below the floor). */
+static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
+			const char *floor)
+{
+	snprintf(r->claim_sql, sizeof(r->claim_sql),
+		 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY("
+		 "SELECT u.id FROM ("
+		 "(SELECT c.id FROM pgoutbox.\"%s\" c WHERE c.id >= %s AND "
+		 "%s ORDER BY c.id LIMIT $1) UNION ALL "
+		 "(SELECT c.id FROM pgoutbox.\"%s\" c WHERE " BEHIND_C
+		 " AND c.id < %s AND %s ORDER BY c.id LIMIT $1)"
+		 ") u ORDER BY u.id LIMIT $1))" RETURNING,
+		 q, q, floor, cond, q, floor, cond);
+}
+
 void pgo_claim_build_sql(pgo_relay_t *r)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	const char *q = v->queue;
 
+	char cond[1024];
+
 	switch (r->mode) {
 	case PGO_MODE_CONCURRENT:
+		/* $2: the floor.  Rows failed before come first, from the
+		 * small partial index below the floor. */
 		snprintf(r->claim_sql, sizeof(r->claim_sql),
-			 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY("
-			 "SELECT id FROM pgoutbox.\"%s\" WHERE run_at <= now() "
-			 "ORDER BY id LIMIT $1 FOR UPDATE SKIP "
+			 "WITH behind AS (SELECT id FROM pgoutbox.\"%s\" "
+			 "WHERE " BEHIND " AND id < $2 AND run_at <= now() "
+			 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) "
+			 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY("
+			 "ARRAY(SELECT id FROM behind) || ARRAY("
+			 "SELECT id FROM pgoutbox.\"%s\" WHERE id >= $2 AND "
+			 "run_at <= now() ORDER BY id LIMIT $1 - (SELECT "
+			 "count(*) FROM behind) FOR UPDATE SKIP "
 			 "LOCKED))" RETURNING,
-			 q, q);
+			 q, q, q);
 		break;
 	case PGO_MODE_ORDERED:
-		/* $2 shards and $3 epochs of this connection's leases. */
-		snprintf(r->claim_sql, sizeof(r->claim_sql),
-			 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY("
-			 "SELECT c.id FROM pgoutbox.\"%s\" c "
-			 "WHERE c.shard = ANY(ARRAY("
+		/* $2 shards and $3 epochs of this connection's leases, $4
+		 * the floor. */
+		snprintf(cond, sizeof(cond),
+			 "c.shard = ANY(ARRAY("
 			 "SELECT l.shard FROM pgoutbox.shard_leases l "
 			 "JOIN unnest($2::int[], $3::bigint[]) AS m(shard, "
 			 "epoch) "
@@ -72,25 +108,23 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "AND c.run_at <= now() "
 			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
 			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
-			 "c.id "
-			 "AND b.run_at > now()) "
-			 "ORDER BY c.id LIMIT $1))" RETURNING,
-			 q, q, q, q, q);
+			 "c.id AND b.run_at > now())",
+			 q, q, q);
+		claim_union(r, q, cond, "$4");
 		break;
 	default:
-		/* $2: the epoch of the leader lease (pseudo-shard -1). */
-		snprintf(r->claim_sql, sizeof(r->claim_sql),
-			 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY("
-			 "SELECT c.id FROM pgoutbox.\"%s\" c "
-			 "WHERE EXISTS (SELECT 1 FROM pgoutbox.shard_leases l "
+		/* $2: the epoch of the leader lease (pseudo-shard -1), $3
+		 * the floor. */
+		snprintf(cond, sizeof(cond),
+			 "EXISTS (SELECT 1 FROM pgoutbox.shard_leases l "
 			 "WHERE l.queue = '%s' AND l.shard = -1 AND "
 			 "l.epoch = $2::bigint) "
 			 "AND c.run_at <= now() "
 			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
 			 "WHERE b.attempts > 0 AND b.id < c.id "
-			 "AND b.run_at > now()) "
-			 "ORDER BY c.id LIMIT $1))" RETURNING,
-			 q, q, q, q);
+			 "AND b.run_at > now())",
+			 q, q);
+		claim_union(r, q, cond, "$3");
 		break;
 	}
 	snprintf(r->listen_sql, sizeof(r->listen_sql),
@@ -133,27 +167,103 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		q);
 }
 
+/* How often the floor moves at most: each probe reads pg_locks. */
+#define FLOOR_PROBE_MS 5
+
 void pgo_claim_send(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	char limit[16];
-	const char *params[3] = {limit, s->owned_shards, s->owned_epochs};
+	char limit[16], floor[24];
+	const char *params[4] = {limit, s->owned_shards, s->owned_epochs,
+				 floor};
+	int64_t now = pgo_now_ms();
 
 	s->batch_limit = v->batch;
 	snprintf(limit, sizeof(limit), "%d", v->batch);
-	if (r->mode == PGO_MODE_STRICT)
-		params[1] = s->leader_epoch;
+	snprintf(floor, sizeof(floor), "%lld", (long long)r->floor);
+	s->probe = false;
+	if (v->claim_floor && !r->floor_off && !r->floor_probing &&
+	    now >= r->floor_next) {
+		/* Outside the claim transaction: rows this slot claims
+		 * must not look gone to the probe until they are. */
+		const char *p[4] = {v->queue, floor,
+				    r->floor_line[0] ? r->floor_line : NULL,
+				    r->floor_writers};
+
+		pgo_conn_exec_prepared(&s->conn, "pgoutbox_floor", 4, p);
+		s->probe = true;
+		r->floor_probing = true;
+		r->floor_next = now + FLOOR_PROBE_MS;
+	}
 	pgo_conn_query(&s->conn, "BEGIN", 0, NULL);
-	pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim",
-			       r->mode == PGO_MODE_CONCURRENT ? 1
-			       : r->mode == PGO_MODE_ORDERED  ? 3
-							      : 2,
-			       params);
-	if (pgo_conn_send(&s->conn) != PGO_OK)
+	if (r->mode == PGO_MODE_CONCURRENT) {
+		params[1] = floor;
+		pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", 2, params);
+	} else if (r->mode == PGO_MODE_STRICT) {
+		params[1] = s->leader_epoch;
+		params[2] = floor;
+		pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", 3, params);
+	} else {
+		pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", 4, params);
+	}
+	if (pgo_conn_send(&s->conn) != PGO_OK) {
+		if (s->probe)
+			r->floor_probing = false;
+		s->probe = false;
 		return;
+	}
 	s->state = SLOT_CLAIMING;
-	s->claim_started = pgo_now_ms();
+	s->claim_started = now;
 	r->next_poll = s->claim_started + v->poll_interval;
+}
+
+int pgo_claim_index(const slot_t *s)
+{
+	return s->probe ? 2 : 1;
+}
+
+void pgo_claim_floor_done(pgo_relay_t *r, slot_t *s)
+{
+	PGresult *res;
+
+	if (!s->probe)
+		return;
+	s->probe = false;
+	r->floor_probing = false;
+	res = s->conn.round.res[0];
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK ||
+	    PQntuples(res) != 1) {
+		/* The claim behind it did not run either.  A floor that
+		 * cannot move is still safe: claims go on from where it
+		 * is, as they did before there was one. */
+		if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
+			r->floor_off = true;
+			pgo_log(PGO_LOG_WARN, r->subject,
+				"the claim floor stays at %lld: "
+				"pgoutbox.claim_floor() failed: %s",
+				(long long)r->floor,
+				PQresultErrorField(res,
+						   PG_DIAG_MESSAGE_PRIMARY));
+		}
+		return;
+	}
+	{
+		int64_t f = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		char *w = strdup(PQgetvalue(res, 0, 2));
+
+		if (!w)
+			return; /* no memory: probe again later */
+		if (f > r->floor) {
+			pgo_log(PGO_LOG_DEBUG, r->subject,
+				"claim floor %lld -> %lld", (long long)r->floor,
+				(long long)f);
+			r->floor = f;
+		}
+		snprintf(r->floor_line, sizeof(r->floor_line), "%s",
+			 PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+		free(r->floor_writers);
+		r->floor_writers = w;
+	}
 }
 
 double pgo_relay_jitter(pgo_relay_t *r)

@@ -157,6 +157,10 @@ static const struct conf_key keys[] = {
 	{KEY("relay", "listen"), FIELD(listen), .type = T_BOOL, .def = "on",
 	 .flag = "--listen",
 	 .help = "LISTEN for producers' wake-ups; off: poll only"},
+	{KEY("relay", "claim_floor"), FIELD(claim_floor), .type = T_BOOL,
+	 .def = "on", .flag = "--claim-floor",
+	 .help = "Start claims past the events already sent "
+		 "(docs/retention.md); off: from the lowest id"},
 	{KEY("relay", "poll_interval"), FIELD(poll_interval),
 	 .type = T_DURATION, .def = "30s", .min = 10, .max = HOURS(1),
 	 .reloadable = true, .flag = "--poll-interval",

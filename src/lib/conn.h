@@ -47,7 +47,7 @@ typedef struct pgo_round {
 typedef struct pgo_conn_setup {
 	const char *subject;	  /* log prefix, e.g. "relay outbox" */
 	const char *app_name;	  /* application_name of the session */
-	const char *sql[8];	  /* statements, NULL-terminated */
+	const char *sql[10];	  /* statements, NULL-terminated */
 	const char *prep_name[4]; /* statements to prepare (NULL-terminated) */
 	const char *prep_sql[4];
 	bool check_schema; /* read and check the schema version */

@@ -365,14 +365,17 @@ int pgo_queue_retry(PGconn *conn, const char *queue, int64_t id,
 	if (rc != PGO_OK)
 		return rc;
 	snprintf(ids, sizeof(ids), "%lld", (long long)id);
-	/* Back into the queue with its id, attempts reset, due now. */
+	/* Back into the queue with its id, attempts reset, due now; its
+	 * last_error marks it as failed before, so a relay claims it below
+	 * its claim floor (sql/006_claim_floor.sql). */
 	snprintf(
 		sql, sizeof(sql),
 		"WITH d AS (DELETE FROM pgoutbox.dead_letters WHERE queue = $1 "
 		"AND id = $2::bigint RETURNING *) "
 		"INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
 		"headers, created_at, last_error) SELECT id, topic, key, type, "
-		"payload, headers, created_at, last_error FROM d RETURNING id",
+		"payload, headers, created_at, coalesce(last_error, 'put back "
+		"from dead letters') FROM d RETURNING id",
 		queue);
 	res = run(conn, "queue retry", sql, 2, p, err);
 	if (!res)

@@ -62,6 +62,12 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink)
 	r->setup.sql[n++] = "SET TimeZone = 'UTC'";
 	r->setup.sql[n++] = "SET DateStyle = 'ISO, YMD'";
 	r->setup.sql[n++] = "SET extra_float_digits = 3";
+	/* A queue table swings between empty and a large backlog, and
+	 * between few and millions of dead rows: a cached claim plan made
+	 * while it looked tiny scanned the whole heap once per claimed row
+	 * (the NOT EXISTS of the ordered claim), which turned a backlog into
+	 * a collapse.  Every table a claim reads has the index it needs. */
+	r->setup.sql[n++] = "SET enable_seqscan = off";
 	r->setup.sql[n++] = r->set_sql[0];
 	r->setup.sql[n++] = r->set_sql[1];
 	r->setup.sql[n++] = r->set_sql[2];
@@ -70,7 +76,11 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink)
 	r->setup.sql[n] = NULL;
 	r->setup.prep_name[0] = "pgoutbox_claim";
 	r->setup.prep_sql[0] = r->claim_sql;
-	r->setup.prep_name[1] = NULL;
+	r->setup.prep_name[1] = "pgoutbox_floor";
+	r->setup.prep_sql[1] = "SELECT new_floor, new_line, new_writers FROM "
+			       "pgoutbox.claim_floor($1, $2::bigint, "
+			       "$3::bigint, $4::text[])";
+	r->setup.prep_name[2] = NULL;
 	r->setup.check_schema = true;
 	r->setup_quiet = r->setup;
 	if (v->listen)
@@ -116,6 +126,7 @@ void pgo_relay_destroy(pgo_relay_t *r)
 		close(r->wake_pipe[0]);
 	if (r->wake_pipe[1] >= 0)
 		close(r->wake_pipe[1]);
+	free(r->floor_writers);
 	free(r);
 }
 
@@ -180,8 +191,9 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 {
 	pgo_batch_t *b = &s->batch;
 	PGresult *res;
-	int n, rc;
+	int n, rc, ci = pgo_claim_index(s);
 
+	pgo_claim_floor_done(r, s);
 	if (s->conn.round.failed) {
 		pgo_log(PGO_LOG_WARN, r->subject, "claim failed: %s",
 			s->conn.round.err);
@@ -189,7 +201,7 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 		finish_tx(s, "ROLLBACK");
 		return;
 	}
-	res = pgo_conn_take(&s->conn, 1);
+	res = pgo_conn_take(&s->conn, ci);
 	pgo_conn_round_clear(&s->conn);
 	n = PQntuples(res);
 	/* A full batch says more is waiting: claim again at once.  In
@@ -279,6 +291,10 @@ static void slot_lost(pgo_relay_t *r, slot_t *s)
 			"connection lost with a batch of %zu in flight: it "
 			"was rolled back and will be sent again",
 			s->batch.n);
+	if (s->probe) {
+		s->probe = false;
+		r->floor_probing = false;
+	}
 	end_cycle(s);
 	pgo_shards_reset(r, s);
 	r->stats.reconnects++;

@@ -49,6 +49,7 @@ typedef struct slot {
 	int n_ok, n_retry, n_dead;
 	bool wants_claim; /* woken while busy: claim after this cycle */
 	bool more;	  /* its last batch was full: claim again */
+	bool probe;	  /* its claim round starts with the floor probe */
 	/* Ordered and strict modes: this connection's leases. */
 	char member[96];	/* "<relay name>/<slot>" */
 	int nowned;		/* shards owned (strict: 1 = leader) */
@@ -64,7 +65,7 @@ struct pgo_relay {
 	int mode;	   /* pgo_mode_t, fixed at start */
 	char subject[160]; /* log prefix "relay outbox -> stdout" */
 	char app_name[64]; /* application_name of the sessions */
-	char claim_sql[2048];
+	char claim_sql[4096];
 	char retry_sql[1024];
 	char dead_sql[1024];
 	char listen_sql[96];
@@ -91,7 +92,15 @@ struct pgo_relay {
 	pgo_relay_stats_t stats;
 	pgo_relay_stats_t stats_last; /* at the previous stats line */
 	int64_t stats_last_at;	      /* when that line was written */
-	unsigned rnd;		      /* jitter state */
+	/* The claim floor (claim.c): no fresh row of the queue has a lower
+	 * id, now or later; claims start there. */
+	int64_t floor;
+	char floor_line[24]; /* pending line ("" = none), see 006 */
+	char *floor_writers; /* its writers: a text[] literal */
+	bool floor_probing;  /* a probe rides on some slot's claim */
+	int64_t floor_next;  /* monotonic ms: the next probe */
+	bool floor_off;	     /* the probe failed: floor stays put */
+	unsigned rnd;	     /* jitter state */
 	char errmsg[512];
 };
 
@@ -101,6 +110,10 @@ struct pgo_relay {
 void pgo_claim_build_sql(pgo_relay_t *r);
 /* Queues BEGIN + the claim on the slot's connection (READY). */
 void pgo_claim_send(pgo_relay_t *r, slot_t *s);
+/* The claim round's statement index of the claim (after the probe). */
+int pgo_claim_index(const slot_t *s);
+/* Takes the floor probe's result out of a finished claim round. */
+void pgo_claim_floor_done(pgo_relay_t *r, slot_t *s);
 /* Builds s->batch from the claim result (taken over by the slot), in id
  * order.  Returns the number of events, or -1 without memory. */
 int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res);

@@ -40,6 +40,7 @@ static const struct {
 	{"relay.batch", "500"},
 	{"relay.in_flight", "2"},
 	{"relay.listen", "on"},
+	{"relay.claim_floor", "on"},
 	{"relay.poll_interval", "30s"},
 	{"relay.max_attempts", "10"},
 	{"relay.retry_base", "1s"},
@@ -112,6 +113,8 @@ static int64_t typed(const pgo_conf_t *conf, const char *key)
 		return v->stats_interval;
 	if (!strcmp(key, "relay.listen"))
 		return v->listen;
+	if (!strcmp(key, "relay.claim_floor"))
+		return v->claim_floor;
 	if (!strcmp(key, "relay.sink"))
 		return v->sink;
 	if (!strcmp(key, "log.level"))
