@@ -87,6 +87,8 @@ int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 		if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
 			print_help(cmd);
 			*exit_now = true;
+			for (int k = 0; k < nflags; k++)
+				free(flags[k].flag);
 			return EXIT_OK;
 		}
 		if (strncmp(arg, "--", 2) != 0 || strcmp(arg, "-") == 0) {
@@ -95,7 +97,7 @@ int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 					  "unexpected argument "
 					  "\"%s\" (see --help)",
 					  arg);
-				return EXIT_USAGE;
+				goto usage;
 			}
 			cli->args[cli->nargs++] = arg;
 			continue;
@@ -114,12 +116,12 @@ int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 				  "unknown option %s (see "
 				  "`pgoutbox %s --help`)",
 				  name, cmd->name);
-			return EXIT_USAGE;
+			goto usage;
 		}
 		if (opt && !opt->arg) {
 			if (value) {
 				cli_error(cmd->name, "%s takes no value", name);
-				return EXIT_USAGE;
+				goto usage;
 			}
 			*opt->set = true;
 			continue;
@@ -127,7 +129,7 @@ int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 		if (!value) {
 			if (i + 1 >= argc) {
 				cli_error(cmd->name, "%s needs a value", name);
-				return EXIT_USAGE;
+				goto usage;
 			}
 			value = argv[++i];
 		}
