@@ -37,6 +37,13 @@ check: asan
 bench: build
 	bench/run.sh $(BUILD)
 
+# Latency commit -> consumer through Redis (issue 3): the redis sink with
+# `pgoutbox consume` and the bullmq sink with a BullMQ Worker, ~3 minutes.
+# FSYNC=always runs Redis with appendfsync always (default everysec).
+.PHONY: bench-redis
+bench-redis: build
+	bench/redis-latency.sh $(BUILD) $(if $(FSYNC),--appendfsync $(FSYNC))
+
 # The chat scenario of issue 3: 20 seeded runs (SEED=n picks the first).
 .PHONY: chaos
 chaos: asan
