@@ -57,8 +57,9 @@ struct pgo_consumer {
 	int64_t exec_timeout_ms, claim_idle_ms, block_ms, maintain_every_ms,
 		redis_timeout_ms, connect_timeout_ms, statement_timeout_ms;
 	int count, max_attempts, exit_after_commit;
-	char sql_call[160]; /* SELECT "schema"."func"($1::jsonb) */
-	char subject[200];  /* log prefix: "consume STREAM -> GROUP" */
+	char sql_call[160];  /* SELECT "schema"."func"($1::jsonb) */
+	char sql_gated[224]; /* the same, run only for a fresh claim */
+	char subject[200];   /* log prefix: "consume STREAM -> GROUP" */
 
 	/* Redis */
 	pgo_redis_t redis;	/* used blocking, through pgo_redis_call() */
@@ -225,6 +226,10 @@ pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *o, pgo_error_t *err)
 		else
 			snprintf(c->sql_call, sizeof(c->sql_call),
 				 "SELECT \"%s\"($1::jsonb)", o->sql_function);
+		snprintf(c->sql_gated, sizeof(c->sql_gated),
+			 "%s WHERE current_setting('pgoutbox.fresh') = "
+			 "'true'",
+			 c->sql_call);
 	}
 	c->handler = o->handler;
 	c->handler_ctx = o->handler_ctx;
@@ -681,6 +686,100 @@ static outcome_t roll_back(pgo_consumer_t *c)
 	return FAILED;
 }
 
+/* After a claim that said fresh or duplicate and a COMMIT. */
+static outcome_t committed(pgo_consumer_t *c, const pgo_inbox_msg_t *m,
+			   int fresh)
+{
+	if (!fresh) {
+		c->stats.duplicates++;
+		pgo_log(PGO_LOG_INFO, c->subject,
+			"event %s (entry %s) again: already in the inbox, "
+			"skipped",
+			m->id, m->entry_id);
+		return DONE;
+	}
+	c->stats.processed++;
+	if (c->exit_after_commit && ++c->commits >= c->exit_after_commit)
+		return DRILL;
+	return DONE;
+}
+
+/* The SQL handler in one round trip: BEGIN, the claim (its verdict kept
+ * in a transaction-local setting), the handler (its WHERE runs it only
+ * for a fresh claim) and COMMIT, as one pipeline.  A failure aborts the
+ * statements after it, COMMIT included. */
+static outcome_t handle_one_sql(pgo_consumer_t *c, const pgo_inbox_msg_t *m)
+{
+	static const char *const what[] = {"BEGIN", "inbox claim", "handler",
+					   "COMMIT"};
+	const char *claim[2] = {c->group, m->id};
+	const char *payload[1] = {m->payload};
+	char why[512] = "";
+	int fresh = 0, idx = 0, failed_at = -1, nulls = 0;
+
+	if (!PQenterPipelineMode(c->pg) ||
+	    !PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) ||
+	    !PQsendQueryParams(c->pg,
+			       "SELECT set_config('pgoutbox.fresh', "
+			       "pgoutbox.inbox_claim($1, $2)::text, true)",
+			       2, NULL, claim, NULL, NULL, 0) ||
+	    !PQsendQueryParams(c->pg, c->sql_gated, 1, NULL, payload, NULL,
+			       NULL, 0) ||
+	    !PQsendQueryParams(c->pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) ||
+	    !PQpipelineSync(c->pg)) {
+		pg_lost(c, pgo_pq_msg(c->pg, NULL));
+		return DB_LOST;
+	}
+	for (;;) {
+		PGresult *r = PQgetResult(c->pg);
+		ExecStatusType st;
+
+		if (!r) {
+			/* One NULL ends each statement; two in a row: the
+			 * connection has nothing more to give. */
+			if (++nulls > 1) {
+				pg_lost(c, "connection lost in a pipeline");
+				return DB_LOST;
+			}
+			continue;
+		}
+		nulls = 0;
+		st = PQresultStatus(r);
+		if (st == PGRES_PIPELINE_SYNC) {
+			PQclear(r);
+			break;
+		}
+		if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+			if (failed_at < 0 && st != PGRES_PIPELINE_ABORTED) {
+				failed_at = idx < 4 ? idx : 3;
+				snprintf(why, sizeof(why), "%s",
+					 pgo_pq_msg(c->pg, r));
+			}
+		} else if (idx == 1 && PQntuples(r) == 1) {
+			fresh = strcmp(PQgetvalue(r, 0, 0), "true") == 0;
+		}
+		PQclear(r);
+		idx++;
+	}
+	if (!PQexitPipelineMode(c->pg) || PQstatus(c->pg) != CONNECTION_OK) {
+		pg_lost(c, "connection lost");
+		return DB_LOST;
+	}
+	if (failed_at >= 0) {
+		if (failed_at == 2)
+			pgo_log(PGO_LOG_WARN, c->subject,
+				"event %s (entry %s): handler failed: %s",
+				m->id, m->entry_id,
+				why[0] ? why : "no reason given");
+		else
+			pgo_log(PGO_LOG_WARN, c->subject, "event %s: %s: %s",
+				m->id, what[failed_at], why);
+		c->stats.failed++;
+		return roll_back(c);
+	}
+	return committed(c, m, fresh);
+}
+
 /* BEGIN; claim; handler; COMMIT. */
 static outcome_t handle_one(pgo_consumer_t *c, const pgo_inbox_msg_t *m)
 {
@@ -723,18 +822,7 @@ static outcome_t handle_one(pgo_consumer_t *c, const pgo_inbox_msg_t *m)
 		return roll_back(c);
 	}
 	PQclear(res);
-	if (!fresh) {
-		c->stats.duplicates++;
-		pgo_log(PGO_LOG_INFO, c->subject,
-			"event %s (entry %s) again: already in the inbox, "
-			"skipped",
-			m->id, m->entry_id);
-		return DONE;
-	}
-	c->stats.processed++;
-	if (c->exit_after_commit && ++c->commits >= c->exit_after_commit)
-		return DRILL;
-	return DONE;
+	return committed(c, m, fresh);
 }
 
 /* A failure of entry_id: count it; after max_attempts give up on it. */
@@ -819,7 +907,8 @@ static outcome_t handle_entries(pgo_consumer_t *c, const redisReply *entries)
 		m.payload = field(f, "payload", "null");
 		m.headers = field(f, "headers", "{}");
 		m.created_at = field(f, "created_at", "");
-		o = handle_one(c, &m);
+		o = c->handler || c->exec_command ? handle_one(c, &m)
+						  : handle_one_sql(c, &m);
 		if (o == DRILL)
 			return DRILL;
 		if (o == DB_LOST) {
