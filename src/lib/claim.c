@@ -169,18 +169,27 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 
 /* How often the floor moves at most: each probe reads pg_locks. */
 #define FLOOR_PROBE_MS 5
+/* How often a slot claims from id 0 at least (or every poll_interval if
+ * shorter): a row inserted with an explicit id below the floor (an event
+ * re-sent by hand with its old id) is found within this time.  A sweep
+ * walks what the floor skips, so it is rare. */
+#define FLOOR_SWEEP_MS 10000
 
 void pgo_claim_send(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	char limit[16], floor[24];
-	const char *params[4] = {limit, s->owned_shards, s->owned_epochs,
-				 floor};
+	char limit[16], floor[24], from[24];
+	const char *params[4] = {limit, s->owned_shards, s->owned_epochs, from};
 	int64_t now = pgo_now_ms();
 
 	s->batch_limit = v->batch;
 	snprintf(limit, sizeof(limit), "%d", v->batch);
 	snprintf(floor, sizeof(floor), "%lld", (long long)r->floor);
+	if (now >= s->sweep_at)
+		s->sweeping = true;
+	s->sweep = s->sweeping && v->claim_floor;
+	snprintf(from, sizeof(from), "%lld",
+		 s->sweep ? 0LL : (long long)r->floor);
 	s->probe = false;
 	if (v->claim_floor && !r->floor_off && !r->floor_probing &&
 	    now >= r->floor_next) {
@@ -197,11 +206,11 @@ void pgo_claim_send(pgo_relay_t *r, slot_t *s)
 	}
 	pgo_conn_query(&s->conn, "BEGIN", 0, NULL);
 	if (r->mode == PGO_MODE_CONCURRENT) {
-		params[1] = floor;
+		params[1] = from;
 		pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", 2, params);
 	} else if (r->mode == PGO_MODE_STRICT) {
 		params[1] = s->leader_epoch;
-		params[2] = floor;
+		params[2] = from;
 		pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", 3, params);
 	} else {
 		pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", 4, params);
@@ -214,7 +223,31 @@ void pgo_claim_send(pgo_relay_t *r, slot_t *s)
 	}
 	s->state = SLOT_CLAIMING;
 	s->claim_started = now;
-	r->next_poll = s->claim_started + v->poll_interval;
+	r->next_poll = s->claim_started + pgo_claim_poll_ms(r);
+}
+
+int64_t pgo_claim_poll_ms(const pgo_relay_t *r)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+
+	return v->claim_floor && v->poll_interval > FLOOR_SWEEP_MS
+		       ? FLOOR_SWEEP_MS
+		       : v->poll_interval;
+}
+
+void pgo_claim_swept(pgo_relay_t *r, slot_t *s, int n)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+
+	if (!s->sweep)
+		return;
+	s->sweep = false;
+	if (n >= s->batch_limit)
+		return; /* more may be below the floor: sweep on */
+	s->sweeping = false;
+	s->sweep_at = pgo_now_ms() + (v->poll_interval < FLOOR_SWEEP_MS
+					      ? v->poll_interval
+					      : FLOOR_SWEEP_MS);
 }
 
 int pgo_claim_index(const slot_t *s)

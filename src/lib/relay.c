@@ -204,6 +204,7 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	res = pgo_conn_take(&s->conn, ci);
 	pgo_conn_round_clear(&s->conn);
 	n = PQntuples(res);
+	pgo_claim_swept(r, s, n);
 	/* A full batch says more is waiting: claim again at once.  In
 	 * concurrent mode every slot shares the queue, so all may help; in
 	 * the ordered modes only this slot's shards are known to be busy. */
@@ -464,7 +465,7 @@ int pgo_relay_run(pgo_relay_t *r)
 	r->stats_last_at = now;
 	r->next_maintain = now; /* once at start, then on the interval */
 	r->next_health = now + (v->stats_interval ? v->stats_interval : 0);
-	r->next_poll = now + v->poll_interval;
+	r->next_poll = now + pgo_claim_poll_ms(r);
 	r->next_stats = v->stats_interval ? now + v->stats_interval : 0;
 	pgo_log(PGO_LOG_INFO, r->subject,
 		"starting: %s mode, batch %d, %d connection%s, %s, fallback "
@@ -488,7 +489,7 @@ int pgo_relay_run(pgo_relay_t *r)
 			log_stats(r, now);
 		if (now >= r->next_poll) {
 			r->kick = true;
-			r->next_poll = now + v->poll_interval;
+			r->next_poll = now + pgo_claim_poll_ms(r);
 		}
 		{
 			bool due_now;

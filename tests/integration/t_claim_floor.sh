@@ -6,7 +6,8 @@
 #   - a savepoint rolled back and a transaction aborted (gaps in the ids);
 #   - an event retried by the sink (back in with its old id);
 #   - a dead letter put back with `pgoutbox queue retry` after the floor
-#     has long passed its id.
+#     has long passed its id;
+#   - an event inserted by hand with an old id (the sweep finds it).
 # Each must be delivered, once per attempt, in ordered and concurrent mode.
 . "$(dirname "$0")/../lib.sh"
 t_db
@@ -79,7 +80,15 @@ SQL
 		fail "$mode: the dead letter put back ($dead) was not delivered"
 	}
 	wait_until 10 '[ "$(q "SELECT count(*) FROM pgoutbox.dead_letters")" = 1 ]'
+	# An event re-sent by hand with its old id, far below the floor: no
+	# claim from the floor sees it; the sweep from id 0 (every 10 s at
+	# most) does.
+	resent=$(sunk | ids_of | sort -n | head -n 1)
+	q "INSERT INTO pgoutbox.outbox (id, topic, key, type, payload) VALUES ($resent, 't', 'k0', 'resent', '{}')"
+	wait_until 25 '[ "$(pending)" = 0 ]'
 	stop_relay "$RELAY_PID"
+	n=$(grep -c '"type":"resent"' <(sunk) || true)
+	[ "$n" = 1 ] || fail "$mode: the event re-sent with id $resent was delivered $n times"
 
 	# Every committed event reached the sink; the retried one twice, the
 	# dead one once per try (1, then 1 more after it was put back).
@@ -96,7 +105,7 @@ SQL
 	n=$(sunk | ids_of | grep -c "^$dead\$")
 	[ "$n" = 2 ] || fail "$mode: the dead letter was delivered $n times, want 2"
 	retried=$(sunk | grep '"type":"retry-me"' | ids_of | head -n 1)
-	dups=$(sunk | ids_of | sort -n | uniq -d | { grep -vx -e "$dead" -e "$retried" || true; } | wc -l)
+	dups=$(sunk | ids_of | sort -n | uniq -d | { grep -vx -e "$dead" -e "$retried" -e "$resent" || true; } | wc -l)
 	[ "$dups" = 0 ] || fail "$mode: $dups events delivered twice"
 	note "$mode: $got events, floor at $floor, late commit, gaps, retry and put-back dead letter delivered"
 	q "TRUNCATE pgoutbox.outbox"
