@@ -214,6 +214,7 @@ int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n)
 	char sql[160];
 	PGresult *res;
 	int rc = PGO_OK;
+	bool headers = false;
 
 	if (!p || (!msgs && n))
 		return PGO_ERR_INVALID;
@@ -223,11 +224,15 @@ int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n)
 		rc = check_msg(p, &msgs[i], i);
 		if (rc != PGO_OK)
 			return rc;
+		if (msgs[i].headers)
+			headers = true;
 	}
+	/* Without any headers the column is left to its default ('{}'), a
+	 * constant: the server then parses one JSON value per row, not two. */
 	snprintf(sql, sizeof(sql),
-		 "COPY pgoutbox.\"%s\" (topic, key, type, payload, headers) "
+		 "COPY pgoutbox.\"%s\" (topic, key, type, payload%s) "
 		 "FROM STDIN",
-		 p->queue);
+		 p->queue, headers ? ", headers" : "");
 	res = PQexec(p->conn, sql);
 	if (PQresultStatus(res) != PGRES_COPY_IN) {
 		fail(p, PGO_ERR_DB, "send_bulk: %s", pgo_pq_msg(p->conn, res));
@@ -242,8 +247,13 @@ int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n)
 		copy_field(&p->copy, m->topic, '\t');
 		copy_field(&p->copy, m->key, '\t');
 		copy_field(&p->copy, m->type, '\t');
-		copy_field(&p->copy, m->payload, '\t');
-		copy_field(&p->copy, m->headers ? m->headers : "{}", '\n');
+		if (headers) {
+			copy_field(&p->copy, m->payload, '\t');
+			copy_field(&p->copy, m->headers ? m->headers : "{}",
+				   '\n');
+		} else {
+			copy_field(&p->copy, m->payload, '\n');
+		}
 		if (p->copy.oom)
 			rc = fail(p, PGO_ERR_NOMEM, "send_bulk: out of memory");
 		else if (p->copy.len >= 256 * 1024 || i + 1 == n) {

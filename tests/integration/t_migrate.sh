@@ -10,6 +10,12 @@ latest=$("$PGO_BIN" --version | sed 's/.*schema version \([0-9]*\).*/\1/')
 "$PGO_BIN" migrate | grep -q "from version 1 to $latest" || fail "migrate to latest"
 [ "$(pending)" = 501 ] || fail "pending after migrating: $(pending)"
 [ "$(q "SELECT count(*) FROM pgoutbox.outbox WHERE shard = pgoutbox.shard_of(key, id, 64) AND shard BETWEEN 0 AND 63")" = 501 ] || fail "shards not computed for pending events"
+# The shard column holds shard_of's expression written in (007_send_path):
+# the same values for new rows and for new work queues.
+q "SELECT pgoutbox.create_queue('t_migrate_jobs', 10)" >/dev/null
+q "SELECT pgoutbox.enqueue('t_migrate_jobs', '{}', key => CASE WHEN i % 3 = 0 THEN NULL ELSE 'k' || i END) FROM generate_series(1, 30) i" >/dev/null
+[ "$(q "SELECT count(*) FROM pgoutbox.t_migrate_jobs WHERE shard = pgoutbox.shard_of(key, id, 10)")" = 30 ] || fail "work queue shards differ from shard_of"
+q "DELETE FROM pgoutbox.shard_leases WHERE queue = 't_migrate_jobs'; DELETE FROM pgoutbox.queues WHERE name = 't_migrate_jobs'; DROP TABLE pgoutbox.t_migrate_jobs" >/dev/null
 "$PGO_BIN" migrate | grep -q "up to date (version $latest)" || fail "second migrate not idempotent"
 rc=0; "$PGO_BIN" migrate --to 99 2>"$T_TMP/err" || rc=$?
 [ "$rc" = 2 ] && grep -q 'not a schema version' "$T_TMP/err" || fail "--to 99: $rc $(cat "$T_TMP/err")"

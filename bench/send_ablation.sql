@@ -1,0 +1,112 @@
+-- send_ablation.sql: the table and function variants behind "Where the time goes:
+-- send() and bulk" in docs/benchmarks.md.  Load into a database migrated
+-- with `pgoutbox migrate`; everything lands in schema abl (DROP SCHEMA abl CASCADE).
+-- abl.ob2 uses the integer-literal form of the shard expression; 007_send_path
+-- uses bigint literals (see abl.shard_expr2).
+SET client_min_messages = warning;
+DROP SCHEMA IF EXISTS abl CASCADE;
+CREATE SCHEMA abl;
+CREATE TABLE IF NOT EXISTS public.bench_plain (id bigserial PRIMARY KEY, payload jsonb);
+-- outbox columns, PK and defaults only
+CREATE TABLE abl.wide (
+    id bigserial PRIMARY KEY, topic text NOT NULL, key text, type text NOT NULL DEFAULT '',
+    payload jsonb NOT NULL, headers jsonb NOT NULL DEFAULT '{}',
+    created_at timestamptz NOT NULL DEFAULT now(), run_at timestamptz NOT NULL DEFAULT now(),
+    attempts integer NOT NULL DEFAULT 0, last_error text, locked_by text, locked_until timestamptz);
+-- + CHECKs
+CREATE TABLE abl.checks (LIKE abl.wide INCLUDING DEFAULTS);
+ALTER TABLE abl.checks ADD PRIMARY KEY (id), ADD CHECK (topic <> ''),
+  ADD CHECK (pg_column_size(payload) <= 1048576), ADD CHECK (jsonb_typeof(headers) = 'object');
+ALTER TABLE abl.checks ALTER id SET DEFAULT nextval('abl.wide_id_seq');
+-- + shard via shard_of (SQL function)
+CREATE TABLE abl.shard_fn (LIKE abl.wide INCLUDING DEFAULTS, shard integer GENERATED ALWAYS AS (pgoutbox.shard_of(key, id, 64)) STORED);
+ALTER TABLE abl.shard_fn ADD PRIMARY KEY (id);
+-- + shard as a plain expression
+CREATE TABLE abl.shard_expr (LIKE abl.wide INCLUDING DEFAULTS, shard integer GENERATED ALWAYS AS (
+   CASE WHEN key IS NULL THEN (id % 64)::integer ELSE (((hashtextextended(key, 0) % 64) + 64) % 64)::integer END) STORED);
+ALTER TABLE abl.shard_expr ADD PRIMARY KEY (id);
+-- + partial index only
+CREATE TABLE abl.pidx (LIKE abl.wide INCLUDING DEFAULTS);
+ALTER TABLE abl.pidx ADD PRIMARY KEY (id);
+CREATE INDEX ON abl.pidx (key, id) WHERE attempts > 0;
+-- + notify trigger only
+CREATE TABLE abl.trig (LIKE abl.wide INCLUDING DEFAULTS);
+ALTER TABLE abl.trig ADD PRIMARY KEY (id);
+CREATE TRIGGER trig_notify AFTER INSERT ON abl.trig FOR EACH STATEMENT EXECUTE FUNCTION pgoutbox.notify_outbox();
+
+-- send() variants, all into pgoutbox.outbox
+CREATE FUNCTION abl.send_nosec(topic text, key text, type text, payload jsonb, headers jsonb DEFAULT '{}')
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE new_id bigint;
+BEGIN
+    IF topic IS NULL OR topic = '' THEN RAISE EXCEPTION 'e' USING ERRCODE = 'invalid_parameter_value'; END IF;
+    IF payload IS NULL THEN RAISE EXCEPTION 'e' USING ERRCODE = 'invalid_parameter_value'; END IF;
+    IF pg_column_size(payload) > 1048576 THEN RAISE EXCEPTION 'e' USING ERRCODE = 'program_limit_exceeded'; END IF;
+    IF headers IS NOT NULL AND jsonb_typeof(headers) <> 'object' THEN RAISE EXCEPTION 'e' USING ERRCODE = 'invalid_parameter_value'; END IF;
+    INSERT INTO pgoutbox.outbox (topic, key, type, payload, headers)
+    VALUES (topic, key, coalesce(type, ''), payload, coalesce(headers, '{}')) RETURNING id INTO new_id;
+    RETURN new_id;
+END $$;
+CREATE FUNCTION abl.send_secdef_nopath(topic text, key text, type text, payload jsonb, headers jsonb DEFAULT '{}')
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE new_id bigint;
+BEGIN
+    IF topic IS NULL OR topic = '' THEN RAISE EXCEPTION 'e' USING ERRCODE = 'invalid_parameter_value'; END IF;
+    IF payload IS NULL THEN RAISE EXCEPTION 'e' USING ERRCODE = 'invalid_parameter_value'; END IF;
+    IF pg_column_size(payload) > 1048576 THEN RAISE EXCEPTION 'e' USING ERRCODE = 'program_limit_exceeded'; END IF;
+    IF headers IS NOT NULL AND jsonb_typeof(headers) <> 'object' THEN RAISE EXCEPTION 'e' USING ERRCODE = 'invalid_parameter_value'; END IF;
+    INSERT INTO pgoutbox.outbox (topic, key, type, payload, headers)
+    VALUES (topic, key, coalesce(type, ''), payload, coalesce(headers, '{}')) RETURNING id INTO new_id;
+    RETURN new_id;
+END $$;
+CREATE FUNCTION abl.send_insonly(topic text, key text, type text, payload jsonb, headers jsonb DEFAULT '{}')
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE new_id bigint;
+BEGIN
+    INSERT INTO pgoutbox.outbox (topic, key, type, payload, headers)
+    VALUES (topic, key, coalesce(type, ''), payload, coalesce(headers, '{}')) RETURNING id INTO new_id;
+    RETURN new_id;
+END $$;
+CREATE FUNCTION abl.send_sql(topic text, key text, type text, payload jsonb, headers jsonb DEFAULT '{}')
+RETURNS bigint LANGUAGE sql AS $$
+    INSERT INTO pgoutbox.outbox (topic, key, type, payload, headers)
+    VALUES (topic, key, coalesce(type, ''), payload, coalesce(headers, '{}')) RETURNING id
+$$;
+CREATE FUNCTION abl.send_sql_secdef(topic text, key text, type text, payload jsonb, headers jsonb DEFAULT '{}')
+RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS $$
+    INSERT INTO pgoutbox.outbox (topic, key, type, payload, headers)
+    VALUES (topic, key, coalesce(type, ''), payload, coalesce(headers, '{}')) RETURNING id
+$$;
+CREATE TABLE abl.ob2 (LIKE abl.wide INCLUDING DEFAULTS, shard integer GENERATED ALWAYS AS (
+   CASE WHEN key IS NULL THEN (id % 64)::integer ELSE (((hashtextextended(key, 0) % 64) + 64) % 64)::integer END) STORED,
+   CHECK (topic <> ''), CHECK (pg_column_size(payload) <= 1048576), CHECK (jsonb_typeof(headers) = 'object'));
+ALTER TABLE abl.ob2 ADD PRIMARY KEY (id);
+CREATE INDEX ON abl.ob2 (key, id) WHERE attempts > 0;
+CREATE TRIGGER ob2_notify AFTER INSERT ON abl.ob2 FOR EACH STATEMENT EXECUTE FUNCTION pgoutbox.notify_outbox();
+CREATE OR REPLACE FUNCTION abl.send_ob2(topic text, key text, type text, payload jsonb, headers jsonb DEFAULT '{}')
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+DECLARE new_id bigint;
+BEGIN
+    IF topic IS NULL OR topic = '' THEN RAISE EXCEPTION 'e' USING ERRCODE = 'invalid_parameter_value'; END IF;
+    IF payload IS NULL THEN RAISE EXCEPTION 'e' USING ERRCODE = 'invalid_parameter_value'; END IF;
+    IF pg_column_size(payload) > 1048576 THEN RAISE EXCEPTION 'e' USING ERRCODE = 'program_limit_exceeded'; END IF;
+    IF headers IS NOT NULL AND jsonb_typeof(headers) <> 'object' THEN RAISE EXCEPTION 'e' USING ERRCODE = 'invalid_parameter_value'; END IF;
+    INSERT INTO abl.ob2 (topic, key, type, payload, headers)
+    VALUES (topic, key, coalesce(type, ''), payload, coalesce(headers, '{}')) RETURNING id INTO new_id;
+    RETURN new_id;
+END $$;
+CREATE OR REPLACE FUNCTION abl.send_q(topic text, key text, type text, payload jsonb, headers jsonb DEFAULT '{}')
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE new_id bigint;
+BEGIN
+    IF topic IS NULL OR topic OPERATOR(pg_catalog.=) '' THEN RAISE EXCEPTION 'e' USING ERRCODE = 'invalid_parameter_value'; END IF;
+    IF payload IS NULL THEN RAISE EXCEPTION 'e' USING ERRCODE = 'invalid_parameter_value'; END IF;
+    IF pg_catalog.pg_column_size(payload) OPERATOR(pg_catalog.>) 1048576 THEN RAISE EXCEPTION 'e' USING ERRCODE = 'program_limit_exceeded'; END IF;
+    IF headers IS NOT NULL AND pg_catalog.jsonb_typeof(headers) OPERATOR(pg_catalog.<>) 'object' THEN RAISE EXCEPTION 'e' USING ERRCODE = 'invalid_parameter_value'; END IF;
+    INSERT INTO pgoutbox.outbox (topic, key, type, payload, headers)
+    VALUES (topic, key, coalesce(type, ''), payload, coalesce(headers, '{}')) RETURNING id INTO new_id;
+    RETURN new_id;
+END $$;
+CREATE TABLE abl.shard_expr2 (LIKE abl.wide INCLUDING DEFAULTS, shard integer GENERATED ALWAYS AS (
+   (CASE WHEN key IS NULL THEN id % '64' ELSE ((hashtextextended(key, '0') % '64') + '64') % '64' END)::integer) STORED);
+ALTER TABLE abl.shard_expr2 ADD PRIMARY KEY (id);
