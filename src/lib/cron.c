@@ -550,7 +550,8 @@ static int64_t handle_schedule(pgo_scheduler_t *s, PGresult *res, int row,
 	return next;
 }
 
-/* Deletes history older than history_keep_ms, a bounded batch at a time. */
+/* Drops the history partitions (UTC days) older than history_keep_ms and
+ * creates the next ones: no DELETE, no dead tuples (sql/008). */
 static void expire_history(pgo_scheduler_t *s)
 {
 	char keep[32];
@@ -558,18 +559,18 @@ static void expire_history(pgo_scheduler_t *s)
 	pgo_error_t err;
 	PGresult *r;
 
-	if (s->o.history_keep_ms <= 0)
-		return;
 	snprintf(keep, sizeof(keep), "%" PRId64, s->o.history_keep_ms);
 	r = run(s->pg, "expiring history",
-		"DELETE FROM pgoutbox.cron_history WHERE ctid = ANY (ARRAY("
-		"SELECT ctid FROM pgoutbox.cron_history WHERE recorded_at < "
-		"now() - $1::bigint * interval '1 millisecond' LIMIT 10000))",
+		"SELECT created, dropped FROM pgoutbox.cron_history_maintain("
+		"CASE WHEN $1::bigint > 0 THEN $1::bigint * interval "
+		"'1 millisecond' END)",
 		1, p, &err);
 	if (r) {
-		if (strcmp(PQcmdTuples(r), "0") != 0)
+		if (PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 1), "0") != 0)
 			pgo_log(PGO_LOG_INFO, s->subject,
-				"expired %s history row(s)", PQcmdTuples(r));
+				"dropped %s day(s) of history older than "
+				"%" PRId64 " ms",
+				PQgetvalue(r, 0, 1), s->o.history_keep_ms);
 		PQclear(r);
 	}
 }
