@@ -83,7 +83,7 @@ SQL
 	# An event re-sent by hand with its old id, far below the floor: no
 	# claim from the floor sees it; the sweep from id 0 (every 10 s at
 	# most) does.
-	resent=$(sunk | ids_of | sort -n | head -n 1)
+	resent=$(sunk | ids_of | sort -n | sed -n 1p)
 	q "INSERT INTO pgoutbox.outbox (id, topic, key, type, payload) VALUES ($resent, 't', 'k0', 'resent', '{}')"
 	wait_until 25 '[ "$(pending)" = 0 ]'
 	stop_relay "$RELAY_PID"
@@ -104,7 +104,7 @@ SQL
 	[ "$n" = 2 ] || fail "$mode: the retried event was delivered $n times, want 2"
 	n=$(sunk | ids_of | grep -c "^$dead\$")
 	[ "$n" = 2 ] || fail "$mode: the dead letter was delivered $n times, want 2"
-	retried=$(sunk | grep '"type":"retry-me"' | ids_of | head -n 1)
+	retried=$(sunk | grep '"type":"retry-me"' | ids_of | sed -n 1p)
 	dups=$(sunk | ids_of | sort -n | uniq -d | { grep -vx -e "$dead" -e "$retried" -e "$resent" || true; } | wc -l)
 	[ "$dups" = 0 ] || fail "$mode: $dups events delivered twice"
 	note "$mode: $got events, floor at $floor, late commit, gaps, retry and put-back dead letter delivered"
