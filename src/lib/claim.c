@@ -172,8 +172,10 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 /* How often a slot claims from id 0 at least (or every poll_interval if
  * shorter): a row inserted with an explicit id below the floor (an event
  * re-sent by hand with its old id) is found within this time.  A sweep
- * walks what the floor skips, so it is rare. */
-#define FLOOR_SWEEP_MS 10000
+ * walks what the floor skips, so it is rare, and rarer when it is slow:
+ * at most 1/FLOOR_SWEEP_SHARE of a slot's time. */
+#define FLOOR_SWEEP_MS	  30000
+#define FLOOR_SWEEP_SHARE 50
 
 void pgo_claim_send(pgo_relay_t *r, slot_t *s)
 {
@@ -188,6 +190,7 @@ void pgo_claim_send(pgo_relay_t *r, slot_t *s)
 	if (now >= s->sweep_at)
 		s->sweeping = true;
 	s->sweep = s->sweeping && v->claim_floor;
+	s->sweep_floor = r->floor;
 	snprintf(from, sizeof(from), "%lld",
 		 s->sweep ? 0LL : (long long)r->floor);
 	s->probe = false;
@@ -235,19 +238,33 @@ int64_t pgo_claim_poll_ms(const pgo_relay_t *r)
 		       : v->poll_interval;
 }
 
-void pgo_claim_swept(pgo_relay_t *r, slot_t *s, int n)
+void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	int n = PQntuples(res);
+	int64_t now = pgo_now_ms(), wait;
 
 	if (!s->sweep)
 		return;
 	s->sweep = false;
-	if (n >= s->batch_limit)
-		return; /* more may be below the floor: sweep on */
+	if (n >= s->batch_limit) {
+		/* Full, and all of it below the floor: there may be more. */
+		bool below = true;
+
+		for (int i = 0; i < n && below; i++)
+			below = strtoll(PQgetvalue(res, i, COL_ID), NULL, 10) <
+				s->sweep_floor;
+		if (below)
+			return;
+	}
 	s->sweeping = false;
-	s->sweep_at = pgo_now_ms() + (v->poll_interval < FLOOR_SWEEP_MS
-					      ? v->poll_interval
-					      : FLOOR_SWEEP_MS);
+	/* A sweep walks everything the floor skips (under a held xmin,
+	 * millions of dead entries, about 1 s per 2 million). */
+	wait = v->poll_interval < FLOOR_SWEEP_MS ? v->poll_interval
+						 : FLOOR_SWEEP_MS;
+	if (wait < FLOOR_SWEEP_SHARE * (now - s->claim_started))
+		wait = FLOOR_SWEEP_SHARE * (now - s->claim_started);
+	s->sweep_at = now + wait;
 }
 
 int pgo_claim_index(const slot_t *s)

@@ -63,11 +63,17 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink)
 	r->setup.sql[n++] = "SET DateStyle = 'ISO, YMD'";
 	r->setup.sql[n++] = "SET extra_float_digits = 3";
 	/* A queue table swings between empty and a large backlog, and
-	 * between few and millions of dead rows: a cached claim plan made
-	 * while it looked tiny scanned the whole heap once per claimed row
-	 * (the NOT EXISTS of the ordered claim), which turned a backlog into
-	 * a collapse.  Every table a claim reads has the index it needs. */
-	r->setup.sql[n++] = "SET enable_seqscan = off";
+	 * between few and millions of dead rows, so its statistics mislead
+	 * the planner, and each time it turned a backlog into a collapse: a
+	 * cached plan made while the table looked tiny scanned the whole heap
+	 * once per claimed row (the NOT EXISTS of the ordered claim); with a
+	 * floor past the histogram's last id, a bitmap scan read the whole
+	 * backlog and sorted it to keep 1,000 rows.  A claim is an index
+	 * scan in id order and every table it reads has the index it needs. */
+	r->setup.sql[n++] =
+		"SELECT set_config('enable_seqscan', 'off', false), "
+		"set_config('enable_bitmapscan', 'off', false), "
+		"set_config('enable_sort', 'off', false)";
 	r->setup.sql[n++] = r->set_sql[0];
 	r->setup.sql[n++] = r->set_sql[1];
 	r->setup.sql[n++] = r->set_sql[2];
@@ -204,7 +210,7 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	res = pgo_conn_take(&s->conn, ci);
 	pgo_conn_round_clear(&s->conn);
 	n = PQntuples(res);
-	pgo_claim_swept(r, s, n);
+	pgo_claim_swept(r, s, res);
 	/* A full batch says more is waiting: claim again at once.  In
 	 * concurrent mode every slot shares the queue, so all may help; in
 	 * the ordered modes only this slot's shards are known to be busy. */

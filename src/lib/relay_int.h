@@ -47,12 +47,13 @@ typedef struct slot {
 	int64_t claim_started; /* monotonic ms, for the stats */
 	int batch_limit;       /* batch size asked for in this claim */
 	int n_ok, n_retry, n_dead;
-	bool wants_claim; /* woken while busy: claim after this cycle */
-	bool more;	  /* its last batch was full: claim again */
-	bool probe;	  /* its claim round starts with the floor probe */
-	bool sweep;	  /* its claim in flight starts from id 0 */
-	bool sweeping;	  /* claims start from 0 until one is not full */
-	int64_t sweep_at; /* monotonic ms: the next sweep */
+	bool wants_claim;    /* woken while busy: claim after this cycle */
+	bool more;	     /* its last batch was full: claim again */
+	bool probe;	     /* its claim round starts with the floor probe */
+	bool sweep;	     /* its claim in flight starts from id 0 */
+	bool sweeping;	     /* claims start from 0 until one is not full */
+	int64_t sweep_at;    /* monotonic ms: the next sweep */
+	int64_t sweep_floor; /* the floor when the sweep was sent */
 	/* Ordered and strict modes: this connection's leases. */
 	char member[96];	/* "<relay name>/<slot>" */
 	int nowned;		/* shards owned (strict: 1 = leader) */
@@ -120,8 +121,8 @@ void pgo_claim_floor_done(pgo_relay_t *r, slot_t *s);
 /* The fallback poll's interval: relay.poll_interval, at most the sweep
  * interval of the claim floor. */
 int64_t pgo_claim_poll_ms(const pgo_relay_t *r);
-/* A claim of n rows came back: ends a sweep that found them all. */
-void pgo_claim_swept(pgo_relay_t *r, slot_t *s, int n);
+/* A claim came back: ends a sweep that reached the floor. */
+void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res);
 /* Builds s->batch from the claim result (taken over by the slot), in id
  * order.  Returns the number of events, or -1 without memory. */
 int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res);

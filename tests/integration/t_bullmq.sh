@@ -136,7 +136,7 @@ EOF
 	[ "$(cat "$out.ready")" = "$(sed -n '1s/.*bullmq=\([^ ]*\).*/\1/p' "$T_TMP/add$v.lua")" ] ||
 		fail "the Worker runs bullmq $(cat "$out.ready"), the script is from another version"
 
-	start_relay "$T_TMP/relay$v" --sink bullmq --batch 25
+	start_relay "$T_TMP/relay$v" --sink bullmq --batch 25 --poll-interval 2s
 	wait_until 60 '[ "$(pending)" = 0 ]'
 	wait_until 60 "[ \$(grep -c '\"outcome\":\"done\"' '$out') -ge $N ]"
 	grep -q "bullmq $(cat "$out.ready")" "$T_TMP/relay$v.log" || fail "the relay log does not name the bullmq version"
@@ -225,7 +225,7 @@ out=$T_TMP/inbox.ndjson
 WORKER_PIDS+=($!)
 wpid=$!
 wait_until 30 "[ -f '$out.ready' ]"
-start_relay "$T_TMP/relayinbox" --sink bullmq
+start_relay "$T_TMP/relayinbox" --sink bullmq --poll-interval 2s
 wait_until 60 '[ "$(pending)" = 0 ]'
 wait_until 60 "[ \$(grep -c '\"fresh\":true' '$out') -ge 20 ]"
 wait_until 30 "[ \"\$(rcli EXISTS bull:inbox-orders:ob-\$(q 'SELECT min(id) FROM expected'))\" = 0 ]"

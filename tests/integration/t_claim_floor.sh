@@ -34,7 +34,7 @@ for mode in ordered concurrent; do
 	mkdir -p "$SUNK.d"
 	q "TRUNCATE pgoutbox.dead_letters"
 	PGOUTBOX_RELAY_RETRY_BASE=200ms PGOUTBOX_RELAY_RETRY_MAX=200ms start_relay "$T_TMP/out.$mode" --sink exec --exec "$T_TMP/sink.sh" --mode "$mode" \
-		--max-attempts 3 --batch 200 --log-level debug
+		--max-attempts 3 --batch 200 --poll-interval 2s --log-level debug
 	send_many 500
 	wait_until 30 '[ "$(pending)" = 0 ]'
 	# A transaction draws its id, then waits 3 s before it commits.
@@ -81,7 +81,7 @@ SQL
 	}
 	wait_until 10 '[ "$(q "SELECT count(*) FROM pgoutbox.dead_letters")" = 1 ]'
 	# An event re-sent by hand with its old id, far below the floor: no
-	# claim from the floor sees it; the sweep from id 0 (every 10 s at
+	# claim from the floor sees it; the sweep from id 0 (every poll interval,
 	# most) does.
 	resent=$(sunk | ids_of | sort -n | sed -n 1p)
 	q "INSERT INTO pgoutbox.outbox (id, topic, key, type, payload) VALUES ($resent, 't', 'k0', 'resent', '{}')"
