@@ -81,8 +81,8 @@ SQL
 	}
 	wait_until 10 '[ "$(q "SELECT count(*) FROM pgoutbox.dead_letters")" = 1 ]'
 	# An event re-sent by hand with its old id, far below the floor: no
-	# claim from the floor sees it; the sweep from id 0 (every poll interval,
-	# most) does.
+	# claim from the floor sees it; the sweep from id 0 (every poll
+	# interval here) does.
 	resent=$(sunk | ids_of | sort -n | sed -n 1p)
 	q "INSERT INTO pgoutbox.outbox (id, topic, key, type, payload) VALUES ($resent, 't', 'k0', 'resent', '{}')"
 	wait_until 25 '[ "$(pending)" = 0 ]'
