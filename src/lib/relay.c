@@ -69,11 +69,11 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink)
 	 * once per claimed row (the NOT EXISTS of the ordered claim); with a
 	 * floor past the histogram's last id, a bitmap scan read the whole
 	 * backlog and sorted it to keep 1,000 rows.  A claim is an index
-	 * scan in id order and every table it reads has the index it needs. */
+	 * scan in id order and every table it reads has the index it needs.
+	 * (enable_sort = off as well cost a fifth of the drain rate.) */
 	r->setup.sql[n++] =
 		"SELECT set_config('enable_seqscan', 'off', false), "
-		"set_config('enable_bitmapscan', 'off', false), "
-		"set_config('enable_sort', 'off', false)";
+		"set_config('enable_bitmapscan', 'off', false)";
 	r->setup.sql[n++] = r->set_sql[0];
 	r->setup.sql[n++] = r->set_sql[1];
 	r->setup.sql[n++] = r->set_sql[2];
