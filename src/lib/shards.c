@@ -127,6 +127,13 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 		/* A new lease may come with a backlog: claim at once. */
 		if (n > 0)
 			r->kick = true;
+		/* Shards this connection gave up are free now: the relay's
+		 * other connections take their share at once rather than at
+		 * their next heartbeat (half a second of a backlog idle). */
+		if (n < before)
+			for (int i = 0; i < r->nslots; i++)
+				if (&r->slots[i] != s)
+					r->slots[i].next_rebalance = 0;
 	} else {
 		pgo_buf_free(&shards);
 		pgo_buf_free(&epochs);
