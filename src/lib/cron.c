@@ -572,6 +572,11 @@ static void expire_history(pgo_scheduler_t *s)
 				"%" PRId64 " ms",
 				PQgetvalue(r, 0, 1), s->o.history_keep_ms);
 		PQclear(r);
+	} else {
+		/* The history is kept meanwhile; say why, e.g. a role
+		 * without EXECUTE on cron_history_maintain (docs/queue.md). */
+		pgo_log(PGO_LOG_WARN, s->subject,
+			"%s; the history is kept until this works", err.msg);
 	}
 }
 

@@ -32,3 +32,22 @@ fired=$(q "SELECT count(*) FROM pgoutbox.cron_history WHERE name = 'beat'")
 jobs=$(q "SELECT count(*) FROM pgoutbox.cq")
 [ "$fired" = "$jobs" ] || fail "$fired ticks recorded, $jobs jobs"
 note "history: migrated 3 rows, dropped the expired day, $fired ticks recorded after today's partition was dropped"
+
+# A scheduler role with the grants of docs/queue.md but without EXECUTE on
+# cron_history_maintain: ticks still fire, and the log says why the
+# history is not expired.
+R=t_cron_history_sched
+psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" >/dev/null <<SQL
+CREATE ROLE $R LOGIN;
+GRANT USAGE ON SCHEMA pgoutbox TO $R;
+GRANT SELECT ON pgoutbox.migrations TO $R;
+GRANT SELECT, UPDATE, DELETE ON pgoutbox.cron_schedules TO $R;
+GRANT SELECT ON pgoutbox.cron_history TO $R;
+GRANT EXECUTE ON FUNCTION pgoutbox.cron_fire(text, bigint, bigint[], boolean[], text[]) TO $R;
+SQL
+before=$(q "SELECT count(*) FROM pgoutbox.cron_history WHERE name = 'beat'")
+DATABASE_URL=${DATABASE_URL/user=postgres/user=$R} "$PGO_BIN" cron run 2>"$T_TMP/cron-role.log" &
+PIDS+=($!)
+wait_until 20 "[ \$(q \"SELECT count(*) FROM pgoutbox.cron_history WHERE name = 'beat'\") -ge $((before + 2)) ]"
+wait_until 10 "grep -q 'WARN.*permission denied for function cron_history_maintain; the history is kept' '$T_TMP/cron-role.log'"
+kill -TERM "${PIDS[-1]}"; wait "${PIDS[-1]}" || fail "cron run as $R exited non-zero: $(tail -n 5 "$T_TMP/cron-role.log")"
