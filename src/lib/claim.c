@@ -240,7 +240,6 @@ int64_t pgo_claim_poll_ms(const pgo_relay_t *r)
 
 void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	int n = PQntuples(res);
 	int64_t now = pgo_now_ms(), wait;
 
@@ -260,8 +259,7 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res)
 	s->sweeping = false;
 	/* A sweep walks everything the floor skips (under a held xmin,
 	 * millions of dead entries, about 1 s per 2 million). */
-	wait = v->poll_interval < FLOOR_SWEEP_MS ? v->poll_interval
-						 : FLOOR_SWEEP_MS;
+	wait = pgo_claim_poll_ms(r);
 	if (wait < FLOOR_SWEEP_SHARE * (now - s->claim_started))
 		wait = FLOOR_SWEEP_SHARE * (now - s->claim_started);
 	s->sweep_at = now + wait;
