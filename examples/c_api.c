@@ -101,14 +101,11 @@ static int produce(PGconn *conn, int n)
 	return 0;
 }
 
-/* A C callback sink: prints each event, acks it. */
-static int print_publish(pgo_sink_t *sink, pgo_batch_t *b, int *fd,
-			 short *events, int64_t *deadline_ms)
+/* A C callback sink: prints each event, acks it, and says the batch is
+ * done before submit returns (a sink that waits for a downstream calls
+ * pgo_sink_done() later, from a watcher: see examples/linger_sink.c). */
+static int print_submit(pgo_sink_t *sink, pgo_batch_t *b)
 {
-	(void)sink;
-	(void)fd;
-	(void)events;
-	(void)deadline_ms;
 	for (size_t i = 0; i < b->n; i++) {
 		printf("%lld %s %s\n", (long long)b->events[i].id,
 		       b->events[i].key ? b->events[i].key : "-",
@@ -116,12 +113,14 @@ static int print_publish(pgo_sink_t *sink, pgo_batch_t *b, int *fd,
 		b->acks[i] = PGO_ACK_OK;
 	}
 	fflush(stdout);
+	pgo_sink_done(sink, b);
 	return PGO_OK;
 }
 
 static const pgo_sink_ops_t print_ops = {
+	.version = PGO_SINK_API_VERSION,
 	.name = "print",
-	.publish = print_publish,
+	.submit = print_submit,
 };
 
 static pgo_relay_t *running;
@@ -135,7 +134,8 @@ static void on_term(int sig)
 static int relay(void)
 {
 	pgo_conf_t *conf = pgo_conf_new();
-	pgo_sink_t *sink = pgo_sink_new_custom(&print_ops, NULL);
+	pgo_error_t err;
+	pgo_sink_t *sink = pgo_sink_new_custom(&print_ops, NULL, &err);
 	extern char **environ;
 	int rc;
 
@@ -143,7 +143,11 @@ static int relay(void)
 	    pgo_conf_set(conf, "relay.stats_interval", "0", PGO_CONF_FLAG,
 			 "example") != PGO_OK)
 		return 1;
-	running = pgo_relay_new(conf, sink);
+	running = pgo_relay_new(conf, sink, &err);
+	if (!running) {
+		fprintf(stderr, "c_api: %s\n", err.msg);
+		return 1;
+	}
 	signal(SIGTERM, on_term);
 	rc = pgo_relay_run(running);
 	pgo_relay_destroy(running);

@@ -213,87 +213,10 @@ const char *pgo_producer_errmsg(const pgo_producer_t *p);
 
 /* --- sink --- */
 
-/* One claimed event as a sink sees it.  Every string is borrowed from the
- * batch and valid until the publish completes.  key may be NULL. */
-typedef struct pgo_event {
-	int64_t id;
-	const char *topic;
-	const char *key;
-	const char *type;
-	const char *payload;	/* JSON text */
-	const char *headers;	/* JSON text */
-	const char *created_at; /* RFC 3339, UTC */
-	int attempts;		/* deliveries tried before this one */
-} pgo_event_t;
-
-/* A sink's verdict on one event. */
-typedef enum pgo_ack {
-	PGO_ACK_NONE = 0,  /* not decided yet: counts as a retriable failure */
-	PGO_ACK_OK = 1,	   /* durably accepted downstream: the row may go */
-	PGO_ACK_RETRY = 2, /* failed; try again after a backoff */
-	PGO_ACK_DEAD = 3,  /* will never succeed: dead-letter it now */
-	/* The downstream is unreachable (not this event's fault): the relay
-	 * rolls the whole batch back untouched, spends no attempt, and
-	 * pauses claiming with a backoff until the sink recovers. */
-	PGO_ACK_UNAVAILABLE = 4
-} pgo_ack_t;
-
-/* A batch handed to a sink.  The sink fills acks[i] (and, for failures,
- * may set errors[i] with pgo_batch_fail()). */
-typedef struct pgo_batch {
-	pgo_event_t *events;
-	size_t n;
-	pgo_ack_t *acks;
-	const char **errors; /* per-event error text or NULL */
-	void *sink_state;    /* the sink's own per-publish state */
-	struct pgo_arena *arena;
-} pgo_batch_t;
-
-/* Records a failure of event i with a message (copied into the batch). */
-void pgo_batch_fail(pgo_batch_t *b, size_t i, pgo_ack_t verdict,
-		    const char *msg);
-/* Marks every event that has no verdict yet. */
-void pgo_batch_fail_rest(pgo_batch_t *b, pgo_ack_t verdict, const char *msg);
-
-typedef struct pgo_sink pgo_sink_t;
-
-/* What a sink implements.  publish() may finish at once (return PGO_OK
- * with every ack set) or return PGO_ERR_AGAIN after filling *pfd (fd and
- * events; fd -1 for none) and *deadline_ms (CLOCK_MONOTONIC ms, 0 for
- * none); the relay then calls resume() when the fd is ready or the
- * deadline passed, until it returns PGO_OK.  A sink must not buffer: an
- * ack means the downstream holds the message durably.  Any other return
- * fails the events that have no verdict yet as retriable. */
-typedef struct pgo_sink_ops {
-	const char *name;
-	int (*open)(pgo_sink_t *sink);
-	int (*publish)(pgo_sink_t *sink, pgo_batch_t *batch, int *fd,
-		       short *events, int64_t *deadline_ms);
-	int (*resume)(pgo_sink_t *sink, pgo_batch_t *batch, short revents,
-		      int *fd, short *events, int64_t *deadline_ms);
-	/* Abandons a pending publish (shutdown): frees sink_state. */
-	void (*cancel)(pgo_sink_t *sink, pgo_batch_t *batch);
-	void (*close)(pgo_sink_t *sink);
-} pgo_sink_ops_t;
-
-/* A sink by name ("stdout", "exec") configured from conf, or one with the
- * caller's ops (ops must outlive the sink; priv is passed through).
- * NULL on error, with *err filled. */
-pgo_sink_t *pgo_sink_new(const char *name, const pgo_conf_t *conf,
-			 pgo_error_t *err);
-pgo_sink_t *pgo_sink_new_custom(const pgo_sink_ops_t *ops, void *priv);
-void pgo_sink_destroy(pgo_sink_t *sink);
-/* The caller's priv of a custom sink, or the built-in's state. */
-void *pgo_sink_priv(pgo_sink_t *sink);
-const char *pgo_sink_name(const pgo_sink_t *sink);
-/* Lets a sink set the error text reported for a failed call. */
-void pgo_sink_set_error(pgo_sink_t *sink, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-const char *pgo_sink_errmsg(const pgo_sink_t *sink);
-
-/* Writes one event as an NDJSON line (with '\n') into buf; returns the
- * length, or the size needed when it does not fit (like snprintf). */
-size_t pgo_event_ndjson(const pgo_event_t *ev, char *buf, size_t size);
+/* The sink interface, version 2: events, batches, verdicts, the ops a
+ * sink implements and the host services it uses (an event loop's fds and
+ * timers, done, health). */
+#include "pgoutbox/sink.h"
 
 /* --- relay --- */
 
@@ -310,14 +233,19 @@ typedef struct pgo_relay_stats {
 } pgo_relay_stats_t;
 
 /* A relay of the configured queue into sink.  conf and sink are borrowed
- * and must outlive the relay.  NULL on OOM. */
-pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink);
+ * and must outlive the relay; the relay attaches the sink to its event
+ * loop (the sink's start()) and detaches it when destroyed.  NULL with
+ * *err filled (err may be NULL) on OOM or when the sink cannot start. */
+pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink,
+			   pgo_error_t *err);
 void pgo_relay_destroy(pgo_relay_t *relay);
 
 /* Runs the event loop until a stop is requested, then finishes the batches
- * in flight and returns PGO_OK.  Returns an error only for what retrying
- * cannot fix (a schema newer than this build, a sink that cannot open).
- * Losing PostgreSQL is not fatal: the relay reconnects with backoff. */
+ * in flight (the sink's drain(), at most relay.drain_timeout; what is left
+ * then is rolled back and sent again later) and returns PGO_OK.  Returns an
+ * error only for what retrying cannot fix (a schema newer than this build, a
+ * sink that cannot open). Losing PostgreSQL is not fatal: the relay reconnects
+ * with backoff. */
 int pgo_relay_run(pgo_relay_t *relay);
 
 /* Async-signal-safe: asks the loop to stop (SIGTERM) or to reload the

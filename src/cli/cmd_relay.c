@@ -128,12 +128,12 @@ int cmd_relay(int argc, char **argv)
 		cli_free(&cli);
 		return EXIT_USAGE;
 	}
-	relay = pgo_relay_new(cli.conf, sink);
+	relay = pgo_relay_new(cli.conf, sink, &err);
 	if (!relay) {
-		cli_error("relay", "out of memory");
+		cli_error("relay", "%s", err.msg);
 		pgo_sink_destroy(sink);
 		cli_free(&cli);
-		return EXIT_FAIL;
+		return err.code == PGO_ERR_NOMEM ? EXIT_FAIL : EXIT_USAGE;
 	}
 	running = relay;
 	sigaction(SIGTERM, &stop, NULL);

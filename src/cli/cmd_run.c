@@ -79,10 +79,12 @@ static int child_main(int role, pgo_conf_t *conf)
 			cli_error("run", "relay: %s", err.msg);
 			return EXIT_USAGE;
 		}
-		child_relay = pgo_relay_new(conf, sink);
+		child_relay = pgo_relay_new(conf, sink, &err);
 		if (!child_relay) {
+			cli_error("run", "relay: %s", err.msg);
 			pgo_sink_destroy(sink);
-			return EXIT_FAIL;
+			return err.code == PGO_ERR_NOMEM ? EXIT_FAIL
+							 : EXIT_USAGE;
 		}
 		rc = pgo_relay_run(child_relay);
 		if (rc != PGO_OK)

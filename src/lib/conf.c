@@ -179,6 +179,11 @@ static const struct conf_key keys[] = {
 	 .type = T_DURATION, .def = "10s", .min = 100, .max = MINUTES(10),
 	 .reloadable = true,
 	 .help = "Ceiling of the reconnect backoff after losing PostgreSQL"},
+	{KEY("relay", "drain_timeout"), FIELD(drain_timeout),
+	 .type = T_DURATION, .def = "1m", .min = 0, .max = HOURS(1),
+	 .reloadable = true,
+	 .help = "On SIGTERM, wait this long for the sink to finish the "
+		 "batches in flight; the rest is rolled back and sent again"},
 	{KEY("relay", "stats_interval"), FIELD(stats_interval),
 	 .type = T_DURATION, .def = "1m", .min = 0, .max = HOURS(24),
 	 .reloadable = true, .help = "Log a stats line this often (0 = off)"},

@@ -120,6 +120,7 @@ struct pgo_conf_values {
 	int64_t retry_base;	   /* ms: first backoff */
 	int64_t retry_max;	   /* ms: backoff ceiling */
 	int64_t reconnect_max;	   /* ms: reconnect backoff ceiling */
+	int64_t drain_timeout;	   /* ms: SIGTERM waits this long for sinks */
 	int64_t stats_interval;	   /* ms: periodic stats line; 0 = off */
 	/* [sink] */
 	char *exec_command;    /* sh -c command for the exec sink */
@@ -170,12 +171,50 @@ int64_t pgo_backoff_ms(int attempt, int64_t base, int64_t max, double rnd);
 
 /* --- sinks --- */
 
+struct pgo_loop;
+struct v1_pub;
+
+/* What a host (the relay) gives the sink it attaches: its loop, and where
+ * done() and health() go. */
+typedef struct pgo_sink_host {
+	struct pgo_loop *loop;
+	void (*done)(void *ctx, pgo_batch_t *batch);
+	void (*health)(void *ctx, int up, const char *reason);
+	void *ctx;
+} pgo_sink_host_t;
+
 struct pgo_sink {
 	const pgo_sink_ops_t *ops;
 	void *priv;
+	const pgo_sink_host_t *host; /* NULL while detached */
+	struct v1_pub *v1;	     /* version 1 publishes in flight */
 	char name[32];
 	char errmsg[512];
 };
+
+/* A row of the sink registry (sink.c): a built-in sink. */
+typedef struct pgo_sink_def {
+	const char *name;
+	const pgo_sink_ops_t *ops;
+	/* Reads the sink's keys of conf into the sink; NULL: none. */
+	int (*configure)(pgo_sink_t *sink, const pgo_conf_t *conf);
+	const char *summary; /* one line, for --help and the docs */
+} pgo_sink_def_t;
+
+/* The registry, ended by a row with name NULL. */
+extern const pgo_sink_def_t pgo_sink_defs[];
+/* The known names, ", "-separated, for help and errors. */
+const char *pgo_sink_known(void);
+
+/* Attaches the host (its loop) and calls start(); PGO_OK or the sink's
+ * error.  Detach calls stop() and cancels version 1 publishes. */
+int pgo_sink_attach(pgo_sink_t *sink, const pgo_sink_host_t *host);
+void pgo_sink_detach(pgo_sink_t *sink);
+/* The host's side of the ops: submit (adapting version 1 sinks), cancel
+ * and drain. */
+int pgo_sink_submit(pgo_sink_t *sink, pgo_batch_t *batch);
+void pgo_sink_cancel(pgo_sink_t *sink, pgo_batch_t *batch);
+void pgo_sink_drain(pgo_sink_t *sink, int64_t deadline_ms);
 
 extern const pgo_sink_ops_t pgo_sink_stdout_ops;
 extern const pgo_sink_ops_t pgo_sink_exec_ops;

@@ -9,10 +9,15 @@
  * Wake-up: every slot LISTENs on the queue's channel; a notification, the
  * fallback poll timer, a retry coming due, a new lease or a full batch
  * starts a claim.  A lost notification costs latency (up to the poll
- * interval), never an event.  Signals only set flags and write a self-pipe.
+ * interval), never an event.  Signals only set flags and wake the loop.
+ *
+ * One event loop (loop.c) waits for everything: each slot's socket, the
+ * sink's own descriptors and timers (attached through the sink host), and
+ * the wake-ups.  Each turn the relay schedules its work (claims, lease
+ * rounds, chores), lets the loop wait until the nearest deadline, then
+ * steps every connection.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -33,24 +38,31 @@ static void relay_error(pgo_relay_t *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink)
-{
-	const struct pgo_conf_values *v = pgo_conf_values(conf);
-	pgo_relay_t *r;
-	int n = 0;
+static void sink_done(void *ctx, pgo_batch_t *batch);
+static void sink_health(void *ctx, int up, const char *reason);
+static void slot_io(void *arg, int fd, short revents);
 
-	if (!conf || !sink)
-		return NULL;
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return NULL;
-	r->conf = conf;
-	r->sink = sink;
-	r->wake_pipe[0] = r->wake_pipe[1] = -1;
-	if (pipe2(r->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-		free(r);
+pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
+{
+	const struct pgo_conf_values *v;
+	pgo_relay_t *r;
+	int n = 0, rc;
+
+	if (!conf || !sink) {
+		pgo_error_set(err, PGO_ERR_INVALID, 0,
+			      "pgo_relay_new: conf and sink are required");
 		return NULL;
 	}
+	v = pgo_conf_values(conf);
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->loop = pgo_loop_new())) {
+		free(r);
+		pgo_error_set(err, PGO_ERR_NOMEM, 1,
+			      "out of memory (or no pipe) for a relay");
+		return NULL;
+	}
+	r->conf = conf;
+	r->sink = sink;
 	snprintf(r->subject, sizeof(r->subject), "relay %s -> %s", v->queue,
 		 pgo_sink_name(sink));
 	snprintf(r->app_name, sizeof(r->app_name), "pgoutbox relay %s",
@@ -98,19 +110,36 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink)
 		slot_t *s = &r->slots[i];
 
 		s->idx = i;
-		s->sink_fd = -1;
 		/* One connection LISTENs: a wake-up goes to every slot
 		 * anyway, and each listener costs producers at commit. */
 		pgo_conn_init(&s->conn, conf,
 			      i == 0 ? &r->setup : &r->setup_quiet);
 		pgo_shards_init(r, s);
 		s->arena = pgo_arena_new(64 * 1024);
-		if (!s->arena || !s->owned_shards || !s->owned_epochs) {
+		s->io = pgo_loop_io_add(r->loop, -1, 0, slot_io, s);
+		if (!s->arena || !s->owned_shards || !s->owned_epochs ||
+		    !s->io) {
 			pgo_relay_destroy(r);
+			pgo_error_set(err, PGO_ERR_NOMEM, 1,
+				      "out of memory for a relay");
 			return NULL;
 		}
 	}
 	r->rnd = (unsigned)getpid() ^ (unsigned)pgo_wall_us();
+	r->host.loop = r->loop;
+	r->host.done = sink_done;
+	r->host.health = sink_health;
+	r->host.ctx = r;
+	rc = pgo_sink_attach(sink, &r->host);
+	if (rc != PGO_OK) {
+		pgo_error_set(err, rc, 0, "sink %s: %s", pgo_sink_name(sink),
+			      pgo_sink_errmsg(sink)[0] ? pgo_sink_errmsg(sink)
+						       : pgo_strerror(rc));
+		r->sink = NULL; /* not attached: nothing to detach */
+		pgo_relay_destroy(r);
+		return NULL;
+	}
+	pgo_error_clear(err);
 	return r;
 }
 
@@ -121,41 +150,30 @@ void pgo_relay_destroy(pgo_relay_t *r)
 	for (int i = 0; i < r->nslots; i++) {
 		slot_t *s = &r->slots[i];
 
-		if (s->state == SLOT_PUBLISHING && r->sink->ops->cancel)
-			r->sink->ops->cancel(r->sink, &s->batch);
+		if (s->state == SLOT_PUBLISHING && r->sink)
+			pgo_sink_cancel(r->sink, &s->batch);
 		PQclear(s->claimed);
 		pgo_conn_close(&s->conn);
 		pgo_arena_destroy(s->arena);
 		pgo_shards_free(s);
 	}
-	if (r->wake_pipe[0] >= 0)
-		close(r->wake_pipe[0]);
-	if (r->wake_pipe[1] >= 0)
-		close(r->wake_pipe[1]);
+	if (r->sink)
+		pgo_sink_detach(r->sink);
+	pgo_loop_destroy(r->loop);
 	free(r->floor_writers);
 	free(r);
 }
 
 void pgo_relay_request_stop(pgo_relay_t *r)
 {
-	int saved = errno;
-
 	r->stop = 1;
-	if (write(r->wake_pipe[1], "s", 1) < 0) {
-		/* full pipe: the loop wakes anyway */
-	}
-	errno = saved;
+	pgo_loop_wake(r->loop);
 }
 
 void pgo_relay_request_reload(pgo_relay_t *r)
 {
-	int saved = errno;
-
 	r->reload = 1;
-	if (write(r->wake_pipe[1], "h", 1) < 0) {
-		/* full pipe: the loop wakes anyway */
-	}
-	errno = saved;
+	pgo_loop_wake(r->loop);
 }
 
 void pgo_relay_get_stats(const pgo_relay_t *r, pgo_relay_stats_t *out)
@@ -229,18 +247,67 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 		return;
 	}
 	s->state = SLOT_PUBLISHING;
-	s->sink_fd = -1;
-	s->sink_events = 0;
-	s->sink_deadline = 0;
-	rc = r->sink->ops->publish(r->sink, b, &s->sink_fd, &s->sink_events,
-				   &s->sink_deadline);
-	if (rc == PGO_ERR_AGAIN)
+	/* The sink calls sink_done() when every verdict is set, perhaps
+	 * before submit returns; the slot is not touched here after it. */
+	rc = pgo_sink_submit(r->sink, b);
+	if (rc == PGO_OK)
 		return;
-	if (rc != PGO_OK)
-		pgo_batch_fail_rest(b, PGO_ACK_RETRY,
-				    r->sink->errmsg[0] ? r->sink->errmsg
-						       : pgo_strerror(rc));
+	pgo_batch_fail_rest(b, PGO_ACK_RETRY,
+			    r->sink->errmsg[0] ? r->sink->errmsg
+					       : pgo_strerror(rc));
 	settle(r, s);
+}
+
+/* The sink host's done(): the batch of some slot has all its verdicts. */
+static void sink_done(void *ctx, pgo_batch_t *batch)
+{
+	pgo_relay_t *r = ctx;
+
+	for (int i = 0; i < r->nslots; i++) {
+		slot_t *s = &r->slots[i];
+
+		if (&s->batch == batch && s->state == SLOT_PUBLISHING) {
+			settle(r, s);
+			return;
+		}
+	}
+	pgo_log(PGO_LOG_ERROR, r->subject,
+		"sink %s: done() for a batch it does not hold (ignored)",
+		pgo_sink_name(r->sink));
+}
+
+/* The sink host's health(): pause claiming while the downstream is
+ * down. */
+static void sink_health(void *ctx, int up, const char *reason)
+{
+	pgo_relay_t *r = ctx;
+
+	if (!up) {
+		if (!r->sink_down)
+			pgo_log(PGO_LOG_WARN, r->subject,
+				"sink down (%s): claiming paused",
+				reason && *reason ? reason : "no reason given");
+		r->sink_down = true;
+		snprintf(r->sink_down_why, sizeof(r->sink_down_why), "%s",
+			 reason ? reason : "");
+		return;
+	}
+	if (r->sink_down) {
+		pgo_log(PGO_LOG_INFO, r->subject, "sink up again: claiming");
+		r->kick = true;
+		pgo_loop_wake(r->loop);
+	}
+	r->sink_down = false;
+	r->sink_down_why[0] = '\0';
+}
+
+/* A slot's socket was ready: stepped after the loop's turn. */
+static void slot_io(void *arg, int fd, short revents)
+{
+	slot_t *s = arg;
+
+	(void)fd;
+	s->revents |= revents;
 }
 
 /* The sink gave its verdicts: send round 2 (fix-ups and COMMIT). */
@@ -291,8 +358,8 @@ static void settled(pgo_relay_t *r, slot_t *s)
 /* The connection of a slot was lost mid-cycle. */
 static void slot_lost(pgo_relay_t *r, slot_t *s)
 {
-	if (s->state == SLOT_PUBLISHING && r->sink->ops->cancel)
-		r->sink->ops->cancel(r->sink, &s->batch);
+	if (s->state == SLOT_PUBLISHING)
+		pgo_sink_cancel(r->sink, &s->batch);
 	if (s->state != SLOT_IDLE && s->batch.n)
 		pgo_log(PGO_LOG_WARN, r->subject,
 			"connection lost with a batch of %zu in flight: it "
@@ -450,20 +517,129 @@ static void do_reload(pgo_relay_t *r)
 		changed, changed == 1 ? "" : "s");
 }
 
-static int64_t min_deadline(int64_t a, int64_t b)
+/* Stopping: the sink had relay.drain_timeout to finish; roll back the
+ * batches it still holds (they are claimed again later). */
+static void drain_expired(pgo_relay_t *r)
 {
-	if (!a)
-		return b;
-	if (!b)
-		return a;
-	return a < b ? a : b;
+	for (int i = 0; i < r->nslots; i++) {
+		slot_t *s = &r->slots[i];
+
+		if (s->state != SLOT_PUBLISHING)
+			continue;
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"slot %d: the sink did not finish a batch of %zu "
+			"within relay.drain_timeout: rolled back, it will be "
+			"sent again",
+			s->idx, s->batch.n);
+		pgo_sink_cancel(r->sink, &s->batch);
+		end_cycle(s);
+		pgo_conn_drop(&s->conn, "stopping");
+		pgo_shards_reset(r, s);
+	}
+}
+
+/* Stop requested: claim nothing more and let the sink drain. */
+static void begin_stop(pgo_relay_t *r, int64_t now)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+
+	r->stop = 2;
+	r->drain_until = now + v->drain_timeout;
+	pgo_log(PGO_LOG_INFO, r->subject,
+		"stopping: finishing the batches in flight");
+	pgo_sink_drain(r->sink, r->drain_until);
+}
+
+/* What one turn waits for at most: the relay's own deadlines (the sink's
+ * timers are in the loop already). */
+static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	int64_t deadline = 0;
+
+	for (int i = 0; i < r->nslots; i++) {
+		slot_t *s = &r->slots[i];
+		struct pollfd pfd;
+
+		pgo_conn_pollfd(&s->conn, &pfd);
+		pgo_loop_io_set(s->io, pfd.fd, pfd.events);
+		s->revents = 0;
+		if (s->conn.state == PGO_CONN_DOWN)
+			deadline = pgo_deadline_min(deadline, s->conn.retry_at);
+		/* A lease round waits for the slot to be idle: a past due
+		 * time must not spin the loop meanwhile. */
+		if (r->mode != PGO_MODE_CONCURRENT && s->state == SLOT_IDLE &&
+		    s->conn.state == PGO_CONN_READY && !r->stop)
+			deadline = pgo_deadline_min(
+				deadline,
+				s->next_rebalance ? s->next_rebalance : 1);
+	}
+	if (r->stop)
+		return pgo_deadline_min(deadline, r->drain_until);
+	deadline = pgo_deadline_min(deadline, r->next_poll);
+	deadline = pgo_deadline_min(deadline, retry_next);
+	/* Chores wait for slot 0 (no busy loop while it is down or
+	 * working). */
+	if (r->slots[0].state == SLOT_IDLE &&
+	    r->slots[0].conn.state == PGO_CONN_READY) {
+		if (v->maintain_interval)
+			deadline = pgo_deadline_min(deadline, r->next_maintain);
+		if (v->stats_interval)
+			deadline = pgo_deadline_min(deadline, r->next_health);
+	}
+	if (paused && !r->sink_down)
+		deadline = pgo_deadline_min(deadline, r->sink_pause_until);
+	return pgo_deadline_min(deadline, r->next_stats);
+}
+
+/* After the loop's turn: drive every connection and react to what it
+ * reports.  Returns false when a fatal error ends the relay. */
+static bool step_slots(pgo_relay_t *r)
+{
+	bool ok = true;
+
+	for (int i = 0; i < r->nslots; i++) {
+		slot_t *s = &r->slots[i];
+		pgo_conn_event_t ev = pgo_conn_step(&s->conn, s->revents);
+
+		s->revents = 0;
+		switch (ev) {
+		case PGO_CONN_EV_ROUND:
+			if (s->state == SLOT_CLAIMING)
+				claimed(r, s);
+			else if (s->state == SLOT_SETTLING)
+				settled(r, s);
+			else if (s->state == SLOT_REBALANCING)
+				pgo_shards_done(r, s);
+			else if (s->state == SLOT_CHORE)
+				chore_done(r, s);
+			else
+				pgo_conn_round_clear(&s->conn);
+			break;
+		case PGO_CONN_EV_LOST: slot_lost(r, s); break;
+		case PGO_CONN_EV_READY:
+			pgo_shards_reset(r, s);
+			r->kick = true;
+			break;
+		case PGO_CONN_EV_FATAL:
+			relay_error(r, "%s", s->conn.fatal.msg);
+			pgo_log(PGO_LOG_ERROR, r->subject, "%s",
+				s->conn.fatal.msg);
+			ok = false;
+			break;
+		default: break;
+		}
+		/* A drop inside pgo_conn_step() mid-cycle: the server rolls
+		 * the claim back, so cancel the publish too. */
+		if (s->conn.state == PGO_CONN_DOWN && s->state != SLOT_IDLE)
+			slot_lost(r, s);
+	}
+	return ok;
 }
 
 int pgo_relay_run(pgo_relay_t *r)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	struct pollfd pfd[1 + 2 * MAX_SLOTS];
-	int owner[1 + 2 * MAX_SLOTS]; /* slot index * 2 (+1 for the sink) */
 	int64_t now = pgo_now_ms();
 	bool fatal = false;
 
@@ -483,11 +659,13 @@ int pgo_relay_run(pgo_relay_t *r)
 		v->listen ? "LISTEN" : "no LISTEN (poll only)",
 		(long long)v->poll_interval);
 	for (;;) {
-		int64_t deadline = 0, retry_next = 0;
-		int timeout, nfds = 0, busy = 0;
+		int64_t retry_next = 0;
+		int busy = 0, rc;
 		bool paused;
 
 		now = pgo_now_ms();
+		if (r->stop == 1)
+			begin_stop(r, now);
 		if (r->reload)
 			do_reload(r);
 		v = pgo_conf_values(r->conf);
@@ -507,7 +685,7 @@ int pgo_relay_run(pgo_relay_t *r)
 		/* Lease rounds, then claims on idle, connected slots.  In
 		 * the ordered modes a wake-up goes to every slot, since the
 		 * event may be in any slot's shards. */
-		paused = now < r->sink_pause_until;
+		paused = r->sink_down || now < r->sink_pause_until;
 		for (int i = 0; i < r->nslots && !r->stop; i++) {
 			slot_t *s = &r->slots[i];
 
@@ -541,6 +719,8 @@ int pgo_relay_run(pgo_relay_t *r)
 					r->slots[i].wants_claim = true;
 			r->kick = false;
 		}
+		if (r->stop && now >= r->drain_until)
+			drain_expired(r);
 		/* Stop once every batch in flight has settled. */
 		for (int i = 0; i < r->nslots; i++)
 			if (r->slots[i].state != SLOT_IDLE)
@@ -548,156 +728,17 @@ int pgo_relay_run(pgo_relay_t *r)
 		if ((r->stop && busy == 0) || fatal)
 			break;
 
-		pfd[nfds].fd = r->wake_pipe[0];
-		pfd[nfds].events = POLLIN;
-		owner[nfds++] = -1;
-		for (int i = 0; i < r->nslots; i++) {
-			slot_t *s = &r->slots[i];
-
-			pgo_conn_pollfd(&s->conn, &pfd[nfds]);
-			if (pfd[nfds].fd >= 0)
-				owner[nfds++] = i * 2;
-			if (s->conn.state == PGO_CONN_DOWN)
-				deadline = min_deadline(deadline,
-							s->conn.retry_at);
-			/* A lease round waits for the slot to be idle: a
-			 * past due time must not spin the loop meanwhile. */
-			if (r->mode != PGO_MODE_CONCURRENT &&
-			    s->state == SLOT_IDLE &&
-			    s->conn.state == PGO_CONN_READY && !r->stop)
-				deadline = min_deadline(
-					deadline, s->next_rebalance
-							  ? s->next_rebalance
-							  : 1);
-			if (s->state == SLOT_PUBLISHING) {
-				if (s->sink_fd >= 0) {
-					pfd[nfds].fd = s->sink_fd;
-					pfd[nfds].events = s->sink_events;
-					pfd[nfds].revents = 0;
-					owner[nfds++] = i * 2 + 1;
-				}
-				deadline = min_deadline(deadline,
-							s->sink_deadline);
-			}
-		}
-		if (!r->stop) {
-			deadline = min_deadline(deadline, r->next_poll);
-			deadline = min_deadline(deadline, retry_next);
-			/* Chores wait for slot 0 (no busy loop while it
-			 * is down or working). */
-			if (r->slots[0].state == SLOT_IDLE &&
-			    r->slots[0].conn.state == PGO_CONN_READY) {
-				if (v->maintain_interval)
-					deadline = min_deadline(
-						deadline, r->next_maintain);
-				if (v->stats_interval)
-					deadline = min_deadline(deadline,
-								r->next_health);
-			}
-			if (paused)
-				deadline = min_deadline(deadline,
-							r->sink_pause_until);
-			deadline = min_deadline(deadline, r->next_stats);
-		}
-		timeout = -1;
-		if (deadline) {
-			int64_t t = deadline - pgo_now_ms();
-
-			timeout = t < 0 ? 0 : t > 60000 ? 60000 : (int)t;
-		}
-		if (poll(pfd, (nfds_t)nfds, timeout) < 0 && errno != EINTR) {
-			relay_error(r, "poll: %s", strerror(errno));
+		/* The sink's watchers and timers run inside this turn (and
+		 * may settle batches); the slots' sockets are stepped after
+		 * it. */
+		rc = pgo_loop_run_once(r->loop,
+				       turn_deadline(r, retry_next, paused));
+		if (rc < 0) {
+			relay_error(r, "poll: %s", strerror(-rc));
 			return PGO_ERR_IO;
 		}
-		now = pgo_now_ms();
-		if (pfd[0].revents & POLLIN) {
-			char drain[64];
-
-			while (read(r->wake_pipe[0], drain, sizeof(drain)) >
-			       0) {
-			}
-		}
-		if (r->stop == 1) {
-			r->stop = 2;
-			pgo_log(PGO_LOG_INFO, r->subject,
-				"stopping: finishing the batches in flight");
-		}
-		/* Sinks first (they may hand work to their connections). */
-		for (int k = 1; k < nfds; k++) {
-			slot_t *s = &r->slots[owner[k] / 2];
-			int rc;
-
-			if (!(owner[k] & 1) || s->state != SLOT_PUBLISHING ||
-			    !pfd[k].revents)
-				continue;
-			rc = r->sink->ops->resume(
-				r->sink, &s->batch, pfd[k].revents, &s->sink_fd,
-				&s->sink_events, &s->sink_deadline);
-			if (rc == PGO_ERR_AGAIN)
-				continue;
-			if (rc != PGO_OK)
-				pgo_batch_fail_rest(&s->batch, PGO_ACK_RETRY,
-						    r->sink->errmsg);
-			settle(r, s);
-		}
-		for (int i = 0; i < r->nslots; i++) {
-			slot_t *s = &r->slots[i];
-			short revents = 0;
-			pgo_conn_event_t ev;
-
-			/* Sink deadlines: resume with no events. */
-			if (s->state == SLOT_PUBLISHING && s->sink_deadline &&
-			    now >= s->sink_deadline) {
-				int rc = r->sink->ops->resume(
-					r->sink, &s->batch, 0, &s->sink_fd,
-					&s->sink_events, &s->sink_deadline);
-
-				if (rc != PGO_ERR_AGAIN) {
-					if (rc != PGO_OK)
-						pgo_batch_fail_rest(
-							&s->batch,
-							PGO_ACK_RETRY,
-							r->sink->errmsg);
-					settle(r, s);
-				}
-			}
-			for (int k = 1; k < nfds; k++)
-				if (owner[k] == i * 2)
-					revents = pfd[k].revents;
-			ev = pgo_conn_step(&s->conn, revents);
-			switch (ev) {
-			case PGO_CONN_EV_ROUND:
-				if (s->state == SLOT_CLAIMING)
-					claimed(r, s);
-				else if (s->state == SLOT_SETTLING)
-					settled(r, s);
-				else if (s->state == SLOT_REBALANCING)
-					pgo_shards_done(r, s);
-				else if (s->state == SLOT_CHORE)
-					chore_done(r, s);
-				else
-					pgo_conn_round_clear(&s->conn);
-				break;
-			case PGO_CONN_EV_LOST: slot_lost(r, s); break;
-			case PGO_CONN_EV_READY:
-				pgo_shards_reset(r, s);
-				r->kick = true;
-				break;
-			case PGO_CONN_EV_FATAL:
-				relay_error(r, "%s", s->conn.fatal.msg);
-				pgo_log(PGO_LOG_ERROR, r->subject, "%s",
-					s->conn.fatal.msg);
-				fatal = true;
-				break;
-			default: break;
-			}
-			/* A drop inside pgo_conn_step() mid-cycle: the
-			 * server rolls the claim back, so cancel the
-			 * publish too. */
-			if (s->conn.state == PGO_CONN_DOWN &&
-			    s->state != SLOT_IDLE)
-				slot_lost(r, s);
-		}
+		if (!step_slots(r))
+			fatal = true;
 	}
 	for (int i = 0; i < r->nslots; i++) {
 		if (!fatal)

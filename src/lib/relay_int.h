@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include "conn.h"
+#include "loop.h"
 
 #define MAX_SLOTS 16
 
@@ -37,13 +38,12 @@ typedef struct slot {
 	int idx;
 	pgo_conn_t conn;
 	slot_state_t state;
-	PGresult *claimed;  /* rows of the batch: events point into it */
-	pgo_batch_t batch;  /* the batch the sink works on */
-	settle_row_t *fix;  /* per event, filled when settling */
-	pgo_arena_t *arena; /* per-cycle memory, reset after settling */
-	int sink_fd;	    /* PUBLISHING: what the sink waits for */
-	short sink_events;
-	int64_t sink_deadline;
+	PGresult *claimed;     /* rows of the batch: events point into it */
+	pgo_batch_t batch;     /* the batch the sink works on */
+	settle_row_t *fix;     /* per event, filled when settling */
+	pgo_arena_t *arena;    /* per-cycle memory, reset after settling */
+	pgo_loop_io_t *io;     /* the connection's socket in the loop */
+	short revents;	       /* what the loop saw on it this turn */
 	int64_t claim_started; /* monotonic ms, for the stats */
 	int batch_limit;       /* batch size asked for in this claim */
 	int n_ok, n_retry, n_dead;
@@ -78,7 +78,11 @@ struct pgo_relay {
 	pgo_conn_setup_t setup_quiet; /* the other slots: without */
 	slot_t slots[MAX_SLOTS];
 	int nslots;
-	int wake_pipe[2];	      /* self-pipe written by signal handlers */
+	pgo_loop_t *loop;	      /* the one loop: slots, sink, wake-ups */
+	pgo_sink_host_t host;	      /* what the sink is attached with */
+	bool sink_down;		      /* the sink said its downstream is down */
+	char sink_down_why[256];      /* ... and why */
+	int64_t drain_until;	      /* stopping: batches get until then */
 	volatile sig_atomic_t stop;   /* SIGTERM/SIGINT seen (2: logged) */
 	volatile sig_atomic_t reload; /* SIGHUP seen */
 	bool kick;		      /* start a claim on an idle slot */

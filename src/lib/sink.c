@@ -1,16 +1,60 @@
 /*
- * sink.c — the sink registry: making a sink by name from the configuration
- * or from a caller's ops, and the error text a sink reports.
+ * sink.c — the sink registry and the host side of the sink interface:
+ * making a sink by name (one table row per built-in sink), attaching it
+ * to a host's event loop, and the services a sink calls (watchers,
+ * timers, done, health).
  *
- * A sink publishes a batch and gives a verdict per event (pgo_ack_t).  The
- * relay deletes a row only for PGO_ACK_OK, so a sink must acknowledge only
- * what the downstream holds durably: no sink may keep an offline buffer.
+ * Sinks still written against version 1 (publish with one fd and a
+ * deadline, then resume) are adapted here: their fd and deadline become a
+ * watcher and a timer of the host's loop, and the batch is done when
+ * resume() returns PGO_OK.
+ *
+ * A sink acknowledges only what the downstream holds durably: the relay
+ * deletes a row only for PGO_ACK_OK, so no sink may keep an offline
+ * buffer.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "loop.h"
 #include "pgo_int.h"
+
+/* --- the registry --- */
+
+static int exec_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(conf);
+
+	return pgo_sink_exec_configure(sink, v->exec_command, v->exec_timeout);
+}
+
+const pgo_sink_def_t pgo_sink_defs[] = {
+	{"stdout", &pgo_sink_stdout_ops, NULL,
+	 "one NDJSON line per event on standard output"},
+	{"exec", &pgo_sink_exec_ops, exec_configure,
+	 "runs sink.exec_command per batch, NDJSON on its stdin"},
+	{"redis", &pgo_sink_redis_ops, pgo_sink_redis_configure,
+	 "XADD per event to a Redis stream (sink.redis_*)"},
+	{"bullmq", &pgo_sink_bullmq_ops, pgo_sink_bullmq_configure,
+	 "a BullMQ job per event, jobId ob-<id> (sink.bullmq_*)"},
+	{NULL, NULL, NULL, NULL},
+};
+
+const char *pgo_sink_known(void)
+{
+	static char known[256];
+
+	if (!known[0]) {
+		size_t len = 0;
+
+		for (const pgo_sink_def_t *d = pgo_sink_defs; d->name; d++)
+			len += (size_t)snprintf(known + len,
+						sizeof(known) - len, "%s%s",
+						len ? ", " : "", d->name);
+	}
+	return known;
+}
 
 static pgo_sink_t *sink_alloc(const pgo_sink_ops_t *ops, void *priv)
 {
@@ -27,41 +71,27 @@ static pgo_sink_t *sink_alloc(const pgo_sink_ops_t *ops, void *priv)
 pgo_sink_t *pgo_sink_new(const char *name, const pgo_conf_t *conf,
 			 pgo_error_t *err)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(conf);
-	const pgo_sink_ops_t *ops;
+	const pgo_sink_def_t *def = pgo_sink_defs;
 	pgo_sink_t *sink;
 	int rc = PGO_OK;
 
-	if (strcmp(name, "stdout") == 0)
-		ops = &pgo_sink_stdout_ops;
-	else if (strcmp(name, "exec") == 0)
-		ops = &pgo_sink_exec_ops;
-	else if (strcmp(name, "redis") == 0)
-		ops = &pgo_sink_redis_ops;
-	else if (strcmp(name, "bullmq") == 0)
-		ops = &pgo_sink_bullmq_ops;
-	else {
-		pgo_error_set(
-			err, PGO_ERR_INVALID, 0,
-			"unknown sink \"%s\" (known: stdout, exec, redis, "
-			"bullmq)",
-			name);
+	while (def->name && strcmp(def->name, name) != 0)
+		def++;
+	if (!def->name) {
+		pgo_error_set(err, PGO_ERR_INVALID, 0,
+			      "unknown sink \"%s\" (known: %s)", name,
+			      pgo_sink_known());
 		return NULL;
 	}
-	sink = sink_alloc(ops, NULL);
+	sink = sink_alloc(def->ops, NULL);
 	if (!sink) {
 		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
 		return NULL;
 	}
-	if (ops == &pgo_sink_exec_ops)
-		rc = pgo_sink_exec_configure(sink, v->exec_command,
-					     v->exec_timeout);
-	else if (ops == &pgo_sink_redis_ops)
-		rc = pgo_sink_redis_configure(sink, conf);
-	else if (ops == &pgo_sink_bullmq_ops)
-		rc = pgo_sink_bullmq_configure(sink, conf);
-	if (rc == PGO_OK && ops->open)
-		rc = ops->open(sink);
+	if (def->configure)
+		rc = def->configure(sink, conf);
+	if (rc == PGO_OK && def->ops->open)
+		rc = def->ops->open(sink);
 	if (rc != PGO_OK) {
 		pgo_error_set(err, rc, 0, "sink %s: %s", name, sink->errmsg);
 		pgo_sink_destroy(sink);
@@ -71,17 +101,30 @@ pgo_sink_t *pgo_sink_new(const char *name, const pgo_conf_t *conf,
 	return sink;
 }
 
-pgo_sink_t *pgo_sink_new_custom(const pgo_sink_ops_t *ops, void *priv)
+pgo_sink_t *pgo_sink_new_custom(const pgo_sink_ops_t *ops, void *priv,
+				pgo_error_t *err)
 {
 	pgo_sink_t *sink;
 
-	if (!ops || !ops->publish)
+	if (!ops || ops->version != PGO_SINK_API_VERSION || !ops->submit) {
+		pgo_error_set(err, PGO_ERR_INVALID, 0,
+			      "custom sink: ops must have version %d "
+			      "(PGO_SINK_API_VERSION; got %d) and a submit()",
+			      PGO_SINK_API_VERSION, ops ? ops->version : -1);
 		return NULL;
+	}
 	sink = sink_alloc(ops, priv);
-	if (sink && ops->open && ops->open(sink) != PGO_OK) {
+	if (!sink) {
+		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
+		return NULL;
+	}
+	if (ops->open && ops->open(sink) != PGO_OK) {
+		pgo_error_set(err, PGO_ERR_SINK, 0, "sink %s: %s", sink->name,
+			      sink->errmsg[0] ? sink->errmsg : "open failed");
 		free(sink);
 		return NULL;
 	}
+	pgo_error_clear(err);
 	return sink;
 }
 
@@ -89,6 +132,7 @@ void pgo_sink_destroy(pgo_sink_t *sink)
 {
 	if (!sink)
 		return;
+	pgo_sink_detach(sink);
 	if (sink->ops->close)
 		sink->ops->close(sink);
 	free(sink);
@@ -116,4 +160,222 @@ void pgo_sink_set_error(pgo_sink_t *sink, const char *fmt, ...)
 const char *pgo_sink_errmsg(const pgo_sink_t *sink)
 {
 	return sink->errmsg;
+}
+
+/* --- the host's services --- */
+
+pgo_sink_io_t *pgo_sink_io_add(pgo_sink_t *sink, int fd, short events,
+			       pgo_sink_io_fn fn, void *arg)
+{
+	if (!sink->host)
+		return NULL;
+	return pgo_loop_io_add(sink->host->loop, fd, events, fn, arg);
+}
+
+void pgo_sink_io_set(pgo_sink_io_t *io, int fd, short events)
+{
+	pgo_loop_io_set(io, fd, events);
+}
+
+void pgo_sink_io_del(pgo_sink_io_t *io)
+{
+	pgo_loop_io_del(io);
+}
+
+pgo_sink_timer_t *pgo_sink_timer_add(pgo_sink_t *sink, int64_t at_ms,
+				     pgo_sink_timer_fn fn, void *arg)
+{
+	if (!sink->host)
+		return NULL;
+	return pgo_loop_timer_add(sink->host->loop, at_ms, fn, arg);
+}
+
+void pgo_sink_timer_set(pgo_sink_timer_t *t, int64_t at_ms)
+{
+	pgo_loop_timer_set(t, at_ms);
+}
+
+void pgo_sink_timer_del(pgo_sink_timer_t *t)
+{
+	pgo_loop_timer_del(t);
+}
+
+int64_t pgo_sink_now_ms(void)
+{
+	return pgo_now_ms();
+}
+
+void pgo_sink_done(pgo_sink_t *sink, pgo_batch_t *batch)
+{
+	if (sink->host && sink->host->done)
+		sink->host->done(sink->host->ctx, batch);
+}
+
+void pgo_sink_health(pgo_sink_t *sink, int up, const char *reason)
+{
+	if (sink->host && sink->host->health)
+		sink->host->health(sink->host->ctx, up, reason);
+}
+
+/* --- version 1 sinks: publish/resume on the host's loop --- */
+
+/* A version 1 publish waiting for its fd or deadline. */
+struct v1_pub {
+	struct v1_pub *next;
+	pgo_sink_t *sink;
+	pgo_batch_t *batch;
+	pgo_loop_io_t *io;
+	pgo_loop_timer_t *timer;
+};
+
+static void v1_unlink(pgo_sink_t *sink, struct v1_pub *p)
+{
+	for (struct v1_pub **pp = &sink->v1; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	pgo_loop_io_del(p->io);
+	pgo_loop_timer_del(p->timer);
+	free(p);
+}
+
+/* What resume() asked to wait for: watch it, or finish the batch. */
+static void v1_after(struct v1_pub *p, int rc, int fd, short events,
+		     int64_t deadline)
+{
+	pgo_sink_t *sink = p->sink;
+	pgo_batch_t *b = p->batch;
+
+	if (rc == PGO_ERR_AGAIN) {
+		pgo_loop_io_set(p->io, fd, fd >= 0 ? events : 0);
+		pgo_loop_timer_set(p->timer, deadline);
+		return;
+	}
+	if (rc != PGO_OK)
+		pgo_batch_fail_rest(b, PGO_ACK_RETRY,
+				    sink->errmsg[0] ? sink->errmsg
+						    : pgo_strerror(rc));
+	v1_unlink(sink, p);
+	pgo_sink_done(sink, b);
+}
+
+static void v1_step(struct v1_pub *p, short revents)
+{
+	int fd = -1;
+	short events = 0;
+	int64_t deadline = 0;
+	int rc = p->sink->ops->resume(p->sink, p->batch, revents, &fd, &events,
+				      &deadline);
+
+	v1_after(p, rc, fd, events, deadline);
+}
+
+static void v1_io(void *arg, int fd, short revents)
+{
+	(void)fd;
+	v1_step(arg, revents);
+}
+
+static void v1_timer(void *arg)
+{
+	v1_step(arg, 0);
+}
+
+static int v1_submit(pgo_sink_t *sink, pgo_batch_t *b)
+{
+	int fd = -1;
+	short events = 0;
+	int64_t deadline = 0;
+	struct v1_pub *p;
+	int rc = sink->ops->publish(sink, b, &fd, &events, &deadline);
+
+	if (rc != PGO_ERR_AGAIN) {
+		if (rc != PGO_OK)
+			pgo_batch_fail_rest(b, PGO_ACK_RETRY,
+					    sink->errmsg[0] ? sink->errmsg
+							    : pgo_strerror(rc));
+		pgo_sink_done(sink, b);
+		return PGO_OK;
+	}
+	p = calloc(1, sizeof(*p));
+	if (p) {
+		p->sink = sink;
+		p->batch = b;
+		p->io = pgo_loop_io_add(sink->host->loop, -1, 0, v1_io, p);
+		p->timer = pgo_loop_timer_add(sink->host->loop, 0, v1_timer, p);
+	}
+	if (!p || !p->io || !p->timer) {
+		if (p) {
+			pgo_loop_io_del(p->io);
+			pgo_loop_timer_del(p->timer);
+			free(p);
+		}
+		if (sink->ops->cancel)
+			sink->ops->cancel(sink, b);
+		pgo_sink_set_error(sink, "out of memory");
+		return PGO_ERR_NOMEM;
+	}
+	p->next = sink->v1;
+	sink->v1 = p;
+	v1_after(p, rc, fd, events, deadline);
+	return PGO_OK;
+}
+
+/* --- the host's side --- */
+
+int pgo_sink_attach(pgo_sink_t *sink, const pgo_sink_host_t *host)
+{
+	int rc;
+
+	sink->host = host;
+	if (!sink->ops->start)
+		return PGO_OK;
+	rc = sink->ops->start(sink);
+	if (rc != PGO_OK) {
+		if (sink->ops->stop)
+			sink->ops->stop(sink);
+		sink->host = NULL;
+	}
+	return rc;
+}
+
+void pgo_sink_detach(pgo_sink_t *sink)
+{
+	if (!sink->host)
+		return;
+	while (sink->v1) {
+		pgo_batch_t *b = sink->v1->batch;
+
+		v1_unlink(sink, sink->v1);
+		if (sink->ops->cancel)
+			sink->ops->cancel(sink, b);
+	}
+	if (sink->ops->stop)
+		sink->ops->stop(sink);
+	sink->host = NULL;
+}
+
+int pgo_sink_submit(pgo_sink_t *sink, pgo_batch_t *batch)
+{
+	if (!sink->ops->submit)
+		return v1_submit(sink, batch);
+	return sink->ops->submit(sink, batch);
+}
+
+void pgo_sink_cancel(pgo_sink_t *sink, pgo_batch_t *batch)
+{
+	for (struct v1_pub *p = sink->v1; p; p = p->next)
+		if (p->batch == batch) {
+			v1_unlink(sink, p);
+			break;
+		}
+	if (sink->ops->cancel)
+		sink->ops->cancel(sink, batch);
+}
+
+void pgo_sink_drain(pgo_sink_t *sink, int64_t deadline_ms)
+{
+	if (sink->ops->drain)
+		sink->ops->drain(sink, deadline_ms);
 }
