@@ -32,16 +32,14 @@ static int write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-static int stdout_publish(pgo_sink_t *sink, pgo_batch_t *b, int *fd,
-			  short *events, int64_t *deadline_ms)
+/* Writes the batch at once (a terminal or a pipe's reader keeps up, and a
+ * full pipe waits at most a second per try) and says it is done. */
+static int stdout_submit(pgo_sink_t *sink, pgo_batch_t *b)
 {
 	pgo_buf_t *out = sink->priv;
 	size_t start = 0;
 	int e;
 
-	(void)fd;
-	(void)events;
-	(void)deadline_ms;
 	pgo_buf_reset(out);
 	for (size_t i = 0; i < b->n; i++) {
 		size_t need = pgo_event_ndjson(&b->events[i], NULL, 0);
@@ -53,6 +51,7 @@ static int stdout_publish(pgo_sink_t *sink, pgo_batch_t *b, int *fd,
 	}
 	if (out->oom) {
 		pgo_batch_fail_rest(b, PGO_ACK_RETRY, "stdout: out of memory");
+		pgo_sink_done(sink, b);
 		return PGO_OK;
 	}
 	e = write_all(STDOUT_FILENO, out->data + start, out->len - start);
@@ -68,6 +67,7 @@ static int stdout_publish(pgo_sink_t *sink, pgo_batch_t *b, int *fd,
 	/* Do not keep a huge buffer after an unusually large batch. */
 	if (out->cap > 4 * 1024 * 1024)
 		pgo_buf_free(out);
+	pgo_sink_done(sink, b);
 	return PGO_OK;
 }
 
@@ -96,8 +96,9 @@ static void stdout_close(pgo_sink_t *sink)
 }
 
 const pgo_sink_ops_t pgo_sink_stdout_ops = {
+	.version = PGO_SINK_API_VERSION,
 	.name = "stdout",
 	.open = stdout_open,
-	.publish = stdout_publish,
+	.submit = stdout_submit,
 	.close = stdout_close,
 };
