@@ -1,5 +1,5 @@
 /*
- * claim.c — one claim/settle cycle of a relay slot, in the three modes.
+ * claim.c — what a relay slot claims and how, in the three modes.
  *
  * Round 1 claims: BEGIN; DELETE ... WHERE id = ANY(ARRAY(SELECT ...))
  * RETURNING the rows.  The rows leave the queue inside the claim
@@ -24,6 +24,10 @@
  * outside its transaction.
  * Round 2 settles: retried rows go back in with their ids (attempts + 1,
  * a later run_at, the error), dead ones go to dead letters, then COMMIT.
+ *
+ * This file only builds: the SQL texts, each claim's parameters, the batch
+ * from the claimed rows, the settle statements' parameters.  The rules
+ * are in settle.c; cycle.c sends the rounds and moves the slot along.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -177,56 +181,55 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 #define FLOOR_SWEEP_MS	  30000
 #define FLOOR_SWEEP_SHARE 50
 
-void pgo_claim_send(pgo_relay_t *r, slot_t *s)
+void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
+		       pgo_claim_req_t *q)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	char limit[16], floor[24], from[24];
-	const char *params[4] = {limit, s->owned_shards, s->owned_epochs, from};
-	int64_t now = pgo_now_ms();
 
+	memset(q, 0, sizeof(*q));
 	s->batch_limit = v->batch;
-	snprintf(limit, sizeof(limit), "%d", v->batch);
-	snprintf(floor, sizeof(floor), "%lld", (long long)r->floor);
+	snprintf(q->limit, sizeof(q->limit), "%d", v->batch);
+	snprintf(q->floor, sizeof(q->floor), "%lld", (long long)r->floor);
 	if (now >= s->sweep_at)
 		s->sweeping = true;
 	s->sweep = s->sweeping && v->claim_floor;
 	s->sweep_floor = r->floor;
-	snprintf(from, sizeof(from), "%lld",
+	snprintf(q->from, sizeof(q->from), "%lld",
 		 s->sweep ? 0LL : (long long)r->floor);
 	s->probe = false;
 	if (v->claim_floor && !r->floor_off && !r->floor_probing &&
 	    now >= r->floor_next) {
 		/* Outside the claim transaction: rows this slot claims
 		 * must not look gone to the probe until they are. */
-		const char *p[4] = {v->queue, floor,
-				    r->floor_line[0] ? r->floor_line : NULL,
-				    r->floor_writers};
-
-		pgo_conn_exec_prepared(&s->conn, "pgoutbox_floor", 4, p);
+		q->probe[0] = v->queue;
+		q->probe[1] = q->floor;
+		q->probe[2] = r->floor_line[0] ? r->floor_line : NULL;
+		q->probe[3] = r->floor_writers;
 		s->probe = true;
 		r->floor_probing = true;
 		r->floor_next = now + FLOOR_PROBE_MS;
 	}
-	pgo_conn_query(&s->conn, "BEGIN", 0, NULL);
+	q->params[0] = q->limit;
 	if (r->mode == PGO_MODE_CONCURRENT) {
-		params[1] = from;
-		pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", 2, params);
+		q->params[1] = q->from;
+		q->nparams = 2;
 	} else if (r->mode == PGO_MODE_STRICT) {
-		params[1] = s->leader_epoch;
-		params[2] = from;
-		pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", 3, params);
+		q->params[1] = s->leader_epoch;
+		q->params[2] = q->from;
+		q->nparams = 3;
 	} else {
-		pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", 4, params);
+		q->params[1] = s->owned_shards;
+		q->params[2] = s->owned_epochs;
+		q->params[3] = q->from;
+		q->nparams = 4;
 	}
-	if (pgo_conn_send(&s->conn) != PGO_OK) {
-		if (s->probe)
-			r->floor_probing = false;
-		s->probe = false;
-		return;
-	}
-	s->state = SLOT_CLAIMING;
-	s->claim_started = now;
-	r->next_poll = s->claim_started + pgo_claim_poll_ms(r);
+}
+
+void pgo_claim_unprobe(pgo_relay_t *r, slot_t *s)
+{
+	if (s->probe)
+		r->floor_probing = false;
+	s->probe = false;
 }
 
 int64_t pgo_claim_poll_ms(const pgo_relay_t *r)
@@ -388,117 +391,14 @@ int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res)
 	return n;
 }
 
-/* --- settling --- */
+/* --- settling: the statements' parameters --- */
 
-/* Did an earlier failure in this batch block event i (ordered modes)? */
-static bool held_back(pgo_relay_t *r, const pgo_batch_t *b, size_t i,
-		      const size_t *failed, size_t nfailed)
+int pgo_claim_rows_params(const slot_t *s, pgo_ack_t kind, pgo_buf_t col[10])
 {
-	const char *key = b->events[i].key;
-
-	if (r->mode == PGO_MODE_STRICT)
-		return nfailed > 0;
-	if (!key)
-		return false;
-	for (size_t k = 0; k < nfailed; k++)
-		if (b->events[failed[k]].key &&
-		    strcmp(b->events[failed[k]].key, key) == 0)
-			return true;
-	return false;
-}
-
-/* Decides what happens to each event; fills s->fix and the counters. */
-static void apply_rules(pgo_relay_t *r, slot_t *s)
-{
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	pgo_batch_t *b = &s->batch;
-	size_t *failed = NULL, nfailed = 0;
-	bool ordered = r->mode != PGO_MODE_CONCURRENT;
-
-	if (ordered)
-		failed = pgo_arena_alloc(s->arena, sizeof(*failed) * b->n);
-	s->n_ok = s->n_retry = s->n_dead = 0;
-	for (size_t i = 0; i < b->n; i++) {
-		pgo_event_t *e = &b->events[i];
-		settle_row_t *f = &s->fix[i];
-
-		f->attempts = e->attempts;
-		f->delay_ms = 0;
-		if (b->acks[i] == PGO_ACK_NONE) {
-			b->acks[i] = PGO_ACK_RETRY;
-			b->errors[i] = "the sink gave no verdict";
-		}
-		if (ordered && failed && b->acks[i] != PGO_ACK_DEAD &&
-		    held_back(r, b, i, failed, nfailed)) {
-			/* Keeps the key's order: it waits for the failed
-			 * event before it, without spending an attempt,
-			 * whether the sink took it or (as an ordered sink
-			 * should) refused it because of that failure. */
-			char msg[96];
-
-			snprintf(msg, sizeof(msg),
-				 "held back behind event %lld",
-				 (long long)b->events[failed[0]].id);
-			pgo_batch_fail(b, i, PGO_ACK_RETRY, msg);
-			s->n_retry++;
-			continue;
-		}
-		if (b->acks[i] == PGO_ACK_OK) {
-			s->n_ok++;
-			continue;
-		}
-		f->attempts = e->attempts + 1;
-		if (b->acks[i] == PGO_ACK_RETRY &&
-		    f->attempts >= v->max_attempts) {
-			if (ordered && v->poison == PGO_POISON_HALT) {
-				f->delay_ms = -1;
-				pgo_log(PGO_LOG_ERROR, r->subject,
-					"shard %s halted: event %lld (key %s) "
-					"failed %d times: %s; fix the cause, "
-					"then UPDATE pgoutbox.\"%s\" SET "
-					"run_at "
-					"= now() WHERE id = %lld",
-					PQgetvalue(s->claimed, f->row,
-						   COL_SHARD),
-					(long long)e->id, e->key ? e->key : "-",
-					f->attempts,
-					b->errors[i] ? b->errors[i] : "failed",
-					v->queue, (long long)e->id);
-			} else {
-				b->acks[i] = PGO_ACK_DEAD;
-			}
-		}
-		if (b->acks[i] == PGO_ACK_DEAD) {
-			s->n_dead++;
-			continue;
-		}
-		s->n_retry++;
-		if (f->delay_ms == 0) {
-			int64_t due;
-
-			f->delay_ms = pgo_backoff_ms(f->attempts, v->retry_base,
-						     v->retry_max,
-						     pgo_relay_jitter(r));
-			due = pgo_now_ms() + f->delay_ms;
-			pgo_relay_retry_at(r, due);
-		}
-		if (failed)
-			failed[nfailed++] = i;
-	}
-}
-
-/* Appends the rows with verdict kind as one INSERT of arrays. */
-static void queue_rows(pgo_relay_t *r, slot_t *s, pgo_ack_t kind,
-		       const char *sql)
-{
-	pgo_buf_t col[10];
-	const char *params[10];
-	pgo_batch_t *b = &s->batch;
+	const pgo_batch_t *b = &s->batch;
 	PGresult *res = s->claimed;
-	bool oom = false;
 	int count = 0;
 
-	(void)r;
 	for (int c = 0; c < 10; c++) {
 		pgo_buf_init(&col[c]);
 		pgo_buf_puts(&col[c], "{");
@@ -529,104 +429,27 @@ static void queue_rows(pgo_relay_t *r, slot_t *s, pgo_ack_t kind,
 	}
 	for (int c = 0; c < 10; c++) {
 		pgo_buf_puts(&col[c], "}");
-		params[c] = col[c].data;
-		oom |= col[c].oom;
+		if (col[c].oom)
+			count = -1;
 	}
-	if (count > 0) {
-		if (oom)
-			s->conn.round.failed = true; /* forces a rollback */
-		else
-			pgo_conn_query(&s->conn, sql, 10, params);
-	}
-	for (int c = 0; c < 10; c++)
-		pgo_buf_free(&col[c]);
+	return count;
 }
 
-/* Events that go back to the queue or to dead letters were not
- * published: an archiving queue's trigger copied them at the claim, so
- * they leave the archive again (a no-op for a deleting queue). */
-static void queue_unarchive(pgo_relay_t *r, slot_t *s)
+bool pgo_claim_unsent_ids(const pgo_batch_t *b, pgo_buf_t *ids)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	pgo_batch_t *b = &s->batch;
-	const char *params[2];
-	pgo_buf_t ids;
-
-	pgo_buf_init(&ids);
-	pgo_buf_puts(&ids, "{");
+	pgo_buf_init(ids);
+	pgo_buf_puts(ids, "{");
 	for (size_t i = 0; i < b->n; i++) {
 		if (b->acks[i] == PGO_ACK_OK)
 			continue;
-		pgo_buf_printf(&ids, "%s%lld", ids.len > 1 ? "," : "",
+		pgo_buf_printf(ids, "%s%lld", ids->len > 1 ? "," : "",
 			       (long long)b->events[i].id);
 	}
-	pgo_buf_puts(&ids, "}");
-	params[0] = v->queue;
-	params[1] = ids.data;
-	if (ids.oom)
-		s->conn.round.failed = true; /* forces a rollback */
-	else
-		pgo_conn_query(&s->conn,
-			       "SELECT pgoutbox.unarchive($1, $2::bigint[])", 2,
-			       params);
-	pgo_buf_free(&ids);
+	pgo_buf_puts(ids, "}");
+	return !ids->oom;
 }
 
-/* The sink said it is down: roll the batch back untouched and pause. */
-static bool sink_unavailable(pgo_relay_t *r, slot_t *s)
+const char *pgo_claim_shard_of(const slot_t *s, size_t i)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	pgo_batch_t *b = &s->batch;
-	size_t i = 0;
-
-	while (i < b->n && b->acks[i] != PGO_ACK_UNAVAILABLE)
-		i++;
-	if (i == b->n) {
-		r->sink_backoff = 0;
-		return false;
-	}
-	r->sink_backoff = r->sink_backoff ? r->sink_backoff * 2 : 100;
-	if (r->sink_backoff > v->reconnect_max)
-		r->sink_backoff = v->reconnect_max;
-	pgo_log(r->sink_backoff == 100 ? PGO_LOG_WARN : PGO_LOG_DEBUG,
-		r->subject,
-		"sink unavailable (%s): a batch of %zu goes back untouched; "
-		"claiming again in %lld ms",
-		b->errors[i] ? b->errors[i] : "down", b->n,
-		(long long)r->sink_backoff);
-	r->sink_pause_until = pgo_now_ms() + r->sink_backoff;
-	s->n_ok = s->n_retry = s->n_dead = 0;
-	b->n = 0; /* nothing to count when the ROLLBACK returns */
-	pgo_conn_query(&s->conn, "ROLLBACK", 0, NULL);
-	s->state = SLOT_SETTLING;
-	return true;
-}
-
-void pgo_claim_settle(pgo_relay_t *r, slot_t *s)
-{
-	pgo_batch_t *b = &s->batch;
-
-	if (sink_unavailable(r, s))
-		return;
-	apply_rules(r, s);
-	if (s->n_retry || s->n_dead)
-		queue_unarchive(r, s);
-	if (s->n_retry)
-		queue_rows(r, s, PGO_ACK_RETRY, r->retry_sql);
-	if (s->n_dead)
-		queue_rows(r, s, PGO_ACK_DEAD, r->dead_sql);
-	if (s->n_retry || s->n_dead) {
-		size_t first = 0;
-
-		while (first < b->n && b->acks[first] == PGO_ACK_OK)
-			first++;
-		pgo_log(PGO_LOG_WARN, r->subject,
-			"batch of %zu: %d published, %d to retry, %d "
-			"dead-lettered; event %lld: %s",
-			b->n, s->n_ok, s->n_retry, s->n_dead,
-			(long long)b->events[first].id,
-			b->errors[first] ? b->errors[first] : "failed");
-	}
-	pgo_conn_query(&s->conn, "COMMIT", 0, NULL);
-	s->state = SLOT_SETTLING;
+	return PQgetvalue(s->claimed, s->fix[i].row, COL_SHARD);
 }

@@ -38,7 +38,6 @@ static void relay_error(pgo_relay_t *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void sink_done(void *ctx, pgo_batch_t *batch);
 static void sink_health(void *ctx, int up, const char *reason);
 static void slot_io(void *arg, int fd, short revents);
 
@@ -127,7 +126,7 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	}
 	r->rnd = (unsigned)getpid() ^ (unsigned)pgo_wall_us();
 	r->host.loop = r->loop;
-	r->host.done = sink_done;
+	r->host.done = pgo_cycle_sink_done;
 	r->host.health = sink_health;
 	r->host.ctx = r;
 	rc = pgo_sink_attach(sink, &r->host);
@@ -186,96 +185,6 @@ const char *pgo_relay_errmsg(const pgo_relay_t *r)
 	return r->errmsg;
 }
 
-/* --- the cycle --- */
-
-/* Ends a cycle: frees the batch and the claimed rows. */
-static void end_cycle(slot_t *s)
-{
-	PQclear(s->claimed);
-	s->claimed = NULL;
-	memset(&s->batch, 0, sizeof(s->batch));
-	s->fix = NULL;
-	pgo_arena_reset(s->arena);
-	s->state = SLOT_IDLE;
-}
-
-static void settle(pgo_relay_t *r, slot_t *s);
-
-/* Ends a claim round that cannot go on (failed, empty, no memory). */
-static void finish_tx(slot_t *s, const char *how)
-{
-	pgo_conn_query(&s->conn, how, 0, NULL);
-	s->state = SLOT_SETTLING;
-	if (pgo_conn_send(&s->conn) != PGO_OK)
-		end_cycle(s);
-}
-
-/* Round 1 came back: build the batch and hand it to the sink. */
-static void claimed(pgo_relay_t *r, slot_t *s)
-{
-	pgo_batch_t *b = &s->batch;
-	PGresult *res;
-	int n, rc, ci = pgo_claim_index(s);
-
-	pgo_claim_floor_done(r, s);
-	if (s->conn.round.failed) {
-		pgo_log(PGO_LOG_WARN, r->subject, "claim failed: %s",
-			s->conn.round.err);
-		pgo_conn_round_clear(&s->conn);
-		finish_tx(s, "ROLLBACK");
-		return;
-	}
-	res = pgo_conn_take(&s->conn, ci);
-	pgo_conn_round_clear(&s->conn);
-	n = PQntuples(res);
-	pgo_claim_swept(r, s, res);
-	/* A full batch says more is waiting: claim again at once.  In
-	 * concurrent mode every slot shares the queue, so all may help; in
-	 * the ordered modes only this slot's shards are known to be busy. */
-	s->more = n >= s->batch_limit;
-	if (r->mode == PGO_MODE_CONCURRENT)
-		r->more = s->more;
-	if (n == 0) {
-		PQclear(res);
-		finish_tx(s, "COMMIT");
-		return;
-	}
-	if (pgo_claim_batch(r, s, res) < 0) {
-		/* Without memory nothing can be published: roll back. */
-		pgo_log(PGO_LOG_ERROR, r->subject, "out of memory for a batch");
-		finish_tx(s, "ROLLBACK");
-		return;
-	}
-	s->state = SLOT_PUBLISHING;
-	/* The sink calls sink_done() when every verdict is set, perhaps
-	 * before submit returns; the slot is not touched here after it. */
-	rc = pgo_sink_submit(r->sink, b);
-	if (rc == PGO_OK)
-		return;
-	pgo_batch_fail_rest(b, PGO_ACK_RETRY,
-			    r->sink->errmsg[0] ? r->sink->errmsg
-					       : pgo_strerror(rc));
-	settle(r, s);
-}
-
-/* The sink host's done(): the batch of some slot has all its verdicts. */
-static void sink_done(void *ctx, pgo_batch_t *batch)
-{
-	pgo_relay_t *r = ctx;
-
-	for (int i = 0; i < r->nslots; i++) {
-		slot_t *s = &r->slots[i];
-
-		if (&s->batch == batch && s->state == SLOT_PUBLISHING) {
-			settle(r, s);
-			return;
-		}
-	}
-	pgo_log(PGO_LOG_ERROR, r->subject,
-		"sink %s: done() for a batch it does not hold (ignored)",
-		pgo_sink_name(r->sink));
-}
-
 /* The sink host's health(): pause claiming while the downstream is
  * down. */
 static void sink_health(void *ctx, int up, const char *reason)
@@ -308,70 +217,6 @@ static void slot_io(void *arg, int fd, short revents)
 
 	(void)fd;
 	s->revents |= revents;
-}
-
-/* The sink gave its verdicts: send round 2 (fix-ups and COMMIT). */
-static void settle(pgo_relay_t *r, slot_t *s)
-{
-	pgo_claim_settle(r, s);
-	if (pgo_conn_send(&s->conn) != PGO_OK) {
-		pgo_log(PGO_LOG_WARN, r->subject,
-			"lost the connection before COMMIT: %zu events go "
-			"back to the queue and will be sent again",
-			s->batch.n);
-		end_cycle(s);
-	}
-}
-
-/* Round 2 came back. */
-static void settled(pgo_relay_t *r, slot_t *s)
-{
-	if (s->conn.round.failed) {
-		if (s->batch.n)
-			pgo_log(PGO_LOG_WARN, r->subject,
-				"settling a batch of %zu failed (%s): the "
-				"events stay queued and will be sent again",
-				s->batch.n, s->conn.round.err);
-		/* The transaction is aborted: end it. */
-		pgo_conn_round_clear(&s->conn);
-		end_cycle(s);
-		pgo_conn_query(&s->conn, "ROLLBACK", 0, NULL);
-		s->state = SLOT_SETTLING;
-		if (pgo_conn_send(&s->conn) != PGO_OK)
-			end_cycle(s);
-		return;
-	}
-	pgo_conn_round_clear(&s->conn);
-	if (s->batch.n) {
-		r->stats.published += (uint64_t)s->n_ok;
-		r->stats.retried += (uint64_t)s->n_retry;
-		r->stats.dead += (uint64_t)s->n_dead;
-		r->stats.batches++;
-		pgo_log(PGO_LOG_DEBUG, r->subject,
-			"slot %d: batch of %zu settled in %lld ms", s->idx,
-			s->batch.n,
-			(long long)(pgo_now_ms() - s->claim_started));
-	}
-	end_cycle(s);
-}
-
-/* The connection of a slot was lost mid-cycle. */
-static void slot_lost(pgo_relay_t *r, slot_t *s)
-{
-	if (s->state == SLOT_PUBLISHING)
-		pgo_sink_cancel(r->sink, &s->batch);
-	if (s->state != SLOT_IDLE && s->batch.n)
-		pgo_log(PGO_LOG_WARN, r->subject,
-			"connection lost with a batch of %zu in flight: it "
-			"was rolled back and will be sent again",
-			s->batch.n);
-	if (s->probe) {
-		s->probe = false;
-		r->floor_probing = false;
-	}
-	end_cycle(s);
-	pgo_shards_reset(r, s);
-	r->stats.reconnects++;
 }
 
 void pgo_relay_retry_at(pgo_relay_t *r, int64_t due)
@@ -411,70 +256,6 @@ static int64_t next_retry(pgo_relay_t *r, int64_t now, bool *due_now)
 	}
 	r->nretry_due = n;
 	return next;
-}
-
-/* --- chores: maintenance and health, on slot 0 between cycles --- */
-
-/* Starts a chore when one is due; true when it did. */
-static bool chore_due(pgo_relay_t *r, slot_t *s, int64_t now)
-{
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	bool health;
-
-	if (s->state != SLOT_IDLE || s->conn.state != PGO_CONN_READY)
-		return false;
-	if (v->maintain_interval && now >= r->next_maintain)
-		health = false;
-	else if (v->stats_interval && now >= r->next_health)
-		health = true;
-	else
-		return false;
-	if (health) {
-		r->next_health = now + v->stats_interval;
-		pgo_conn_query(&s->conn,
-			       "SELECT kind, subject, detail FROM "
-			       "pgoutbox.health('5 minutes')",
-			       0, NULL);
-	} else {
-		r->next_maintain = now + v->maintain_interval;
-		pgo_conn_query(&s->conn,
-			       "SELECT done, created, dropped FROM "
-			       "pgoutbox.maintain()",
-			       0, NULL);
-	}
-	if (pgo_conn_send(&s->conn) != PGO_OK)
-		return false;
-	r->chore_health = health;
-	s->state = SLOT_CHORE;
-	return true;
-}
-
-/* A chore's round came back: report what it found or did. */
-static void chore_done(pgo_relay_t *r, slot_t *s)
-{
-	PGresult *res = s->conn.round.res[0];
-
-	s->state = SLOT_IDLE;
-	if (s->conn.round.failed || !res) {
-		pgo_log(PGO_LOG_WARN, r->subject, "%s failed: %s",
-			r->chore_health ? "health check" : "maintenance",
-			s->conn.round.err);
-	} else if (r->chore_health) {
-		/* What keeps vacuum from reclaiming the queue's rows. */
-		for (int i = 0; i < PQntuples(res); i++)
-			pgo_log(PGO_LOG_WARN, r->subject, "health: %s %s: %s",
-				PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-				PQgetvalue(res, i, 2));
-	} else if (strcmp(PQgetvalue(res, 0, 0), "t") == 0 &&
-		   (strcmp(PQgetvalue(res, 0, 1), "0") != 0 ||
-		    strcmp(PQgetvalue(res, 0, 2), "0") != 0)) {
-		pgo_log(PGO_LOG_INFO, r->subject,
-			"maintenance: %s partition%s created, %s dropped",
-			PQgetvalue(res, 0, 1),
-			strcmp(PQgetvalue(res, 0, 1), "1") == 0 ? "" : "s",
-			PQgetvalue(res, 0, 2));
-	}
-	pgo_conn_round_clear(&s->conn);
 }
 
 /* --- the loop --- */
@@ -521,21 +302,8 @@ static void do_reload(pgo_relay_t *r)
  * batches it still holds (they are claimed again later). */
 static void drain_expired(pgo_relay_t *r)
 {
-	for (int i = 0; i < r->nslots; i++) {
-		slot_t *s = &r->slots[i];
-
-		if (s->state != SLOT_PUBLISHING)
-			continue;
-		pgo_log(PGO_LOG_WARN, r->subject,
-			"slot %d: the sink did not finish a batch of %zu "
-			"within relay.drain_timeout: rolled back, it will be "
-			"sent again",
-			s->idx, s->batch.n);
-		pgo_sink_cancel(r->sink, &s->batch);
-		end_cycle(s);
-		pgo_conn_drop(&s->conn, "stopping");
-		pgo_shards_reset(r, s);
-	}
+	for (int i = 0; i < r->nslots; i++)
+		pgo_cycle_abandon(r, &r->slots[i]);
 }
 
 /* Stop requested: claim nothing more and let the sink drain. */
@@ -604,19 +372,8 @@ static bool step_slots(pgo_relay_t *r)
 
 		s->revents = 0;
 		switch (ev) {
-		case PGO_CONN_EV_ROUND:
-			if (s->state == SLOT_CLAIMING)
-				claimed(r, s);
-			else if (s->state == SLOT_SETTLING)
-				settled(r, s);
-			else if (s->state == SLOT_REBALANCING)
-				pgo_shards_done(r, s);
-			else if (s->state == SLOT_CHORE)
-				chore_done(r, s);
-			else
-				pgo_conn_round_clear(&s->conn);
-			break;
-		case PGO_CONN_EV_LOST: slot_lost(r, s); break;
+		case PGO_CONN_EV_ROUND: pgo_cycle_round(r, s); break;
+		case PGO_CONN_EV_LOST: pgo_cycle_lost(r, s); break;
 		case PGO_CONN_EV_READY:
 			pgo_shards_reset(r, s);
 			r->kick = true;
@@ -632,7 +389,7 @@ static bool step_slots(pgo_relay_t *r)
 		/* A drop inside pgo_conn_step() mid-cycle: the server rolls
 		 * the claim back, so cancel the publish too. */
 		if (s->conn.state == PGO_CONN_DOWN && s->state != SLOT_IDLE)
-			slot_lost(r, s);
+			pgo_cycle_lost(r, s);
 	}
 	return ok;
 }
@@ -696,10 +453,10 @@ int pgo_relay_run(pgo_relay_t *r)
 				r->kick = true;
 			}
 			if (pgo_shards_due(r, s, now)) {
-				pgo_shards_send(r, s);
+				pgo_cycle_rebalance(r, s);
 				continue;
 			}
-			if (i == 0 && chore_due(r, s, now))
+			if (i == 0 && pgo_cycle_chore(r, s, now))
 				continue;
 			if (s->state != SLOT_IDLE ||
 			    s->conn.state != PGO_CONN_READY || paused ||
@@ -709,7 +466,7 @@ int pgo_relay_run(pgo_relay_t *r)
 				s->wants_claim = false;
 				if (r->mode == PGO_MODE_CONCURRENT)
 					r->kick = false;
-				pgo_claim_send(r, s);
+				pgo_cycle_claim(r, s);
 			}
 		}
 		if (r->mode != PGO_MODE_CONCURRENT && r->kick && !paused) {

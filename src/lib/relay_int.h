@@ -3,9 +3,12 @@
  * slots (one connection each, one claim/publish/settle cycle at a time)
  * and the claim, settle and shard-lease steps of a cycle.
  *
- *   relay.c   the loop: slots, wake-ups, timers, signals, stats
- *   claim.c   the claim SQL of each mode, building a batch from the
- *             claimed rows, the verdict rules, the settle round
+ *   relay.c   wiring and the loop: slots, wake-ups, timers, signals, stats
+ *   cycle.c   a slot's state machine: claim -> publish -> settle, lease
+ *             rounds and chores; the only writer of slot->state
+ *   claim.c   the claim SQL of each mode, its parameters, the batch built
+ *             from the claimed rows, the settle statements' parameters
+ *   settle.c  the settle rules: a plan from the sink's verdicts (pure)
  *   shards.c  ordered and strict modes: membership and shard leases
  */
 #ifndef PGO_RELAY_INT_H
@@ -112,12 +115,25 @@ struct pgo_relay {
 	char errmsg[512];
 };
 
-/* claim.c */
+/* claim.c: SQL texts, parameters and the batch (no I/O) */
+
+/* The parameters of one claim round, pointing into itself and the slot. */
+typedef struct pgo_claim_req {
+	char limit[16], floor[24], from[24];
+	const char *params[4]; /* of the prepared claim */
+	int nparams;
+	const char *probe[4]; /* of the floor probe; probe[0] NULL: none */
+} pgo_claim_req_t;
+
 /* Builds every SQL text of the relay: session settings, LISTEN, claim,
  * retry and dead-letter statements for the configured queue and mode. */
 void pgo_claim_build_sql(pgo_relay_t *r);
-/* Queues BEGIN + the claim on the slot's connection (READY). */
-void pgo_claim_send(pgo_relay_t *r, slot_t *s);
+/* Fills the next claim's parameters; decides whether it sweeps from id 0
+ * and whether the floor probe rides in front of it. */
+void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
+		       pgo_claim_req_t *q);
+/* The claim could not be sent: the probe did not go out either. */
+void pgo_claim_unprobe(pgo_relay_t *r, slot_t *s);
 /* The claim round's statement index of the claim (after the probe). */
 int pgo_claim_index(const slot_t *s);
 /* Takes the floor probe's result out of a finished claim round. */
@@ -130,8 +146,59 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res);
 /* Builds s->batch from the claim result (taken over by the slot), in id
  * order.  Returns the number of events, or -1 without memory. */
 int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res);
-/* Applies the verdict rules, queues the fix-ups and COMMIT. */
-void pgo_claim_settle(pgo_relay_t *r, slot_t *s);
+/* The 10 array parameters of the retry or dead-letter INSERT for the
+ * events whose verdict is kind (col[] initialized here; free them).
+ * Returns how many, or -1 without memory. */
+int pgo_claim_rows_params(const slot_t *s, pgo_ack_t kind, pgo_buf_t col[10]);
+/* The ids not published, as a bigint[] literal (ids initialized here);
+ * false without memory. */
+bool pgo_claim_unsent_ids(const pgo_batch_t *b, pgo_buf_t *ids);
+/* The shard of event i of the slot's batch (text). */
+const char *pgo_claim_shard_of(const slot_t *s, size_t i);
+
+/* settle.c: the settle rules (pure) */
+
+typedef struct pgo_settle_rules {
+	int mode;   /* pgo_mode_t */
+	int poison; /* pgo_poison_t */
+	int max_attempts;
+	int64_t retry_base, retry_max; /* ms */
+} pgo_settle_rules_t;
+
+typedef struct pgo_settle_plan {
+	bool unavailable; /* roll everything back, spend nothing */
+	int n_ok, n_retry, n_dead;
+	int n_halted;	     /* of n_retry: kept with no run time */
+	size_t first_failed; /* first event not OK (n: none), for the log */
+} pgo_settle_plan_t;
+
+/* Decides each event's fate from the sink's verdicts: b->acks[i] ends as
+ * OK, RETRY or DEAD (b->errors[i] says why), fix[i] gets the attempts to
+ * store and the retry delay (-1: halted).  failed is scratch of b->n
+ * entries (ordered modes).  jitter(ctx) returns a value in [0,1). */
+void pgo_settle_plan(const pgo_settle_rules_t *rules, pgo_batch_t *b,
+		     settle_row_t *fix, size_t *failed,
+		     double (*jitter)(void *ctx), void *ctx,
+		     pgo_settle_plan_t *plan);
+
+/* cycle.c: a slot's state machine (the only writer of slot->state) */
+
+/* Starts a claim round on an idle, ready slot. */
+void pgo_cycle_claim(pgo_relay_t *r, slot_t *s);
+/* Starts a lease round (ordered, strict) on an idle, ready slot. */
+void pgo_cycle_rebalance(pgo_relay_t *r, slot_t *s);
+/* Starts a chore (maintenance or health) on slot 0 when one is due;
+ * true when it did. */
+bool pgo_cycle_chore(pgo_relay_t *r, slot_t *s, int64_t now);
+/* The slot's round came back: go on with the cycle. */
+void pgo_cycle_round(pgo_relay_t *r, slot_t *s);
+/* The sink host's done(). */
+void pgo_cycle_sink_done(void *ctx, pgo_batch_t *batch);
+/* The connection was lost: cancel the publish, forget the batch. */
+void pgo_cycle_lost(pgo_relay_t *r, slot_t *s);
+/* Stopping and out of time: roll back a batch the sink still holds. */
+void pgo_cycle_abandon(pgo_relay_t *r, slot_t *s);
+
 double pgo_relay_jitter(pgo_relay_t *r);
 /* Remembers that a retry comes due at `due` (monotonic ms). */
 void pgo_relay_retry_at(pgo_relay_t *r, int64_t due);
@@ -143,7 +210,8 @@ void pgo_shards_free(slot_t *s);
 void pgo_shards_reset(pgo_relay_t *r, slot_t *s);
 /* True when the slot should run a lease round now. */
 bool pgo_shards_due(pgo_relay_t *r, slot_t *s, int64_t now);
-void pgo_shards_send(pgo_relay_t *r, slot_t *s);
+/* Queues the lease round; false when it could not be sent. */
+bool pgo_shards_send(pgo_relay_t *r, slot_t *s);
 /* The lease round came back: adopt the owned shards. */
 void pgo_shards_done(pgo_relay_t *r, slot_t *s);
 /* Shutdown: releases the slot's leases and member row (blocking, short). */

@@ -59,7 +59,7 @@ bool pgo_shards_due(pgo_relay_t *r, slot_t *s, int64_t now)
 	       s->conn.state == PGO_CONN_READY && now >= s->next_rebalance;
 }
 
-void pgo_shards_send(pgo_relay_t *r, slot_t *s)
+bool pgo_shards_send(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	const char *params[3] = {v->queue, s->member, mode_name(r->mode)};
@@ -68,9 +68,7 @@ void pgo_shards_send(pgo_relay_t *r, slot_t *s)
 		&s->conn,
 		"SELECT shard, epoch FROM pgoutbox.rebalance($1, $2, $3)", 3,
 		params);
-	if (pgo_conn_send(&s->conn) != PGO_OK)
-		return;
-	s->state = SLOT_REBALANCING;
+	return pgo_conn_send(&s->conn) == PGO_OK;
 }
 
 void pgo_shards_done(pgo_relay_t *r, slot_t *s)
@@ -80,7 +78,6 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 	pgo_buf_t shards, epochs;
 	int n, before = s->nowned;
 
-	s->state = SLOT_IDLE;
 	s->next_rebalance = pgo_now_ms() + v->heartbeat;
 	if (s->conn.round.failed || !res) {
 		pgo_log(PGO_LOG_WARN, r->subject,
