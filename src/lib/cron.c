@@ -12,6 +12,11 @@
  * (SELECT now() in each loop), so the local clocks of the instances never
  * decide a tick; a skewed local clock only changes when an instance wakes
  * up (simulated with clock_offset_ms).
+ *
+ * Time zones come from the database too: the UTC offsets of a schedule's
+ * zone over the stretch of time the ticks are computed in are asked of
+ * pgoutbox.tz_offsets() (sql/009), so every instance uses the database's
+ * tzdata, whatever the tzdata of its host.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -68,6 +73,182 @@ static const char *iso(int64_t t, char *buf, size_t len)
 	return buf;
 }
 
+/* ============================= time zones ============================= */
+
+/* A zone is asked for this much beyond what is needed, so a scheduler asks
+ * again about once a week. */
+#define ZONE_SLACK (7 * 86400LL)
+
+/* One zone's offsets as PostgreSQL gave them: the storage behind z. */
+typedef struct zone_entry {
+	char *name;		  /* the schedule's tz, the cache key */
+	pgo_tz_change_t *changes; /* z.changes */
+	pgo_cron_zone_t z;	  /* the view pgo_cron_next reads */
+} zone_entry_t;
+
+/* The zones asked of PostgreSQL, kept while they cover what is asked. */
+typedef struct zone_cache {
+	zone_entry_t *e;
+	size_t n, cap;
+} zone_cache_t;
+
+static bool is_utc(const char *tz)
+{
+	return !tz || !*tz || strcmp(tz, "UTC") == 0;
+}
+
+static void zone_entry_free(zone_entry_t *ent)
+{
+	free(ent->name);
+	free(ent->changes);
+	memset(ent, 0, sizeof(*ent));
+}
+
+static void zone_cache_clear(zone_cache_t *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		zone_entry_free(&c->e[i]);
+	free(c->e);
+	memset(c, 0, sizeof(*c));
+}
+
+/* Asks PostgreSQL for the offsets of zone tz at the instants [from, to]
+ * into *ent (empty).  PGO_ERR_INVALID for a zone PostgreSQL does not know,
+ * PGO_ERR_DB for other failures. */
+static int zone_load(PGconn *conn, const char *tz, int64_t from, int64_t to,
+		     zone_entry_t *ent, pgo_error_t *err)
+{
+	char lo[24], hi[24];
+	const char *p[3] = {tz, lo, hi};
+	const char *state;
+	PGresult *res;
+	int n, rc;
+
+	snprintf(lo, sizeof(lo), "%" PRId64, from);
+	snprintf(hi, sizeof(hi), "%" PRId64, to);
+	res = PQexecParams(conn,
+			   "SELECT at, utc_offset FROM pgoutbox.tz_offsets($1, "
+			   "$2::bigint, $3::bigint) ORDER BY at",
+			   3, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		/* invalid_parameter_value: 'unknown time zone "X"' */
+		if (state && strcmp(state, "22023") == 0)
+			rc = pgo_error_set(err, PGO_ERR_INVALID, 0, "%s",
+					   pgo_pq_msg(conn, res));
+		else
+			rc = pgo_error_set(err, PGO_ERR_DB,
+					   PQstatus(conn) == CONNECTION_BAD,
+					   "time zone \"%s\": %s", tz,
+					   pgo_pq_msg(conn, res));
+		PQclear(res);
+		return rc;
+	}
+	n = PQntuples(res);
+	ent->name = strdup(tz);
+	ent->changes =
+		n > 1 ? malloc((size_t)(n - 1) * sizeof(*ent->changes)) : NULL;
+	if (n < 1 || !ent->name || (n > 1 && !ent->changes)) {
+		PQclear(res);
+		zone_entry_free(ent);
+		return n < 1 ? pgo_error_set(err, PGO_ERR_DB, 0,
+					     "time zone \"%s\": no offsets", tz)
+			     : pgo_error_set(err, PGO_ERR_NOMEM, 1,
+					     "out of memory");
+	}
+	/* Row 0 is the offset at `from`; the others are its changes. */
+	for (int i = 1; i < n; i++) {
+		ent->changes[i - 1].at =
+			strtoll(PQgetvalue(res, i, 0), NULL, 10);
+		ent->changes[i - 1].off = atoi(PQgetvalue(res, i, 1));
+	}
+	ent->z.name = ent->name;
+	ent->z.from = from;
+	ent->z.to = to;
+	ent->z.off = atoi(PQgetvalue(res, 0, 1));
+	ent->z.changes = ent->changes;
+	ent->z.n = (size_t)(n - 1);
+	PQclear(res);
+	return PGO_OK;
+}
+
+/* Zone tz with offsets for the instants PGO_CRON_ZONE_MARGIN before lo up
+ * to hi: from the cache, else asked of PostgreSQL.  *out is NULL for UTC
+ * (no question asked) and valid until the next call. */
+static int zone_get(zone_cache_t *c, PGconn *conn, const char *tz, int64_t lo,
+		    int64_t hi, const pgo_cron_zone_t **out, pgo_error_t *err)
+{
+	zone_entry_t *ent = NULL, fresh = {0};
+	int rc;
+
+	*out = NULL;
+	if (is_utc(tz))
+		return PGO_OK;
+	lo -= PGO_CRON_ZONE_MARGIN;
+	for (size_t i = 0; i < c->n && !ent; i++)
+		if (strcmp(c->e[i].name, tz) == 0)
+			ent = &c->e[i];
+	if (ent && ent->z.from <= lo && ent->z.to >= hi) {
+		*out = &ent->z;
+		return PGO_OK;
+	}
+	rc = zone_load(conn, tz, lo, hi + ZONE_SLACK, &fresh, err);
+	if (rc != PGO_OK)
+		return rc;
+	if (!ent) {
+		if (c->n == c->cap) {
+			size_t cap = c->cap ? c->cap * 2 : 8;
+			zone_entry_t *e = realloc(c->e, cap * sizeof(*e));
+
+			if (!e) {
+				zone_entry_free(&fresh);
+				return pgo_error_set(err, PGO_ERR_NOMEM, 1,
+						     "out of memory");
+			}
+			c->e = e;
+			c->cap = cap;
+		}
+		ent = &c->e[c->n++];
+	} else {
+		zone_entry_free(ent);
+	}
+	*ent = fresh;
+	*out = &ent->z;
+	return PGO_OK;
+}
+
+/* PGO_OK when PostgreSQL knows a zone of exactly this name (UTC needs no
+ * question), else PGO_ERR_INVALID naming it, with the right spelling when
+ * only the case is wrong (PostgreSQL itself would take any case). */
+static int tz_check(PGconn *conn, const char *tz, pgo_error_t *err)
+{
+	PGresult *res;
+	int rc = PGO_OK;
+
+	if (is_utc(tz))
+		return PGO_OK;
+	res = run(conn, "checking the time zone",
+		  "SELECT name FROM pg_timezone_names WHERE lower(name) = "
+		  "lower($1) ORDER BY name = $1 DESC, name LIMIT 1",
+		  1, &tz, err);
+	if (!res)
+		return PGO_ERR_DB;
+	if (PQntuples(res) == 0)
+		rc = pgo_error_set(err, PGO_ERR_INVALID, 0,
+				   "unknown time zone \"%.200s\" (see "
+				   "pg_timezone_names)",
+				   tz);
+	else if (strcmp(PQgetvalue(res, 0, 0), tz) != 0)
+		rc = pgo_error_set(err, PGO_ERR_INVALID, 0,
+				   "unknown time zone \"%.200s\" (did you mean "
+				   "\"%s\"?)",
+				   tz, PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return rc;
+}
+
+/* ============================== schedules ============================== */
+
 int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s, pgo_error_t *err)
 {
 	const char *overlap = s->overlap ? s->overlap : "skip";
@@ -77,6 +258,7 @@ int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s, pgo_error_t *err)
 	char cmax[16];
 	const char *p[8];
 	PGresult *res;
+	int rc;
 
 	if (!name_ok(s->name))
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
@@ -85,8 +267,9 @@ int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s, pgo_error_t *err)
 				     s->name ? s->name : "");
 	if (pgo_cron_parse(s->expr, &e, err) != PGO_OK)
 		return PGO_ERR_INVALID;
-	if (pgo_cron_tz_check(tz, err) != PGO_OK)
-		return PGO_ERR_INVALID;
+	rc = tz_check(conn, tz, err);
+	if (rc != PGO_OK)
+		return rc;
 	if (pgo_ident_check(s->queue, err) != PGO_OK) {
 		char m[sizeof(err->msg)];
 
@@ -169,6 +352,7 @@ int pgo_cron_remove(PGconn *conn, const char *name, pgo_error_t *err)
 
 int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err)
 {
+	zone_cache_t zones = {0};
 	PGresult *res = run(
 		conn, "cron list",
 		"SELECT name, expr, tz, queue, overlap, missed, catch_up_max, "
@@ -181,6 +365,8 @@ int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err)
 	fprintf(out, "%-20s %-18s %-14s %-12s %-20s %-20s %s\n", "NAME", "EXPR",
 		"TZ", "QUEUE", "LAST TICK", "NEXT TICK", "POLICY");
 	for (int i = 0; i < PQntuples(res); i++) {
+		const char *tz = PQgetvalue(res, i, 2);
+		const pgo_cron_zone_t *zone;
 		pgo_cron_expr_t e;
 		char last[32] = "-", next[32] = "?", pol[64];
 		int64_t lt = strtoll(PQgetvalue(res, i, 7), NULL, 10), nt;
@@ -188,8 +374,9 @@ int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err)
 		if (!PQgetisnull(res, i, 7))
 			iso(lt, last, sizeof(last));
 		if (pgo_cron_parse(PQgetvalue(res, i, 1), &e, NULL) == PGO_OK &&
-		    pgo_cron_next(&e, PQgetvalue(res, i, 2), lt, &nt, NULL) ==
-			    PGO_OK)
+		    zone_get(&zones, conn, tz, lt, lt + PGO_CRON_HORIZON, &zone,
+			     NULL) == PGO_OK &&
+		    pgo_cron_next(&e, zone, lt, &nt, NULL) == PGO_OK)
 			iso(nt, next, sizeof(next));
 		if (strcmp(PQgetvalue(res, i, 8), "t") != 0)
 			snprintf(next, sizeof(next), "(disabled)");
@@ -205,6 +392,7 @@ int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err)
 			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), last,
 			next, pol);
 	}
+	zone_cache_clear(&zones);
 	PQclear(res);
 	return PGO_OK;
 }
@@ -253,6 +441,7 @@ struct pgo_scheduler {
 	int wake_pipe[2];
 	volatile sig_atomic_t stop;
 	int64_t next_expire; /* history retention pass (monotonic ms) */
+	zone_cache_t zones;  /* the schedules' zones, asked of this pg */
 	pgo_scheduler_stats_t stats;
 	char errmsg[512];
 };
@@ -306,6 +495,7 @@ void pgo_scheduler_destroy(pgo_scheduler_t *s)
 		return;
 	if (s->pg)
 		PQfinish(s->pg);
+	zone_cache_clear(&s->zones);
 	close(s->wake_pipe[0]);
 	close(s->wake_pipe[1]);
 	free(s);
@@ -344,6 +534,9 @@ static void sched_down(pgo_scheduler_t *s, const char *why)
 	if (s->pg)
 		PQfinish(s->pg);
 	s->pg = NULL;
+	/* A new connection may see new tzdata (a server restarted after a
+	 * tzdata upgrade): ask again. */
+	zone_cache_clear(&s->zones);
 	s->retry_at = pgo_now_ms() + s->backoff;
 	s->backoff = s->backoff * 2 > v->reconnect_max ? v->reconnect_max
 						       : s->backoff * 2;
@@ -412,8 +605,10 @@ static int64_t handle_schedule(pgo_scheduler_t *s, PGresult *res, int row,
 	int cmax = atoi(PQgetvalue(res, row, 6));
 	int64_t prev, t, next = 0, newest, *ring = NULL;
 	int64_t grace_from = (int64_t)(dbnow - (double)s->o.grace_ms / 1000.0);
+	int64_t now_s = (int64_t)dbnow;
 	size_t count = 0, nmissed = 0, late_at = 0,
 	       ringcap = MAX_RECORDED + 1000;
+	const pgo_cron_zone_t *zone;
 	pgo_cron_expr_t e;
 	pgo_error_t err;
 	due_t d = {0};
@@ -434,10 +629,17 @@ static int64_t handle_schedule(pgo_scheduler_t *s, PGresult *res, int row,
 		return 0;
 	}
 	prev = strtoll(PQgetvalue(res, row, 4), NULL, 10);
+	/* The ticks after prev up to now, and the one after them: the zone
+	 * is needed from prev (or now) to 5 years after now (or prev). */
 	if (pgo_cron_parse(expr, &e, &err) != PGO_OK ||
-	    pgo_cron_next(&e, tz, prev, &next, &err) != PGO_OK) {
+	    zone_get(&s->zones, s->pg, tz, prev < now_s ? prev : now_s,
+		     (prev > now_s ? prev : now_s) + PGO_CRON_HORIZON, &zone,
+		     &err) != PGO_OK ||
+	    pgo_cron_next(&e, zone, prev, &next, &err) != PGO_OK) {
 		pgo_log(PGO_LOG_ERROR, s->subject, "schedule %s: %s", name,
 			err.msg);
+		if (PQstatus(s->pg) == CONNECTION_BAD)
+			sched_down(s, err.msg);
 		return 0;
 	}
 	if ((double)next > dbnow)
@@ -450,7 +652,7 @@ static int64_t handle_schedule(pgo_scheduler_t *s, PGresult *res, int row,
 	for (t = next; count < MAX_DUE && (double)t <= dbnow;) {
 		ring[count % ringcap] = t;
 		count++;
-		if (pgo_cron_next(&e, tz, t, &t, &err) != PGO_OK) {
+		if (pgo_cron_next(&e, zone, t, &t, &err) != PGO_OK) {
 			t = INT64_MAX;
 			break;
 		}

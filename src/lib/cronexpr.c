@@ -1,9 +1,10 @@
 /*
  * cronexpr.c — cron expressions: the parser (fields to bitsets, with
  * messages that name the field and the problem) and pgo_cron_next(), which
- * finds the next tick in a time zone by the DST rules of cronexpr.h.
+ * finds the next tick on a zone's wall clock by the DST rules of
+ * cronexpr.h.  Pure C: the zone's offsets come in (cron.c asks PostgreSQL).
  *
- * pgo_cron_next() walks the zone's spans of constant UTC offset (tz.c) from
+ * pgo_cron_next() walks the zone's spans of constant UTC offset from
  * `after` on.  Within a span, wall time is UTC plus a constant, so the
  * first matching wall time in the span's wall-clock window is found on the
  * calendar by skipping ahead field by field (month, day, hour, minute,
@@ -17,12 +18,10 @@
 
 #include "cronexpr.h"
 #include "pgo_int.h"
-#include "tz.h"
 
-#define HORIZON	  (5 * 366 * 86400LL) /* "within 5 years" */
-#define TIME_MIN  (-62135596800LL)    /* 0001-01-01T00:00:00Z */
-#define TIME_MAX  253402300799LL      /* 9999-12-31T23:59:59Z */
-#define ALL_HOURS 0xffffffu	      /* bits 0-23 */
+#define TIME_MIN  (-62135596800LL) /* 0001-01-01T00:00:00Z */
+#define TIME_MAX  253402300799LL   /* 9999-12-31T23:59:59Z */
+#define ALL_HOURS 0xffffffu	   /* bits 0-23 */
 #define BLANKS	  " \t\n\r\f\v"
 
 /* --- parsing --- */
@@ -341,6 +340,99 @@ int pgo_cron_parse(const char *text, pgo_cron_expr_t *out, pgo_error_t *err)
 	return PGO_OK;
 }
 
+/* --- calendar --- */
+
+static bool is_leap(int64_t y)
+{
+	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+/* H. Hinnant's days_from_civil / civil_from_days: exact for any year. */
+int64_t pgo_days_from_civil(int64_t year, int mon, int mday)
+{
+	int64_t y = year - (mon <= 2);
+	int64_t era = (y >= 0 ? y : y - 399) / 400;
+	int64_t yoe = y - era * 400;
+	int64_t doy = (153 * (mon + (mon > 2 ? -3 : 9)) + 2) / 5 + mday - 1;
+	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+
+	return era * 146097 + doe - 719468;
+}
+
+void pgo_civil_from_days(int64_t days, int64_t *year, int *mon, int *mday)
+{
+	int64_t z = days + 719468;
+	int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+	int64_t doe = z - era * 146097;
+	int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	int64_t mp = (5 * doy + 2) / 153;
+
+	*mday = (int)(doy - (153 * mp + 2) / 5 + 1);
+	*mon = (int)(mp < 10 ? mp + 3 : mp - 9);
+	*year = yoe + era * 400 + (*mon <= 2);
+}
+
+int pgo_days_in_month(int64_t year, int mon)
+{
+	static const int dim[12] = {31, 28, 31, 30, 31, 30,
+				    31, 31, 30, 31, 30, 31};
+
+	return mon == 2 && is_leap(year) ? 29 : dim[mon - 1];
+}
+
+int pgo_weekday(int64_t days)
+{
+	return (int)((days % 7 + 11) % 7); /* 1970-01-01 was a Thursday */
+}
+
+/* Seconds since the epoch -> "2027-03-28T01:00:00Z", for messages. */
+static const char *iso(int64_t t, char *buf, size_t len)
+{
+	int64_t days = t / 86400 - (t % 86400 < 0), year;
+	int sod = (int)(t - days * 86400), mon, mday;
+
+	pgo_civil_from_days(days, &year, &mon, &mday);
+	snprintf(buf, len, "%04lld-%02d-%02dT%02d:%02d:%02dZ", (long long)year,
+		 mon, mday, sod / 3600, sod / 60 % 60, sod % 60);
+	return buf;
+}
+
+/* --- spans of constant offset --- */
+
+/* A stretch of time with one UTC offset: [start, end). */
+struct span {
+	int64_t start;	  /* its first instant; INT64_MIN: none known */
+	int64_t end;	  /* the next change, or just past the window */
+	int32_t off;	  /* seconds east of UTC during the span */
+	int32_t prev_off; /* the offset before start (== off without one) */
+};
+
+static const pgo_cron_zone_t zone_utc = {
+	.name = "UTC", .from = INT64_MIN, .to = INT64_MAX};
+
+/* The span holding instant t of the zone's window. */
+static void zone_span(const pgo_cron_zone_t *z, int64_t t, struct span *sp)
+{
+	size_t lo = 0, hi = z->n;
+
+	while (lo < hi) { /* lo = the number of changes at or before t */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (z->changes[mid].at <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	sp->start = lo ? z->changes[lo - 1].at : INT64_MIN;
+	sp->off = lo ? z->changes[lo - 1].off : z->off;
+	sp->prev_off = lo >= 2 ? z->changes[lo - 2].off : z->off;
+	/* Past the window nothing is known: the span ends there at most. */
+	sp->end = z->to == INT64_MAX ? INT64_MAX : z->to + 1;
+	if (lo < z->n && z->changes[lo].at < sp->end)
+		sp->end = z->changes[lo].at;
+}
+
 /* --- next tick --- */
 
 /* The lowest set bit of mask at or above from, or -1. */
@@ -441,27 +533,40 @@ static bool first_match(const pgo_cron_expr_t *e, int64_t lo, int64_t hi,
 	return false;
 }
 
-int pgo_cron_next(const pgo_cron_expr_t *e, const char *tzname, int64_t after,
-		  int64_t *next, pgo_error_t *err)
+int pgo_cron_next(const pgo_cron_expr_t *e, const pgo_cron_zone_t *z,
+		  int64_t after, int64_t *next, pgo_error_t *err)
 {
 	/* Pinned schedules fire once per wall-clock time (cronexpr.h). */
 	bool pinned = (e->hour & ALL_HOURS) != ALL_HOURS;
-	const pgo_tz_t *tz;
-	pgo_tz_span_t sp;
+	struct span sp;
 	int64_t t, limit, lo, hi, local;
-	int rc;
+	char a[32], b[32];
 
 	if (after < TIME_MIN || after > TIME_MAX)
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
 				     "cron \"%s\": time %lld is outside years "
 				     "1-9999",
 				     e->text, (long long)after);
-	rc = pgo_tz_load(tzname, &tz, err);
-	if (rc != PGO_OK)
-		return rc;
-	limit = after + HORIZON;
+	if (!z)
+		z = &zone_utc;
+	if (z->from > after - PGO_CRON_ZONE_MARGIN)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "cron \"%s\": the offsets of time zone "
+				     "\"%s\" start at %s, too late for ticks "
+				     "after %s",
+				     e->text, z->name,
+				     iso(z->from, a, sizeof(a)),
+				     iso(after, b, sizeof(b)));
+	limit = after + PGO_CRON_HORIZON;
 	for (t = after + 1; t <= limit; t = sp.end) {
-		pgo_tz_span(tz, t, &sp);
+		if (t > z->to)
+			return pgo_error_set(
+				err, PGO_ERR_INVALID, 0,
+				"cron \"%s\": the offsets of time zone \"%s\" "
+				"end at %s, before the tick after %s",
+				e->text, z->name, iso(z->to, a, sizeof(a)),
+				iso(after, b, sizeof(b)));
+		zone_span(z, t, &sp);
 		/* Spring-forward: wall times the gap skipped fire as it ends.
 		 */
 		if (pinned && sp.start == t && sp.prev_off < sp.off &&
@@ -485,11 +590,4 @@ int pgo_cron_next(const pgo_cron_expr_t *e, const char *tzname, int64_t after,
 	return pgo_error_set(err, PGO_ERR_INVALID, 0,
 			     "cron \"%s\": no matching time within 5 years",
 			     e->text);
-}
-
-int pgo_cron_tz_check(const char *tz, pgo_error_t *err)
-{
-	const pgo_tz_t *zone;
-
-	return pgo_tz_load(tz, &zone, err);
 }

@@ -1,6 +1,6 @@
 /*
- * cronexpr.h — cron expressions: parsing and "the next tick after t" in an
- * IANA time zone.
+ * cronexpr.h — cron expressions: parsing and "the next tick after t" on
+ * the wall clock of a time zone.
  *
  * Syntax.  Five fields "min hour dom mon dow" or six with seconds first
  * "sec min hour dom mon dow", separated by runs of blanks.  A field is a
@@ -31,6 +31,13 @@
  *    gap has its own ticks).  A 15-minute job thus runs every 15 real
  *    minutes straight through both changes.
  * This is what Vixie cron and cronie do for "fixed" and "wildcard" jobs.
+ *
+ * Where a zone's offsets come from.  Matching is pure C; what a zone's
+ * wall clock shows at an instant comes in a pgo_cron_zone_t: the zone's
+ * UTC offsets over a window of time.  cron.c asks PostgreSQL for them
+ * (pgoutbox.tz_offsets, sql/009), so every scheduler computes ticks with
+ * the database's tzdata, as it uses the database's clock; the unit tests
+ * write them by hand.
  */
 #ifndef PGO_CRONEXPR_H
 #define PGO_CRONEXPR_H
@@ -62,16 +69,53 @@ typedef struct pgo_cron_expr {
  */
 int pgo_cron_parse(const char *text, pgo_cron_expr_t *out, pgo_error_t *err);
 
+/* --- time zones --- */
+
+/* A change of a zone's UTC offset. */
+typedef struct pgo_tz_change {
+	int64_t at;  /* its first instant (seconds since the epoch, UTC) */
+	int32_t off; /* the offset from then on, seconds east of UTC */
+} pgo_tz_change_t;
+
+/*
+ * A time zone's UTC offsets over the window of instants [from, to]: the
+ * offset in force at `from` and every change of it up to `to`.  A view:
+ * the name and the changes belong to whoever filled it in.  NULL stands
+ * for UTC wherever a zone is taken.
+ */
+typedef struct pgo_cron_zone {
+	const char *name;		/* IANA name, for messages */
+	int64_t from, to;		/* INT64_MIN, INT64_MAX: no bound */
+	int32_t off;			/* the offset at `from` */
+	const pgo_tz_change_t *changes; /* those in (from, to], ascending */
+	size_t n;			/* how many */
+} pgo_cron_zone_t;
+
+/* Nothing matching within this long after `after`: no tick at all. */
+#define PGO_CRON_HORIZON (5 * 366 * 86400LL)
+/* How far before `after` a zone's window must reach: the change of offset
+ * that started a repeated hour may lie up to a day before it. */
+#define PGO_CRON_ZONE_MARGIN (2 * 86400LL)
+
 /*
  * The first tick strictly after `after` (seconds since the epoch, UTC, in
- * years 1-9999) in time zone tz (IANA name; NULL or "" = UTC), by the DST
- * rules above.  Returns PGO_OK and *next, or PGO_ERR_INVALID for an
- * unknown zone or when nothing matches within 5 years ("0 0 30 2 *").
+ * years 1-9999) on the wall clock of zone (NULL = UTC), by the DST rules
+ * above.  The zone's window must reach from PGO_CRON_ZONE_MARGIN before
+ * `after` to the tick, so to `after` + PGO_CRON_HORIZON to be sure.
+ * Returns PGO_OK and *next, or PGO_ERR_INVALID when nothing matches within
+ * PGO_CRON_HORIZON ("0 0 30 2 *") or the window is too short.
  */
-int pgo_cron_next(const pgo_cron_expr_t *e, const char *tz, int64_t after,
-		  int64_t *next, pgo_error_t *err);
+int pgo_cron_next(const pgo_cron_expr_t *e, const pgo_cron_zone_t *zone,
+		  int64_t after, int64_t *next, pgo_error_t *err);
 
-/* PGO_OK for a known zone, else PGO_ERR_INVALID "unknown time zone \"X\"". */
-int pgo_cron_tz_check(const char *tz, pgo_error_t *err);
+/* --- proleptic Gregorian calendar, valid for any int64 day count --- */
+
+/* Days since 1970-01-01 of a civil date (mon 1-12). */
+int64_t pgo_days_from_civil(int64_t year, int mon, int mday);
+/* The civil date of a day count. */
+void pgo_civil_from_days(int64_t days, int64_t *year, int *mon, int *mday);
+int pgo_days_in_month(int64_t year, int mon);
+/* 0 = Sunday. */
+int pgo_weekday(int64_t days);
 
 #endif /* PGO_CRONEXPR_H */
