@@ -211,8 +211,10 @@ extern const pgo_sink_ops_t pgo_sink_bullmq_ops;
 /* Reads the sink.bullmq_* keys (and the sink.redis_* connection keys) and
  * loads the exported add script; refuses untested bullmq majors. */
 int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
-/* Writes the 40 hex digits of SHA-1(data) and a NUL into hex (the name
- * EVALSHA gives a script). */
-void pgo_sha1_hex(const char *data, size_t len, char hex[41]);
+/* Writes the 40 lower-case hex digits of SHA-1(data) and a NUL into hex
+ * (the name EVALSHA gives a script), computed by libcrypto.  Returns PGO_OK,
+ * or PGO_ERR_NOMEM with hex "" when libcrypto fails (out of memory, or no
+ * provider offers SHA-1). */
+int pgo_sha1_hex(const char *data, size_t len, char hex[41]);
 
 #endif /* PGO_INT_H */
