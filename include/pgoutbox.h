@@ -48,7 +48,13 @@ enum {
 };
 
 /* Error detail: the code, whether retrying the same operation may succeed,
- * and a message meant for a human operator. */
+ * and a message meant for a human operator.  After a PostgreSQL error one
+ * rule decides retriable everywhere: a lost connection, and the SQLSTATE
+ * classes 08 (connection), 40 (serialization failure, deadlock), 53
+ * (insufficient resources), 57 (shutdown, statement_timeout) and 58
+ * (system error) plus 55P03 (lock_timeout) are retriable; the others
+ * (bad data, constraint violations, missing objects or privileges...)
+ * are not. */
 typedef struct pgo_error {
 	int code;      /* PGO_OK or a PGO_ERR_* value */
 	int retriable; /* 1: a later retry may succeed; 0: it will not */

@@ -361,6 +361,12 @@ static int ensure_pg(pgo_consumer_t *c)
 		return PGO_ERR_AGAIN;
 	}
 	if (pgo_schema_check(c->pg, &err) != PGO_OK) {
+		/* A schema that is missing or too old is fatal here; a failed
+		 * read of it may go away (pgo_pq_retriable's rule). */
+		if (err.code == PGO_ERR_DB && err.retriable) {
+			pg_lost(c, err.msg);
+			return PGO_ERR_AGAIN;
+		}
 		snprintf(c->errmsg, sizeof(c->errmsg), "%s", err.msg);
 		return PGO_ERR_SCHEMA;
 	}

@@ -36,7 +36,7 @@ static PGresult *run(PGconn *conn, const char *what, const char *sql, int n,
 	ExecStatusType st = PQresultStatus(res);
 
 	if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-		pgo_error_set(err, PGO_ERR_DB, PQstatus(conn) == CONNECTION_BAD,
+		pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
 			      "%s: %s", what, pgo_pq_msg(conn, res));
 		PQclear(res);
 		return NULL;

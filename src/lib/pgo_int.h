@@ -34,6 +34,18 @@ int pgo_error_set(pgo_error_t *err, int code, int retriable, const char *fmt,
 void pgo_error_clear(pgo_error_t *err);
 /* The primary message of a failed result or connection, one line. */
 const char *pgo_pq_msg(const PGconn *conn, const PGresult *res);
+/* The one rule for "may trying again succeed?" after PostgreSQL failed,
+ * for every module (a pgo_error_t's retriable, whether an outcome is sent
+ * again).  Retriable: a lost connection (conn NULL or CONNECTION_BAD, or
+ * no result: libpq ran out of memory or lost the server), an error without
+ * a SQLSTATE (libpq's own), and the SQLSTATE classes 08 (connection), 40
+ * (serialization failure, deadlock), 53 (insufficient resources), 57
+ * (operator intervention: shutdown, statement_timeout's 57014), 58
+ * (system error) plus 55P03 (lock_not_available: lock_timeout).  Anything
+ * else fails the same way again.  res is the failed result (borrowed). */
+bool pgo_pq_retriable(const PGconn *conn, const PGresult *res);
+/* The same rule on a SQLSTATE alone (NULL or "": none was given). */
+bool pgo_sqlstate_retriable(const char *sqlstate);
 
 /* --- time --- */
 
