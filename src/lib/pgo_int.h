@@ -172,6 +172,12 @@ const struct pgo_conf_values *pgo_conf_values(const pgo_conf_t *conf);
 
 /* Parses a duration ("250ms", "30s", "5m", "1h", "0") into ms. */
 int pgo_parse_duration(const char *s, int64_t *ms, const char **why);
+/* Appends a libpq conninfo string or postgres:// URL to b as it may be
+ * shown (`config show`, logs): rebuilt from what PQconninfoParse() reads,
+ * in the same form, every secret option (dispchar "*": password,
+ * sslpassword) as "***".  Text libpq cannot parse appends "***" alone and
+ * returns false. */
+bool pgo_conninfo_mask(const char *conninfo, pgo_buf_t *b);
 
 /* --- retry --- */
 
