@@ -237,7 +237,8 @@ pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
 	char host[64];
 
 	if (!conf || !opts) {
-		pgo_error_set(err, PGO_ERR_INVALID, 0, "no options given");
+		pgo_error_set(err, PGO_ERR_INVALID, 0, "no %s given",
+			      !conf ? "configuration" : "options");
 		return NULL;
 	}
 	if (pgo_ident_check(opts->queue, err) != PGO_OK)
@@ -306,10 +307,15 @@ pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
 	w->jobs = calloc((size_t)w->o.concurrency, sizeof(*w->jobs));
 	if (!w->queue || !w->name || !w->jobs ||
 	    (opts->exec_command && !w->exec_command) ||
-	    (opts->sql_function && !w->sql_function) ||
-	    pipe2(w->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+	    (opts->sql_function && !w->sql_function)) {
 		pgo_worker_destroy(w);
 		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
+		return NULL;
+	}
+	if (pipe2(w->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+		pgo_error_set(err, PGO_ERR_IO, 1, "worker: wake-up pipe: %s",
+			      strerror(errno));
+		pgo_worker_destroy(w);
 		return NULL;
 	}
 	w->o.queue = w->queue;

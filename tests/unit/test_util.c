@@ -1,7 +1,8 @@
 /*
  * test_util.c — table-driven tests of the small pure pieces: retry
  * backoff, identifier checks, the JSON and array escapers, NDJSON lines,
- * durations and the one rule for a retriable PostgreSQL error.
+ * durations, the one rule for a retriable PostgreSQL error, and what the
+ * constructors report when they fail.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -256,6 +257,104 @@ static void test_retriable(void **state)
 	PQfinish(bad);
 }
 
+/* The constructors say why they failed; on success *err is cleared. */
+static void test_constructors(void **state)
+{
+	pgo_conf_t *conf = pgo_conf_new();
+	PGconn *conn = PQconnectdb("host=/nonexistent-pgoutbox-test port=1");
+	pgo_worker_opts_t wo;
+	pgo_consumer_opts_t co;
+	pgo_scheduler_opts_t so;
+	pgo_error_t err;
+	void *h;
+
+	(void)state;
+	assert_non_null(conf);
+	assert_non_null(conn); /* a handle is all a constructor needs */
+
+	/* producer and enqueuer */
+	assert_null(pgo_producer_new(NULL, "outbox", &err));
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "no connection"));
+	assert_null(pgo_producer_new(conn, "Bad-Name", &err));
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "Bad-Name"));
+	assert_null(pgo_producer_new(conn, "Bad-Name", NULL));
+	h = pgo_producer_new(conn, NULL, &err);
+	assert_non_null(h);
+	assert_int_equal(err.code, PGO_OK);
+	pgo_producer_destroy(h);
+	assert_null(pgo_enqueuer_new(NULL, "jobs", &err));
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	assert_null(pgo_enqueuer_new(conn, "", &err));
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "empty"));
+	h = pgo_enqueuer_new(conn, "jobs", &err);
+	assert_non_null(h);
+	assert_int_equal(err.code, PGO_OK);
+	pgo_enqueuer_destroy(h);
+
+	/* worker */
+	pgo_worker_opts_init(&wo);
+	wo.queue = "jobs";
+	assert_null(pgo_worker_new(NULL, &wo, &err));
+	assert_non_null(strstr(err.msg, "configuration"));
+	assert_null(pgo_worker_new(conf, NULL, &err));
+	assert_non_null(strstr(err.msg, "options"));
+	assert_null(pgo_worker_new(conf, &wo, &err)); /* no handler */
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "exactly one handler"));
+	wo.exec_command = "true";
+	wo.concurrency = 0;
+	assert_null(pgo_worker_new(conf, &wo, &err));
+	assert_non_null(strstr(err.msg, "concurrency"));
+	assert_null(pgo_worker_new(conf, &wo, NULL)); /* err may be NULL */
+	wo.concurrency = 1;
+	h = pgo_worker_new(conf, &wo, &err);
+	assert_non_null(h);
+	assert_int_equal(err.code, PGO_OK);
+	pgo_worker_destroy(h);
+
+	/* consumer */
+	assert_null(pgo_consumer_new(NULL, &err));
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	pgo_consumer_opts_init(&co);
+	co.stream = "s";
+	co.group = "g";
+	assert_null(pgo_consumer_new(&co, &err)); /* no handler */
+	assert_non_null(strstr(err.msg, "exactly one handler"));
+	co.exec_command = "true";
+	co.count = 0;
+	assert_null(pgo_consumer_new(&co, &err));
+	assert_non_null(strstr(err.msg, "count 0"));
+	co.count = 10;
+	co.redis_url = "redis://h/?x=1";
+	assert_null(pgo_consumer_new(&co, &err));
+	assert_int_equal(err.code, PGO_ERR_CONFIG);
+	co.redis_url = "redis://localhost:6379/0";
+	h = pgo_consumer_new(&co, &err);
+	assert_non_null(h);
+	assert_int_equal(err.code, PGO_OK);
+	pgo_consumer_destroy(h);
+
+	/* scheduler */
+	pgo_scheduler_opts_init(&so);
+	assert_null(pgo_scheduler_new(NULL, &so, &err));
+	assert_non_null(strstr(err.msg, "configuration"));
+	so.max_sleep_ms = 1;
+	assert_null(pgo_scheduler_new(conf, &so, &err));
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "max sleep"));
+	so.max_sleep_ms = 1000;
+	h = pgo_scheduler_new(conf, &so, &err);
+	assert_non_null(h);
+	assert_int_equal(err.code, PGO_OK);
+	pgo_scheduler_destroy(h);
+
+	PQfinish(conn);
+	pgo_conf_destroy(conf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -266,6 +365,7 @@ int main(void)
 		cmocka_unit_test(test_ndjson),
 		cmocka_unit_test(test_duration),
 		cmocka_unit_test(test_retriable),
+		cmocka_unit_test(test_constructors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
