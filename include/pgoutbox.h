@@ -48,7 +48,13 @@ enum {
 };
 
 /* Error detail: the code, whether retrying the same operation may succeed,
- * and a message meant for a human operator. */
+ * and a message meant for a human operator.  After a PostgreSQL error one
+ * rule decides retriable everywhere: a lost connection, and the SQLSTATE
+ * classes 08 (connection), 40 (serialization failure, deadlock), 53
+ * (insufficient resources), 57 (shutdown, statement_timeout) and 58
+ * (system error) plus 55P03 (lock_timeout) are retriable; the others
+ * (bad data, constraint violations, missing objects or privileges...)
+ * are not. */
 typedef struct pgo_error {
 	int code;      /* PGO_OK or a PGO_ERR_* value */
 	int retriable; /* 1: a later retry may succeed; 0: it will not */
@@ -191,8 +197,10 @@ typedef struct pgo_producer pgo_producer_t;
  * connection.  The connection is borrowed: it must outlive the producer
  * and stay in blocking mode.  Events are written inside whatever
  * transaction the caller has open; they become visible, and the relay is
- * woken, only when the caller commits.  NULL on OOM or a bad queue name
- * (*err says which; err may be NULL). */
+ * woken, only when the caller commits.  NULL when it cannot be made, with
+ * *err saying why (err may be NULL): no connection or a bad queue name
+ * (PGO_ERR_INVALID), out of memory (PGO_ERR_NOMEM); *err is cleared on
+ * success. */
 pgo_producer_t *pgo_producer_new(PGconn *conn, const char *queue,
 				 pgo_error_t *err);
 void pgo_producer_destroy(pgo_producer_t *p);
@@ -356,7 +364,11 @@ typedef struct pgo_consumer pgo_consumer_t;
  * max_attempts 10, start "0", window "7 days", maintenance hourly). */
 void pgo_consumer_opts_init(pgo_consumer_opts_t *opts);
 
-/* A consumer; NULL with *err filled for bad options or OOM. */
+/* A consumer.  NULL when it cannot be made, with *err saying why (err may
+ * be NULL): bad options (PGO_ERR_INVALID), a Redis URL that does not parse
+ * or needs what this build lacks (PGO_ERR_CONFIG), out of memory
+ * (PGO_ERR_NOMEM), no wake-up pipe (PGO_ERR_IO); *err is cleared on
+ * success.  Nothing is connected before pgo_consumer_run(). */
 pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *opts,
 				 pgo_error_t *err);
 void pgo_consumer_destroy(pgo_consumer_t *c);
@@ -401,7 +413,9 @@ typedef struct pgo_enqueuer pgo_enqueuer_t;
 
 /* An enqueuer writing into work queue `queue` through the caller's
  * connection (borrowed: it must outlive the enqueuer and stay blocking).
- * NULL on OOM or a bad name (*err says which). */
+ * NULL when it cannot be made, with *err saying why (err may be NULL): no
+ * connection or a bad queue name (PGO_ERR_INVALID), out of memory
+ * (PGO_ERR_NOMEM); *err is cleared on success. */
 pgo_enqueuer_t *pgo_enqueuer_new(PGconn *conn, const char *queue,
 				 pgo_error_t *err);
 void pgo_enqueuer_destroy(pgo_enqueuer_t *q);
@@ -490,8 +504,10 @@ typedef struct pgo_worker pgo_worker_t;
 void pgo_worker_opts_init(pgo_worker_opts_t *opts);
 
 /* A worker connecting with conf's [database] keys (conf is borrowed and
- * must outlive it; opts strings are copied).  NULL with *err filled for bad
- * options or OOM. */
+ * must outlive it; opts strings are copied).  NULL when it cannot be made,
+ * with *err saying why (err may be NULL): bad options (PGO_ERR_INVALID),
+ * out of memory (PGO_ERR_NOMEM), no wake-up pipe (PGO_ERR_IO); *err is
+ * cleared on success.  Nothing is connected before pgo_worker_run(). */
 pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
 			     const pgo_worker_opts_t *opts, pgo_error_t *err);
 void pgo_worker_destroy(pgo_worker_t *w);
@@ -558,7 +574,11 @@ typedef struct pgo_scheduler pgo_scheduler_t;
 
 /* Defaults: grace 10 s, max sleep 1 s, no offset, history kept 7 days. */
 void pgo_scheduler_opts_init(pgo_scheduler_opts_t *opts);
-/* conf (its [database] keys) is borrowed and must outlive the scheduler. */
+/* A scheduler connecting with conf's [database] keys (conf is borrowed and
+ * must outlive it; opts->name is copied).  NULL when it cannot be made,
+ * with *err saying why (err may be NULL): bad options (PGO_ERR_INVALID),
+ * out of memory (PGO_ERR_NOMEM), no wake-up pipe (PGO_ERR_IO); *err is
+ * cleared on success.  Nothing is connected before pgo_scheduler_run(). */
 pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
 				   const pgo_scheduler_opts_t *opts,
 				   pgo_error_t *err);

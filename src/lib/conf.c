@@ -18,8 +18,10 @@
  * typed value, and where that value came from.  Reload builds a fresh
  * configuration from the same sources and compares the texts.
  *
- * Values that may hold a password (database.url) are masked whenever this
- * file writes them out: `config show` and the reload log lines.
+ * Values that may hold a password (database.url, sink.redis_url) are
+ * masked whenever this file writes them out: `config show` and the reload
+ * log lines; libpq's PQconninfoParse() says what is secret in a database
+ * URL.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -32,6 +34,7 @@
 #include <ini.h>
 
 #include "pgo_int.h"
+#include "redis.h"
 
 /* --- the table --- */
 
@@ -529,108 +532,272 @@ static void format_range(const struct conf_key *k, char *buf, size_t size)
 
 /* --- masking secrets --- */
 
-/* Whether a conninfo or URL parameter name holds a password
- * ("password", "sslpassword"). */
-static bool is_password_param(const char *name, size_t len)
-{
-	static const char pw[] = "password";
-	const size_t n = sizeof(pw) - 1;
+/* libpq decides what a connection string holds: PQconninfoParse() reads a
+ * conninfo string or a postgres:// URL exactly as a connection would and
+ * marks the secret options (password, sslpassword, and whatever a later
+ * libpq adds) with dispchar "*".  The text shown is rebuilt from those
+ * options, in libpq's order of options and in the form it was written in
+ * (a URL stays a URL), each secret as "***".  Text libpq cannot parse is
+ * hidden whole.  Redis URLs are not libpq's: their masker sits next to
+ * their parser (redis.c). */
 
-	return len >= n && memcmp(name + len - n, pw, n) == 0;
+#define MASK	       "***"
+#define MASK_DEPTH_MAX 2 /* a dbname holding a connection string, nested */
+
+static bool mask_into(pgo_buf_t *b, const char *conninfo, int depth);
+
+static bool is_secret(const PQconninfoOption *o)
+{
+	return o->dispchar && o->dispchar[0] == '*';
 }
 
-/* Appends "a=1&password=x" as "a=1&password=***". */
-static void mask_params(pgo_buf_t *b, const char *p)
+/* Length of the URL scheme libpq recognises at the start of s, or 0. */
+static size_t url_scheme(const char *s)
 {
-	while (*p) {
-		size_t len = strcspn(p, "&");
-		const char *eq = memchr(p, '=', len);
+	static const char *const schemes[] = {"postgresql://", "postgres://"};
 
-		if (eq && is_password_param(p, (size_t)(eq - p))) {
-			pgo_buf_append(b, p, (size_t)(eq + 1 - p));
-			pgo_buf_puts(b, "***");
-		} else {
-			pgo_buf_append(b, p, len);
-		}
-		p += len;
-		if (*p == '&')
-			pgo_buf_append(b, p++, 1);
-	}
+	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+		if (strncmp(s, schemes[i], strlen(schemes[i])) == 0)
+			return strlen(schemes[i]);
+	return 0;
 }
 
-/* postgres://user:secret@host/db?password=x -> user:***@...?password=*** */
-static void mask_url(pgo_buf_t *b, const char *url, size_t scheme_len)
+/* What libpq would take for a connection string in a dbname. */
+static bool holds_conninfo(const char *s)
 {
-	const char *auth = url + scheme_len;
-	const char *at = strrchr(auth, '@');
-	const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-	const char *rest = url, *query;
-	bool in_query = false;
-
-	/* The user info ends at the last '@' anywhere: a password holding an
-	 * unescaped '@', '/' or '?' is hidden whole.  A '@' in the query
-	 * may hide more than needed, never less. */
-	if (colon) {
-		pgo_buf_append(b, url, (size_t)(colon + 1 - url));
-		pgo_buf_puts(b, "***");
-		rest = at;
-		in_query = memchr(auth, '?', (size_t)(at - auth)) != NULL;
-	}
-	if (!in_query) {
-		query = strchr(rest, '?');
-		if (!query) {
-			pgo_buf_puts(b, rest);
-			return;
-		}
-		pgo_buf_append(b, rest, (size_t)(query + 1 - rest));
-		rest = query + 1;
-	}
-	mask_params(b, rest);
+	return url_scheme(s) > 0 || strchr(s, '=') != NULL;
 }
 
-/* host=db password='s e' user=app -> host=db password=*** user=app.
- * Returns false for text libpq would not parse either. */
-static bool mask_conninfo(pgo_buf_t *b, const char *s)
+static bool unreserved(unsigned char c)
 {
-	const char *p = s;
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+	       c == '~';
+}
 
-	for (;;) {
-		const char *start = p, *name, *value;
-		size_t name_len;
+/* Appends s percent-encoded: libpq decodes every part of a URL. */
+static void put_pct(pgo_buf_t *b, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
 
-		while (isspace((unsigned char)*p))
-			p++;
-		if (!*p)
-			break;
-		name = p;
-		while (*p && *p != '=' && !isspace((unsigned char)*p))
-			p++;
-		name_len = (size_t)(p - name);
-		while (isspace((unsigned char)*p))
-			p++;
-		if (*p++ != '=')
-			return false;
-		while (isspace((unsigned char)*p))
-			p++;
-		pgo_buf_append(b, start, (size_t)(p - start));
-		value = p;
-		if (*p == '\'') {
-			for (p++; *p && *p != '\''; p++)
-				if (*p == '\\' && p[1])
-					p++;
-			if (*p++ != '\'')
-				return false;
-		} else {
-			for (; *p && !isspace((unsigned char)*p); p++)
-				if (*p == '\\' && p[1])
-					p++;
-		}
-		if (is_password_param(name, name_len))
-			pgo_buf_puts(b, "***");
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
+
+		if (unreserved(c))
+			pgo_buf_append(b, s, 1);
 		else
-			pgo_buf_append(b, value, (size_t)(p - value));
+			pgo_buf_append(b, esc, 3);
 	}
-	return true;
+}
+
+/* Appends s as a conninfo value, quoted when it must be. */
+static void put_quoted(pgo_buf_t *b, const char *s)
+{
+	if (*s && !strpbrk(s, " \t\n\r\f\v'\\")) {
+		pgo_buf_puts(b, s);
+		return;
+	}
+	pgo_buf_puts(b, "'");
+	for (; *s; s++) {
+		if (*s == '\'' || *s == '\\')
+			pgo_buf_puts(b, "\\");
+		pgo_buf_append(b, s, 1);
+	}
+	pgo_buf_puts(b, "'");
+}
+
+/* Appends the value of o as it may be shown, percent-encoded for a URL or
+ * quoted for conninfo.  A dbname holding a connection string of its own
+ * (which libpq expands) is masked too.  False when it must be hidden. */
+static bool put_value(pgo_buf_t *b, const PQconninfoOption *o, bool url,
+		      int depth)
+{
+	pgo_buf_t inner;
+	bool ok;
+
+	if (is_secret(o)) {
+		pgo_buf_puts(b, MASK);
+		return true;
+	}
+	if (strcmp(o->keyword, "dbname") != 0 || !holds_conninfo(o->val)) {
+		(url ? put_pct : put_quoted)(b, o->val);
+		return true;
+	}
+	pgo_buf_init(&inner);
+	pgo_buf_puts(&inner, "");
+	ok = mask_into(&inner, o->val, depth + 1) && !inner.oom;
+	if (ok)
+		(url ? put_pct : put_quoted)(b, inner.data);
+	pgo_buf_free(&inner);
+	return ok;
+}
+
+static const PQconninfoOption *option(const PQconninfoOption *opts,
+				      const char *keyword)
+{
+	for (; opts->keyword; opts++)
+		if (strcmp(opts->keyword, keyword) == 0)
+			return opts;
+	return NULL;
+}
+
+/* Whether host (and port) lists can be written as host[:port],... in the
+ * URL's authority: plain names and IPv6 addresses, a port for each host or
+ * none.  Anything else goes into the query (?host=...&port=...). */
+static bool authority_fits(const char *host, const char *port)
+{
+	size_t hosts = 1, ports = 1;
+
+	for (const char *h = host; *h; h++)
+		hosts += *h == ',';
+	for (const char *p = port ? port : ""; *p; p++) {
+		if (*p != ',' && (*p < '0' || *p > '9'))
+			return false;
+		ports += *p == ',';
+	}
+	if (port && ports != hosts)
+		return false;
+	for (const char *h = host; *h; h++)
+		if (!unreserved((unsigned char)*h) && *h != ',' && *h != ':')
+			return false;
+	return *host && !strstr(host, ",,") && host[strlen(host) - 1] != ',';
+}
+
+/* host "a,b" + port "1,2" -> "a:1,b:2"; IPv6 addresses in brackets. */
+static void put_authority(pgo_buf_t *b, const char *host, const char *port)
+{
+	while (*host) {
+		size_t hn = strcspn(host, ","),
+		       pn = port ? strcspn(port, ",") : 0;
+		bool v6 = memchr(host, ':', hn) != NULL;
+
+		pgo_buf_puts(b, v6 ? "[" : "");
+		pgo_buf_append(b, host, hn);
+		pgo_buf_puts(b, v6 ? "]" : "");
+		if (pn) {
+			pgo_buf_puts(b, ":");
+			pgo_buf_append(b, port, pn);
+		}
+		host += hn;
+		if (port)
+			port += pn + (port[pn] == ',');
+		if (*host == ',')
+			pgo_buf_append(b, host++, 1);
+	}
+}
+
+/* A URL that libpq read as something its writer cannot have meant: an '@'
+ * in a host or the database name, or a port that is not a number, come
+ * from a password holding an unescaped '@', '/' or '?'.  libpq will not
+ * connect with it either; shown, it would show (part of) that password. */
+static bool url_misread(const PQconninfoOption *opts)
+{
+	const PQconninfoOption *host = option(opts, "host"),
+			       *port = option(opts, "port"),
+			       *db = option(opts, "dbname");
+
+	if ((host && host->val && strchr(host->val, '@')) ||
+	    (db && db->val && strchr(db->val, '@')))
+		return true;
+	for (const char *p = port && port->val ? port->val : ""; *p; p++)
+		if (*p != ',' && (*p < '0' || *p > '9'))
+			return true;
+	return false;
+}
+
+/* postgresql://[user[:***]@][host[:port],...][/dbname][?keyword=value&...]
+ */
+static bool put_url(pgo_buf_t *b, const char *scheme, size_t scheme_len,
+		    const PQconninfoOption *opts, int depth)
+{
+	const PQconninfoOption *user = option(opts, "user"),
+			       *password = option(opts, "password"),
+			       *host = option(opts, "host"),
+			       *port = option(opts, "port"),
+			       *db = option(opts, "dbname");
+	bool in_authority, ok = true;
+	char sep = '?';
+
+	if (!user || !password || !host || !port || !db || url_misread(opts))
+		return false;
+	in_authority = host->val && authority_fits(host->val, port->val);
+	pgo_buf_append(b, scheme, scheme_len);
+	if (user->val || password->val) {
+		if (user->val)
+			put_pct(b, user->val);
+		if (password->val) {
+			pgo_buf_puts(b, ":");
+			ok = put_value(b, password, true, depth);
+		}
+		pgo_buf_puts(b, "@");
+	}
+	if (in_authority)
+		put_authority(b, host->val, port->val);
+	if (db->val) {
+		pgo_buf_puts(b, "/");
+		ok = ok && put_value(b, db, true, depth);
+	}
+	for (const PQconninfoOption *o = opts; ok && o->keyword; o++) {
+		if (!o->val || o == user || o == password || o == db ||
+		    (in_authority && (o == host || o == port)))
+			continue;
+		pgo_buf_append(b, &sep, 1);
+		sep = '&';
+		pgo_buf_puts(b, o->keyword);
+		pgo_buf_puts(b, "=");
+		ok = put_value(b, o, true, depth);
+	}
+	return ok;
+}
+
+/* keyword=value keyword='a value' ... */
+static bool put_conninfo(pgo_buf_t *b, const PQconninfoOption *opts, int depth)
+{
+	bool first = true, ok = true;
+
+	for (const PQconninfoOption *o = opts; ok && o->keyword; o++) {
+		if (!o->val)
+			continue;
+		pgo_buf_puts(b, first ? "" : " ");
+		first = false;
+		pgo_buf_puts(b, o->keyword);
+		pgo_buf_puts(b, "=");
+		ok = put_value(b, o, false, depth);
+	}
+	return ok;
+}
+
+static bool mask_into(pgo_buf_t *b, const char *conninfo, int depth)
+{
+	char *errmsg = NULL;
+	PQconninfoOption *opts;
+	size_t scheme = url_scheme(conninfo);
+	bool ok;
+
+	if (depth > MASK_DEPTH_MAX)
+		return false;
+	opts = PQconninfoParse(conninfo, &errmsg);
+	PQfreemem(errmsg);
+	if (!opts) /* unparseable, or out of memory */
+		return false;
+	ok = scheme ? put_url(b, conninfo, scheme, opts, depth)
+		    : put_conninfo(b, opts, depth);
+	PQconninfoFree(opts);
+	return ok;
+}
+
+bool pgo_conninfo_mask(const char *conninfo, pgo_buf_t *b)
+{
+	size_t len = b->len;
+
+	if (mask_into(b, conninfo, 0) && !b->oom)
+		return true;
+	b->len = len; /* hide all rather than risk a leak */
+	if (b->data)
+		b->data[len] = '\0';
+	pgo_buf_puts(b, MASK);
+	return false;
 }
 
 /* The value of key k as it may be shown: a password never appears.  The
@@ -638,27 +805,14 @@ static bool mask_conninfo(pgo_buf_t *b, const char *s)
 static const char *display(const struct conf_key *k, const char *text,
 			   pgo_buf_t *b)
 {
-	static const char *const schemes[] = {"postgresql://", "postgres://",
-					      "redis://", "rediss://"};
-	const size_t nschemes = sizeof(schemes) / sizeof(schemes[0]);
-	bool ok = true, url = false;
-
 	if (!k->secret)
 		return text;
 	pgo_buf_reset(b);
 	pgo_buf_puts(b, "");
-	for (size_t i = 0; i < nschemes && !url; i++) {
-		size_t n = strlen(schemes[i]);
-
-		if (strncmp(text, schemes[i], n) == 0) {
-			mask_url(b, text, n);
-			url = true;
-		}
-	}
-	if (!url)
-		ok = mask_conninfo(b, text);
-	/* Unparseable or out of memory: hide all rather than risk a leak. */
-	return ok && !b->oom ? b->data : "***";
+	if (!pgo_redis_url_mask(text, b))
+		(void)pgo_conninfo_mask(text, b);
+	/* Out of memory: hide all rather than risk a leak. */
+	return b->oom ? MASK : b->data;
 }
 
 /* --- reading values --- */

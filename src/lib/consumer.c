@@ -151,11 +151,15 @@ pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *o, pgo_error_t *err)
 	pgo_redis_url_t url;
 	pgo_consumer_t *c;
 	char host[128];
-	int handlers = (o->exec_command && *o->exec_command) +
-		       (o->sql_function && *o->sql_function) +
-		       (o->handler != NULL);
+	int handlers;
 	bool oom = false;
 
+	if (!o) {
+		pgo_error_set(err, PGO_ERR_INVALID, 0, "no options given");
+		return NULL;
+	}
+	handlers = (o->exec_command && *o->exec_command) +
+		   (o->sql_function && *o->sql_function) + (o->handler != NULL);
 	if (!o->stream || !*o->stream || !o->group || !*o->group) {
 		pgo_error_set(err, PGO_ERR_INVALID, 0,
 			      "consume needs a stream and a group");
@@ -180,7 +184,12 @@ pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *o, pgo_error_t *err)
 	    o->claim_idle_ms < 1 || o->exit_after_commit < 0) {
 		pgo_error_set(err, PGO_ERR_INVALID, 0,
 			      "consume: count, max attempts and claim idle "
-			      "must be positive");
+			      "must be positive, block and exit after commit "
+			      "not negative (count %d, max attempts %d, claim "
+			      "idle %" PRId64 " ms, block %" PRId64
+			      " ms, exit after commit %d)",
+			      o->count, o->max_attempts, o->claim_idle_ms,
+			      o->block_ms, o->exit_after_commit);
 		return NULL;
 	}
 	if (pgo_redis_url_parse(o->redis_url, &url, err) != PGO_OK ||
@@ -210,8 +219,14 @@ pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *o, pgo_error_t *err)
 	c->start_id = dup_or_null(o->start_id ? o->start_id : "0", &oom);
 	c->window =
 		dup_or_null(o->dedup_window ? o->dedup_window : "7 days", &oom);
-	if (oom || pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+	if (oom) {
 		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
+		pgo_consumer_destroy(c);
+		return NULL;
+	}
+	if (pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+		pgo_error_set(err, PGO_ERR_IO, 1, "consume: wake-up pipe: %s",
+			      strerror(errno));
 		pgo_consumer_destroy(c);
 		return NULL;
 	}
@@ -361,6 +376,12 @@ static int ensure_pg(pgo_consumer_t *c)
 		return PGO_ERR_AGAIN;
 	}
 	if (pgo_schema_check(c->pg, &err) != PGO_OK) {
+		/* A schema that is missing or too old is fatal here; a failed
+		 * read of it may go away (pgo_pq_retriable's rule). */
+		if (err.code == PGO_ERR_DB && err.retriable) {
+			pg_lost(c, err.msg);
+			return PGO_ERR_AGAIN;
+		}
 		snprintf(c->errmsg, sizeof(c->errmsg), "%s", err.msg);
 		return PGO_ERR_SCHEMA;
 	}

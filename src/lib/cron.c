@@ -41,7 +41,7 @@ static PGresult *run(PGconn *conn, const char *what, const char *sql, int n,
 	ExecStatusType st = PQresultStatus(res);
 
 	if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-		pgo_error_set(err, PGO_ERR_DB, PQstatus(conn) == CONNECTION_BAD,
+		pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
 			      "%s: %s", what, pgo_pq_msg(conn, res));
 		PQclear(res);
 		return NULL;
@@ -461,14 +461,28 @@ pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
 	pgo_scheduler_t *s;
 	char host[64];
 
-	if (!conf || !opts || opts->grace_ms < 0 || opts->max_sleep_ms < 10) {
-		pgo_error_set(err, PGO_ERR_INVALID, 0, "bad scheduler options");
+	if (!conf || !opts) {
+		pgo_error_set(err, PGO_ERR_INVALID, 0, "no %s given",
+			      !conf ? "configuration" : "options");
+		return NULL;
+	}
+	if (opts->grace_ms < 0 || opts->max_sleep_ms < 10) {
+		pgo_error_set(err, PGO_ERR_INVALID, 0,
+			      "bad scheduler options: grace must not be "
+			      "negative (%" PRId64 " ms), max sleep at least "
+			      "10 ms (%" PRId64 " ms)",
+			      opts->grace_ms, opts->max_sleep_ms);
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
-	if (!s || pipe2(s->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-		free(s);
+	if (!s) {
 		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
+		return NULL;
+	}
+	if (pipe2(s->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+		pgo_error_set(err, PGO_ERR_IO, 1, "cron: wake-up pipe: %s",
+			      strerror(errno));
+		free(s);
 		return NULL;
 	}
 	s->conf = conf;

@@ -9,20 +9,6 @@
 
 #include "pgo_int.h"
 
-/* Whether a failed statement may succeed when the transaction is tried
- * again: serialization failures, deadlocks, lost connections, a server
- * shutting down, resource shortages. */
-static int sqlstate_retriable(const PGconn *conn, const PGresult *res)
-{
-	const char *st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-
-	if (PQstatus(conn) != CONNECTION_OK || !st)
-		return 1;
-	return strncmp(st, "40", 2) == 0 || strncmp(st, "08", 2) == 0 ||
-	       strncmp(st, "53", 2) == 0 || strncmp(st, "57", 2) == 0 ||
-	       strcmp(st, "55P03") == 0; /* lock_not_available */
-}
-
 int pgo_inbox_claim(PGconn *conn, const char *consumer, const char *message_id,
 		    int *fresh, pgo_error_t *err)
 {
@@ -46,8 +32,7 @@ int pgo_inbox_claim(PGconn *conn, const char *consumer, const char *message_id,
 	res = PQexecParams(conn, "SELECT pgoutbox.inbox_claim($1, $2)", 2, NULL,
 			   params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-		rc = pgo_error_set(err, PGO_ERR_DB,
-				   sqlstate_retriable(conn, res),
+		rc = pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
 				   "inbox claim of %.100s: %s", message_id,
 				   pgo_pq_msg(conn, res));
 	} else {
@@ -84,9 +69,9 @@ int pgo_inbox_maintain(PGconn *conn, const char *window, int *created,
 			   "pgoutbox.inbox_maintain($1::interval)",
 			   1, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-		rc = pgo_error_set(
-			err, PGO_ERR_DB, sqlstate_retriable(conn, res),
-			"inbox maintenance: %s", pgo_pq_msg(conn, res));
+		rc = pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
+				   "inbox maintenance: %s",
+				   pgo_pq_msg(conn, res));
 	} else {
 		if (created)
 			*created = atoi(PQgetvalue(res, 0, 0));

@@ -34,6 +34,18 @@ int pgo_error_set(pgo_error_t *err, int code, int retriable, const char *fmt,
 void pgo_error_clear(pgo_error_t *err);
 /* The primary message of a failed result or connection, one line. */
 const char *pgo_pq_msg(const PGconn *conn, const PGresult *res);
+/* The one rule for "may trying again succeed?" after PostgreSQL failed,
+ * for every module (a pgo_error_t's retriable, whether an outcome is sent
+ * again).  Retriable: a lost connection (conn NULL or CONNECTION_BAD, or
+ * no result: libpq ran out of memory or lost the server), an error without
+ * a SQLSTATE (libpq's own), and the SQLSTATE classes 08 (connection), 40
+ * (serialization failure, deadlock), 53 (insufficient resources), 57
+ * (operator intervention: shutdown, statement_timeout's 57014), 58
+ * (system error) plus 55P03 (lock_not_available: lock_timeout).  Anything
+ * else fails the same way again.  res is the failed result (borrowed). */
+bool pgo_pq_retriable(const PGconn *conn, const PGresult *res);
+/* The same rule on a SQLSTATE alone (NULL or "": none was given). */
+bool pgo_sqlstate_retriable(const char *sqlstate);
 
 /* --- time --- */
 
@@ -161,6 +173,12 @@ const struct pgo_conf_values *pgo_conf_values(const pgo_conf_t *conf);
 
 /* Parses a duration ("250ms", "30s", "5m", "1h", "0") into ms. */
 int pgo_parse_duration(const char *s, int64_t *ms, const char **why);
+/* Appends a libpq conninfo string or postgres:// URL to b as it may be
+ * shown (`config show`, logs): rebuilt from what PQconninfoParse() reads,
+ * in the same form, every secret option (dispchar "*": password,
+ * sslpassword) as "***".  Text libpq cannot parse appends "***" alone and
+ * returns false. */
+bool pgo_conninfo_mask(const char *conninfo, pgo_buf_t *b);
 
 /* --- retry --- */
 
@@ -250,8 +268,10 @@ extern const pgo_sink_ops_t pgo_sink_bullmq_ops;
 /* Reads the sink.bullmq_* keys (and the sink.redis_* connection keys) and
  * loads the exported add script; refuses untested bullmq majors. */
 int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
-/* Writes the 40 hex digits of SHA-1(data) and a NUL into hex (the name
- * EVALSHA gives a script). */
-void pgo_sha1_hex(const char *data, size_t len, char hex[41]);
+/* Writes the 40 lower-case hex digits of SHA-1(data) and a NUL into hex
+ * (the name EVALSHA gives a script), computed by libcrypto.  Returns PGO_OK,
+ * or PGO_ERR_NOMEM with hex "" when libcrypto fails (out of memory, or no
+ * provider offers SHA-1). */
+int pgo_sha1_hex(const char *data, size_t len, char hex[41]);
 
 #endif /* PGO_INT_H */

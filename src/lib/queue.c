@@ -29,11 +29,8 @@ static PGresult *run(PGconn *conn, const char *what, const char *sql, int n,
 	ExecStatusType st = PQresultStatus(res);
 
 	if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-		const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-
-		pgo_error_set(err, PGO_ERR_DB,
-			      code && strncmp(code, "40", 2) == 0, "%s: %s",
-			      what, pgo_pq_msg(conn, res));
+		pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
+			      "%s: %s", what, pgo_pq_msg(conn, res));
 		PQclear(res);
 		return NULL;
 	}

@@ -202,6 +202,31 @@ void pgo_redis_url_describe(const pgo_redis_url_t *u, char *buf, size_t size)
 		 v6 ? "]" : "", u->port, u->db);
 }
 
+bool pgo_redis_url_mask(const char *url, pgo_buf_t *b)
+{
+	size_t scheme = strncasecmp(url, "redis://", 8) == 0	? 8
+			: strncasecmp(url, "rediss://", 9) == 0 ? 9
+								: 0;
+	const char *at, *colon;
+
+	if (!scheme)
+		return false;
+	/* The last '@' anywhere: more than the parser's user info when the
+	 * URL is broken, never less (a query or fragment is refused). */
+	at = strrchr(url + scheme, '@');
+	if (!at) {
+		pgo_buf_puts(b, url);
+		return true;
+	}
+	colon = memchr(url + scheme, ':', (size_t)(at - url - scheme));
+	/* redis://user:secret@ keeps the user; redis://secret@ (refused by
+	 * the parser) may be a password written without its colon. */
+	pgo_buf_append(b, url, colon ? (size_t)(colon + 1 - url) : scheme);
+	pgo_buf_puts(b, "***");
+	pgo_buf_puts(b, at);
+	return true;
+}
+
 /* --- connection --- */
 
 static void set_err(pgo_redis_t *r, const char *fmt, ...)

@@ -42,6 +42,12 @@ int pgo_redis_url_supported(const pgo_redis_url_t *u, pgo_error_t *err);
 /* host:port/db for log lines: never the password. */
 void pgo_redis_url_describe(const pgo_redis_url_t *u, char *buf, size_t size);
 
+/* Appends url to b with its password as "***" (`config show`, reload log
+ * lines), also when the URL does not parse: the user info ends at the
+ * last '@', so a password holding '/', '?' or '@' is hidden whole.  False
+ * when url is not a redis:// or rediss:// URL. */
+bool pgo_redis_url_mask(const char *url, pgo_buf_t *b);
+
 typedef enum pgo_redis_state {
 	PGO_REDIS_DOWN = 0,   /* no socket */
 	PGO_REDIS_CONNECTING, /* TCP connect in progress */

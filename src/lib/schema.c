@@ -70,9 +70,10 @@ static int exec_ok(PGconn *conn, const char *sql, const char *what,
 		const char *detail =
 			PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
 
-		rc = pgo_error_set(err, PGO_ERR_DB, 0, "%s: %s%s%s%s", what,
-				   pgo_pq_msg(conn, res), detail ? " (" : "",
-				   detail ? detail : "", detail ? ")" : "");
+		rc = pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
+				   "%s: %s%s%s%s", what, pgo_pq_msg(conn, res),
+				   detail ? " (" : "", detail ? detail : "",
+				   detail ? ")" : "");
 	}
 	PQclear(res);
 	return rc;
@@ -118,7 +119,7 @@ int pgo_schema_read_version(PGconn *conn, int *version, pgo_error_t *err)
 				   "FROM pgoutbox.migrations");
 	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		rc = pgo_error_set(err, PGO_ERR_DB, 1,
+		rc = pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
 				   "reading the schema version: %s",
 				   pgo_pq_msg(conn, res));
 	else if (PQftype(res, 0) != 16 /* bool: no table */)
@@ -201,7 +202,8 @@ int pgo_migrate_to(PGconn *conn, int target, int *from, int *to,
 				   "(version, name) VALUES ($1, $2)",
 				   2, NULL, params, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK)
-			rc = pgo_error_set(err, PGO_ERR_DB, 0,
+			rc = pgo_error_set(err, PGO_ERR_DB,
+					   pgo_pq_retriable(conn, res),
 					   "recording %s: %s", m->name,
 					   pgo_pq_msg(conn, res));
 		PQclear(res);

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include <msgpack.h>
+#include <openssl/evp.h>
 
 #include "redis.h"
 
@@ -140,59 +141,25 @@ static struct bq_sink *bq(pgo_sink_t *sink)
 	return sink->priv;
 }
 
-/* --- SHA-1 (FIPS 180-1), for the EVALSHA of a script we hold --- */
+/* --- SHA-1, for the EVALSHA of a script we hold --- */
 
-static uint32_t rol32(uint32_t x, int n)
+/* libcrypto's, through the EVP API: vetted code for a boring, hard thing.
+ * libpq links libcrypto already. */
+int pgo_sha1_hex(const char *data, size_t len, char hex[41])
 {
-	return (x << n) | (x >> (32 - n));
-}
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
 
-static void sha1_block(uint32_t h[5], const unsigned char *p)
-{
-	uint32_t w[80], a, b, c, d, e, f, k, t;
-
-	for (int i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-		       (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
-	for (int i = 16; i < 80; i++)
-		w[i] = rol32(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-	a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
-	for (int i = 0; i < 80; i++) {
-		if (i < 20)
-			f = (b & c) | (~b & d), k = 0x5A827999;
-		else if (i < 40)
-			f = b ^ c ^ d, k = 0x6ED9EBA1;
-		else if (i < 60)
-			f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDC;
-		else
-			f = b ^ c ^ d, k = 0xCA62C1D6;
-		t = rol32(a, 5) + f + e + k + w[i];
-		e = d, d = c, c = rol32(b, 30), b = a, a = t;
+	hex[0] = '\0';
+	if (!EVP_Digest(data, len, md, &n, EVP_sha1(), NULL) || n != 20)
+		return PGO_ERR_NOMEM;
+	for (unsigned int i = 0; i < n; i++) {
+		hex[2 * i] = digits[md[i] >> 4];
+		hex[2 * i + 1] = digits[md[i] & 0xf];
 	}
-	h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e;
-}
-
-void pgo_sha1_hex(const char *data, size_t len, char hex[41])
-{
-	uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476,
-			 0xC3D2E1F0};
-	const unsigned char *p = (const unsigned char *)data;
-	unsigned char tail[128];
-	size_t full = len / 64 * 64, rest = len - full, tlen;
-	uint64_t bits = (uint64_t)len * 8;
-
-	for (size_t off = 0; off < full; off += 64)
-		sha1_block(h, p + off);
-	memset(tail, 0, sizeof(tail));
-	memcpy(tail, p + full, rest);
-	tail[rest] = 0x80;
-	tlen = rest + 1 + 8 <= 64 ? 64 : 128;
-	for (int i = 0; i < 8; i++)
-		tail[tlen - 1 - i] = (unsigned char)(bits >> (8 * i));
-	for (size_t off = 0; off < tlen; off += 64)
-		sha1_block(h, tail + off);
-	for (int i = 0; i < 5; i++)
-		snprintf(hex + 8 * i, 9, "%08" PRIx32, h[i]);
+	hex[2 * n] = '\0';
+	return PGO_OK;
 }
 
 /* --- the FIFO of awaited replies --- */
@@ -1025,7 +992,11 @@ static int load_export(struct bq_sink *s, const char *path, pgo_error_t *err)
 	/* 5.x: 9 args (addJob in classes/scripts.js); 6.x adds [10] defer
 	 * parent release (addJobToTransaction). */
 	s->nargs = major == 5 ? 9 : 10;
-	pgo_sha1_hex(s->script, s->script_len, s->sha);
+	if (pgo_sha1_hex(s->script, s->script_len, s->sha) != PGO_OK)
+		return pgo_error_set(err, PGO_ERR_NOMEM, 0,
+				     "sink.bullmq_script %s: libcrypto could "
+				     "not compute the script's SHA-1",
+				     path);
 	return PGO_OK;
 }
 

@@ -16,8 +16,8 @@ static PGresult *query(PGconn *conn, const char *sql, const char *param,
 				     param ? &param : NULL, NULL, NULL, 0);
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		pgo_error_set(err, PGO_ERR_DB, 1, "status: %s",
-			      pgo_pq_msg(conn, res));
+		pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
+			      "status: %s", pgo_pq_msg(conn, res));
 		PQclear(res);
 		return NULL;
 	}

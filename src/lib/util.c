@@ -76,6 +76,41 @@ const char *pgo_pq_msg(const PGconn *conn, const PGresult *res)
 	return line;
 }
 
+/* The SQLSTATE classes after which the same statement or transaction may
+ * succeed when tried again; everything else (22 data, 23 integrity, 42
+ * syntax or privilege, 3F no schema, 2x, P0 raised by a function, XX
+ * internal...) fails the same way every time. */
+static const char *const retriable_classes[] = {
+	"08", /* connection exception */
+	"40", /* transaction rollback: serialization failure, deadlock */
+	"53", /* insufficient resources: disk full, out of memory, too
+	       * many connections */
+	"57", /* operator intervention: admin shutdown, cannot connect now,
+	       * query canceled (57014: statement_timeout) */
+	"58", /* system error: I/O error */
+};
+
+bool pgo_sqlstate_retriable(const char *sqlstate)
+{
+	if (!sqlstate || !*sqlstate)
+		return true;
+	if (strcmp(sqlstate, "55P03") == 0) /* lock_not_available */
+		return true;
+	for (size_t i = 0;
+	     i < sizeof(retriable_classes) / sizeof(retriable_classes[0]); i++)
+		if (strncmp(sqlstate, retriable_classes[i], 2) == 0)
+			return true;
+	return false;
+}
+
+bool pgo_pq_retriable(const PGconn *conn, const PGresult *res)
+{
+	if (!conn || PQstatus(conn) == CONNECTION_BAD || !res)
+		return true;
+	return pgo_sqlstate_retriable(
+		PQresultErrorField(res, PG_DIAG_SQLSTATE));
+}
+
 /* --- log --- */
 
 static pgo_log_fn log_fn;

@@ -81,7 +81,8 @@ typedef struct op {
 	int verdict;	  /* SETTLE: VERDICT_* */
 	int64_t delay_ms; /* SETTLE, retry: the backoff */
 	char *error;	  /* SETTLE: the error text (owned) */
-	int tries;	  /* sent again after a lost connection */
+	int tries;	  /* SETTLE: times sent again (lost connection,
+			   * retriable failure) */
 	int want;	  /* CLAIM: how many */
 } op_t;
 
@@ -236,7 +237,8 @@ pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
 	char host[64];
 
 	if (!conf || !opts) {
-		pgo_error_set(err, PGO_ERR_INVALID, 0, "no options given");
+		pgo_error_set(err, PGO_ERR_INVALID, 0, "no %s given",
+			      !conf ? "configuration" : "options");
 		return NULL;
 	}
 	if (pgo_ident_check(opts->queue, err) != PGO_OK)
@@ -305,10 +307,15 @@ pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
 	w->jobs = calloc((size_t)w->o.concurrency, sizeof(*w->jobs));
 	if (!w->queue || !w->name || !w->jobs ||
 	    (opts->exec_command && !w->exec_command) ||
-	    (opts->sql_function && !w->sql_function) ||
-	    pipe2(w->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+	    (opts->sql_function && !w->sql_function)) {
 		pgo_worker_destroy(w);
 		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
+		return NULL;
+	}
+	if (pipe2(w->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+		pgo_error_set(err, PGO_ERR_IO, 1, "worker: wake-up pipe: %s",
+			      strerror(errno));
+		pgo_worker_destroy(w);
 		return NULL;
 	}
 	w->o.queue = w->queue;
@@ -727,6 +734,20 @@ static void send_op(pgo_worker_t *w, int i, op_t *op)
 	(void)pgo_conn_send(c);
 }
 
+/* Puts an outcome back first in line to be sent again, at most 3 times;
+ * false (op untouched) once it was tried that often. */
+static bool settle_again(pgo_worker_t *w, op_t *op)
+{
+	if (op->kind != OP_SETTLE || ++op->tries > 3)
+		return false;
+	op->next = w->q_head;
+	w->q_head = op;
+	if (!w->q_tail)
+		w->q_tail = op;
+	w->q_len++;
+	return true;
+}
+
 /* The connection went away with op in flight: outcomes are sent again
  * (a few times: a DELETE that did commit then finds no row and is logged
  * as a lost lease, which is harmless); the rest is simply redone. */
@@ -737,14 +758,8 @@ static void lease_lost(pgo_worker_t *w, int i)
 	w->inflight[i] = NULL;
 	if (!op)
 		return;
-	if (op->kind == OP_SETTLE && ++op->tries <= 3) {
-		op->next = w->q_head;
-		w->q_head = op;
-		if (!w->q_tail)
-			w->q_tail = op;
-		w->q_len++;
+	if (settle_again(w, op))
 		return;
-	}
 	if (op->kind == OP_SETTLE)
 		pgo_log(PGO_LOG_WARN, w->subject,
 			"job %" PRId64 ": its outcome could not be recorded; "
@@ -928,6 +943,13 @@ static void lease_round(pgo_worker_t *w, int i)
 				 "with `pgoutbox queue create %s`)",
 				 w->queue, w->queue);
 			w->stop = 2;
+		}
+		/* A deadlock, a lock or statement timeout rolled the
+		 * outcome back: it may well go through when sent again. */
+		if (pgo_sqlstate_retriable(c->round.sqlstate) &&
+		    settle_again(w, op)) {
+			pgo_conn_round_clear(c);
+			return;
 		}
 		if (op->kind == OP_SETTLE)
 			pgo_log(PGO_LOG_WARN, w->subject,

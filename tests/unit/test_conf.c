@@ -1052,36 +1052,156 @@ static void test_reload_masks(void **state)
 
 /* --- show and reference --- */
 
+/* How a database URL or conninfo string is shown: rebuilt from what
+ * PQconninfoParse() reads, in the form written, secrets as ***.  Every
+ * secret holds "s3", which must never appear. */
+static const struct {
+	const char *url;
+	const char *shown;
+} masked[] = {
+	/* URLs */
+	{"postgres://app:s3cret@db.example:5432/app",
+	 "postgres://app:***@db.example:5432/app"},
+	{"postgresql://app:s3cret@db/app?sslmode=require",
+	 "postgresql://app:***@db/app?sslmode=require"},
+	{"postgres://app:s3%40c%2Fr%3Fet@db/app", "postgres://app:***@db/app"},
+	{"postgres://a%20b:s3%25@h1:5432,h2:5433/"
+	 "my%20db?application_name=x%20y",
+	 "postgres://a%20b:***@h1:5432,h2:5433/my%20db?application_name=x%20y"},
+	{"postgres://:s3cret@db", "postgres://:***@db"},
+	{"postgres://db:5432/app?application_name=a@b&password=s3",
+	 "postgres://:***@db:5432/app?application_name=a%40b"},
+	{"postgres://db/app?user=a&password=s3cret&sslmode=verify-full",
+	 "postgres://a:***@db/app?sslmode=verify-full"},
+	{"postgres://u:s3cret@db/app?sslpassword=s3cret",
+	 "postgres://u:***@db/app?sslpassword=***"},
+	{"postgres://app@db/app", "postgres://app@db/app"},
+	{"postgres://db:5432/app", "postgres://db:5432/app"},
+	{"postgres://[::1]:5433/app", "postgres://[::1]:5433/app"},
+	{"postgres://%2Ftmp/app", "postgres:///app?host=%2Ftmp"},
+	{"postgres://h/app?ssl=true", "postgres://h/app?sslmode=require"},
+	{"postgresql://", "postgresql://"},
+	/* An unescaped '@', '/' or '?' in a password: libpq reads the rest
+	 * as a host, port or path, or refuses the URL; hidden whole. */
+	{"postgres://app:s3c@ret@db/app", "***"},
+	{"postgres://app:s3/c?r@db/app", "***"},
+	{"postgres://app:s3/cr@db/app", "***"},
+	{"postgres://app:123/s3@db/app", "***"},
+	{"postgres://u:s3@h?no_such_option=1", "***"},
+	/* conninfo, in libpq's order of options */
+	{"host=db password=s3cret user=app", "user=app password=*** host=db"},
+	{"host=db password = 's3 cr\\'et' dbname=app",
+	 "password=*** dbname=app host=db"},
+	{"password='s3 x y'", "password=***"},
+	{"host=db sslpassword=s3cret", "host=db sslpassword=***"},
+	{"host=db user=app", "user=app host=db"},
+	{"host=/tmp dbname='my db' options='-c a=\\\\b'",
+	 "dbname='my db' host=/tmp options='-c a=\\\\b'"},
+	{"password=s3 dbname=app", "password=*** dbname=app"},
+	/* a connection string inside dbname, which libpq expands */
+	{"dbname='postgres://u:s3cret@h/db' application_name=x",
+	 "dbname=postgres://u:***@h/db application_name=x"},
+	{"dbname='host=h password=s3'", "dbname='password=*** host=h'"},
+	/* what libpq cannot parse */
+	{"host=db password='s3cret", "***"},
+	{"host=db s3cret", "***"},
+	{"host=db passwd=s3cret", "***"},
+	{"", ""},
+};
+
 static void test_show_masks_passwords(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < N(masked); i++) {
+		pgo_conf_t *conf = pgo_conf_new();
+		char line[256];
+		char *text;
+
+		assert_int_equal(pgo_conf_set(conf, "database.url",
+					      masked[i].url, PGO_CONF_FLAG,
+					      "--db"),
+				 PGO_OK);
+		/* get() and the typed value keep the real text. */
+		assert_string_equal(pgo_conf_get(conf, "database.url"),
+				    masked[i].url);
+		text = show(conf);
+		snprintf(line, sizeof(line), "url = %s", masked[i].shown);
+		assert_show_line(text, line, "flag --db");
+		if (strstr(text, "s3"))
+			fail_msg("password shown:\n%s", text);
+		free(text);
+		pgo_conf_destroy(conf);
+	}
+}
+
+/* What is shown reads, to libpq, as the original with every secret
+ * "***": nothing else lost or changed. */
+static void test_mask_as_libpq_reads_it(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < N(masked); i++) {
+		PQconninfoOption *orig = PQconninfoParse(masked[i].url, NULL);
+		PQconninfoOption *shown;
+		pgo_buf_t b;
+		bool ok;
+
+		pgo_buf_init(&b);
+		pgo_buf_puts(&b, "");
+		ok = pgo_conninfo_mask(masked[i].url, &b);
+		assert_string_equal(b.data, masked[i].shown);
+		if (!ok) {
+			assert_string_equal(b.data, "***");
+			PQconninfoFree(orig);
+			pgo_buf_free(&b);
+			continue;
+		}
+		assert_non_null(orig);
+		shown = PQconninfoParse(b.data, NULL);
+		if (!shown)
+			fail_msg("libpq cannot read %s", b.data);
+		for (size_t k = 0; orig[k].keyword; k++) {
+			const char *want = orig[k].val;
+
+			assert_string_equal(orig[k].keyword, shown[k].keyword);
+			if (want && orig[k].dispchar[0] == '*')
+				want = "***";
+			else if (want &&
+				 strcmp(orig[k].keyword, "dbname") == 0 &&
+				 strstr(want, "s3"))
+				want = NULL; /* nested: masked, checked above */
+			if (!want)
+				continue;
+			if (!shown[k].val || strcmp(shown[k].val, want) != 0)
+				fail_msg("%s: %s is \"%s\", shown as \"%s\"",
+					 masked[i].url, orig[k].keyword,
+					 orig[k].val,
+					 shown[k].val ? shown[k].val
+						      : "(none)");
+		}
+		for (size_t k = 0; orig[k].keyword; k++)
+			if (!orig[k].val && shown[k].val)
+				fail_msg("%s: %s appeared", masked[i].url,
+					 orig[k].keyword);
+		PQconninfoFree(shown);
+		PQconninfoFree(orig);
+		pgo_buf_free(&b);
+	}
+}
+
+/* Redis URLs are not libpq's: their own masker (redis.c). */
+static void test_show_masks_redis(void **state)
 {
 	static const struct {
 		const char *url;
 		const char *shown;
 	} cases[] = {
-		{"postgres://app:s3cret@db.example:5432/app",
-		 "postgres://app:***@db.example:5432/app"},
-		{"postgresql://app:s3cret@db/app?sslmode=require",
-		 "postgresql://app:***@db/app?sslmode=require"},
-		{"postgres://app:s3c@ret@db/app", "postgres://app:***@db/app"},
-		{"postgres://app:s3/c?r@db/app", "postgres://app:***@db/app"},
-		{"postgres://db:5432/app?application_name=a@b&password=s3",
-		 "postgres://db:***@b&password=***"},
-		{"postgres://app@db/app", "postgres://app@db/app"},
-		{"postgres://db:5432/app", "postgres://db:5432/app"},
-		{"postgres://db/app?user=a&password=s3cret&sslmode=verify-full",
-		 "postgres://db/app?user=a&password=***&sslmode=verify-full"},
-		{"postgres://u:s3cret@db/app?sslpassword=s3cret",
-		 "postgres://u:***@db/app?sslpassword=***"},
-		{"host=db password=s3cret user=app",
-		 "host=db password=*** user=app"},
-		{"host=db password = 's3 cr\\'et' dbname=app",
-		 "host=db password = *** dbname=app"},
-		{"password=s3cret", "password=***"},
-		{"host=db sslpassword=s3cret", "host=db sslpassword=***"},
-		{"host=db user=app", "host=db user=app"},
-		{"host=db password='s3cret", "***"},
-		{"host=db s3cret", "***"},
-		{"", ""},
+		{"redis://:s3cret@cache:6380/2", "redis://:***@cache:6380/2"},
+		{"redis://app:s3cret@cache", "redis://app:***@cache"},
+		{"rediss://app:s3%2Fc@cache/1", "rediss://app:***@cache/1"},
+		{"redis://app:s3/c@ret@cache", "redis://app:***@cache"},
+		{"redis://s3cret@cache", "redis://***@cache"},
+		{"redis://cache:6379/0", "redis://cache:6379/0"},
+		{"cache:6379", "***"}, /* not a URL: hidden whole */
 	};
 
 	(void)state;
@@ -1090,16 +1210,13 @@ static void test_show_masks_passwords(void **state)
 		char line[256];
 		char *text;
 
-		assert_int_equal(pgo_conf_set(conf, "database.url",
+		assert_int_equal(pgo_conf_set(conf, "sink.redis_url",
 					      cases[i].url, PGO_CONF_FLAG,
-					      "--db"),
+					      "--redis"),
 				 PGO_OK);
-		/* get() and the typed value keep the real text. */
-		assert_string_equal(pgo_conf_get(conf, "database.url"),
-				    cases[i].url);
 		text = show(conf);
-		snprintf(line, sizeof(line), "url = %s", cases[i].shown);
-		assert_show_line(text, line, "flag --db");
+		snprintf(line, sizeof(line), "redis_url = %s", cases[i].shown);
+		assert_show_line(text, line, "flag --redis");
 		if (strstr(text, "s3"))
 			fail_msg("password shown:\n%s", text);
 		free(text);
@@ -1240,6 +1357,8 @@ int main(void)
 		cmocka_unit_test(test_reload_without_file),
 		cmocka_unit_test(test_reload_masks),
 		cmocka_unit_test(test_show_masks_passwords),
+		cmocka_unit_test(test_mask_as_libpq_reads_it),
+		cmocka_unit_test(test_show_masks_redis),
 		cmocka_unit_test(test_show_layout),
 		cmocka_unit_test(test_reference),
 	};

@@ -1,6 +1,8 @@
 /*
  * test_util.c — table-driven tests of the small pure pieces: retry
- * backoff, identifier checks, the JSON and array escapers, NDJSON lines.
+ * backoff, identifier checks, the JSON and array escapers, NDJSON lines,
+ * durations, the one rule for a retriable PostgreSQL error, and what the
+ * constructors report when they fail.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -188,6 +190,171 @@ static void test_duration(void **state)
 	}
 }
 
+/* The one retriable rule, by SQLSTATE class (util.c). */
+static void test_retriable(void **state)
+{
+	static const struct {
+		const char *sqlstate;
+		bool retriable;
+	} cases[] = {
+		{"08000", true},  /* connection_exception */
+		{"08006", true},  /* connection_failure */
+		{"08P01", true},  /* protocol_violation */
+		{"40001", true},  /* serialization_failure */
+		{"40P01", true},  /* deadlock_detected */
+		{"40003", true},  /* statement_completion_unknown */
+		{"53100", true},  /* disk_full */
+		{"53200", true},  /* out_of_memory */
+		{"53300", true},  /* too_many_connections */
+		{"57014", true},  /* query_canceled: statement_timeout */
+		{"57P01", true},  /* admin_shutdown */
+		{"57P03", true},  /* cannot_connect_now */
+		{"58000", true},  /* system_error */
+		{"58030", true},  /* io_error */
+		{"55P03", true},  /* lock_not_available: lock_timeout */
+		{"55000", false}, /* object_not_in_prerequisite_state */
+		{"55006", false}, /* object_in_use */
+		{"22P02", false}, /* invalid_text_representation */
+		{"22001", false}, /* string_data_right_truncation */
+		{"23505", false}, /* unique_violation */
+		{"23503", false}, /* foreign_key_violation */
+		{"42P01", false}, /* undefined_table */
+		{"42883", false}, /* undefined_function */
+		{"42501", false}, /* insufficient_privilege */
+		{"42601", false}, /* syntax_error */
+		{"3F000", false}, /* invalid_schema_name */
+		{"25P02", false}, /* in_failed_sql_transaction */
+		{"28P01", false}, /* invalid_password */
+		{"0A000", false}, /* feature_not_supported */
+		{"P0001", false}, /* raise_exception */
+		{"XX000", false}, /* internal_error */
+		{"4", false},	  /* too short to be a class: not 40 */
+		{"", true},	  /* no SQLSTATE: libpq's own error */
+		{NULL, true},
+	};
+	PGconn *bad;
+	PGresult *res;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (pgo_sqlstate_retriable(cases[i].sqlstate) !=
+		    cases[i].retriable)
+			fail_msg("SQLSTATE %s: retriable should be %d",
+				 cases[i].sqlstate ? cases[i].sqlstate : "NULL",
+				 cases[i].retriable);
+	/* No connection, a lost one or no result: the server went away (or
+	 * libpq ran out of memory).  The SQLSTATE path of pgo_pq_retriable
+	 * needs a live server: the integration tests take it. */
+	assert_true(pgo_pq_retriable(NULL, NULL));
+	bad = PQconnectdb("host=/nonexistent-pgoutbox-test port=1 "
+			  "connect_timeout=1");
+	assert_non_null(bad);
+	assert_int_equal(PQstatus(bad), CONNECTION_BAD);
+	res = PQmakeEmptyPGresult(bad, PGRES_FATAL_ERROR);
+	assert_true(pgo_pq_retriable(bad, NULL));
+	assert_true(pgo_pq_retriable(bad, res));
+	PQclear(res);
+	PQfinish(bad);
+}
+
+/* The constructors say why they failed; on success *err is cleared. */
+static void test_constructors(void **state)
+{
+	pgo_conf_t *conf = pgo_conf_new();
+	PGconn *conn = PQconnectdb("host=/nonexistent-pgoutbox-test port=1");
+	pgo_worker_opts_t wo;
+	pgo_consumer_opts_t co;
+	pgo_scheduler_opts_t so;
+	pgo_error_t err;
+	void *h;
+
+	(void)state;
+	assert_non_null(conf);
+	assert_non_null(conn); /* a handle is all a constructor needs */
+
+	/* producer and enqueuer */
+	assert_null(pgo_producer_new(NULL, "outbox", &err));
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "no connection"));
+	assert_null(pgo_producer_new(conn, "Bad-Name", &err));
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "Bad-Name"));
+	assert_null(pgo_producer_new(conn, "Bad-Name", NULL));
+	h = pgo_producer_new(conn, NULL, &err);
+	assert_non_null(h);
+	assert_int_equal(err.code, PGO_OK);
+	pgo_producer_destroy(h);
+	assert_null(pgo_enqueuer_new(NULL, "jobs", &err));
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	assert_null(pgo_enqueuer_new(conn, "", &err));
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "empty"));
+	h = pgo_enqueuer_new(conn, "jobs", &err);
+	assert_non_null(h);
+	assert_int_equal(err.code, PGO_OK);
+	pgo_enqueuer_destroy(h);
+
+	/* worker */
+	pgo_worker_opts_init(&wo);
+	wo.queue = "jobs";
+	assert_null(pgo_worker_new(NULL, &wo, &err));
+	assert_non_null(strstr(err.msg, "configuration"));
+	assert_null(pgo_worker_new(conf, NULL, &err));
+	assert_non_null(strstr(err.msg, "options"));
+	assert_null(pgo_worker_new(conf, &wo, &err)); /* no handler */
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "exactly one handler"));
+	wo.exec_command = "true";
+	wo.concurrency = 0;
+	assert_null(pgo_worker_new(conf, &wo, &err));
+	assert_non_null(strstr(err.msg, "concurrency"));
+	assert_null(pgo_worker_new(conf, &wo, NULL)); /* err may be NULL */
+	wo.concurrency = 1;
+	h = pgo_worker_new(conf, &wo, &err);
+	assert_non_null(h);
+	assert_int_equal(err.code, PGO_OK);
+	pgo_worker_destroy(h);
+
+	/* consumer */
+	assert_null(pgo_consumer_new(NULL, &err));
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	pgo_consumer_opts_init(&co);
+	co.stream = "s";
+	co.group = "g";
+	assert_null(pgo_consumer_new(&co, &err)); /* no handler */
+	assert_non_null(strstr(err.msg, "exactly one handler"));
+	co.exec_command = "true";
+	co.count = 0;
+	assert_null(pgo_consumer_new(&co, &err));
+	assert_non_null(strstr(err.msg, "count 0"));
+	co.count = 10;
+	co.redis_url = "redis://h/?x=1";
+	assert_null(pgo_consumer_new(&co, &err));
+	assert_int_equal(err.code, PGO_ERR_CONFIG);
+	co.redis_url = "redis://localhost:6379/0";
+	h = pgo_consumer_new(&co, &err);
+	assert_non_null(h);
+	assert_int_equal(err.code, PGO_OK);
+	pgo_consumer_destroy(h);
+
+	/* scheduler */
+	pgo_scheduler_opts_init(&so);
+	assert_null(pgo_scheduler_new(NULL, &so, &err));
+	assert_non_null(strstr(err.msg, "configuration"));
+	so.max_sleep_ms = 1;
+	assert_null(pgo_scheduler_new(conf, &so, &err));
+	assert_int_equal(err.code, PGO_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "max sleep"));
+	so.max_sleep_ms = 1000;
+	h = pgo_scheduler_new(conf, &so, &err);
+	assert_non_null(h);
+	assert_int_equal(err.code, PGO_OK);
+	pgo_scheduler_destroy(h);
+
+	PQfinish(conn);
+	pgo_conf_destroy(conf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -197,6 +364,8 @@ int main(void)
 		cmocka_unit_test(test_array_elem),
 		cmocka_unit_test(test_ndjson),
 		cmocka_unit_test(test_duration),
+		cmocka_unit_test(test_retriable),
+		cmocka_unit_test(test_constructors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
