@@ -1,9 +1,9 @@
 /*
  * redis.h — one Redis connection that an event loop can drive: URL
  * parsing, a non-blocking connect with AUTH and SELECT, a pipelined output
- * buffer and hiredis' reply parser.  Used by the Redis Streams sink (inside
- * the relay's poll loop) and by `pgoutbox consume` (through the blocking
- * helper pgo_redis_call()).
+ * buffer and hiredis' reply parser.  Used by the Redis pipeline under both
+ * Redis sinks (redis_pipe.h, on the host's event loop) and by `pgoutbox
+ * consume` (through the blocking helper pgo_redis_call()).
  *
  * The socket is our own: commands are formatted by hiredis
  * (redisFormatCommandArgv) and replies parsed by its redisReader, while

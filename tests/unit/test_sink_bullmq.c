@@ -2,8 +2,11 @@
  * test_sink_bullmq.c — what the bullmq sink checks before it ever talks to
  * Redis: the SHA-1 that names its script for EVALSHA (FIPS 180-1 vectors,
  * around the padding boundaries), and the export file and keys it refuses
- * at start (untested bullmq majors, foreign files, bad options).  Jobs
- * against real BullMQ Workers: tests/integration/t_bullmq.sh.
+ * at start (untested bullmq majors, foreign files, bad options).  Then
+ * the sink hosted on a loop against the fake Redis of fake_redis.h:
+ * SCRIPT LOAD before the jobs, NOSCRIPT, a SCRIPT LOAD answered with
+ * another SHA-1.  Jobs against real BullMQ Workers:
+ * tests/integration/t_bullmq.sh.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pgo_int.h"
+#include "fake_redis.h"
 
 static void test_sha1(void **state)
 {
@@ -145,11 +148,127 @@ static void test_refusals(void **state)
 	unlink(path);
 }
 
+/* --- the sink on a fake Redis --- */
+
+static char script_path[] = "/tmp/test_sink_bullmq.XXXXXX";
+
+static int setup(void **state)
+{
+	int fd = mkstemp(script_path);
+	FILE *f;
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	f = fopen(script_path, "w");
+	assert_non_null(f);
+	fputs(V6 "return 1\n", f);
+	fclose(f);
+	fake_start();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	fake_stop();
+	unlink(script_path);
+	strcpy(script_path, "/tmp/test_sink_bullmq.XXXXXX");
+	return 0;
+}
+
+/* A bullmq sink on the fake, attached to a loop. */
+static pgo_sink_t *hosted(void)
+{
+	const char *kv[] = {"sink.bullmq_script", script_path, NULL};
+
+	return drv_sink("bullmq", kv);
+}
+
+/* SCRIPT LOAD goes first on the connection, then one EVALSHA per event
+ * with BullMQ's keys; the job ids acknowledge the events. */
+static void test_jobs_after_script_load(void **state)
+{
+	pgo_sink_t *s = hosted();
+	job_t a, b, *jobs[] = {&a, &b};
+	char sha[41], want[128];
+
+	(void)state;
+	pgo_sha1_hex("return 1\n", 9, sha);
+	job_init(&a, 1, 3, "orders");
+	job_init(&b, 4, 2, "users");
+	job_submit(s, &a);
+	job_submit(s, &b);
+	drive(jobs, 2, 3000);
+	assert_int_equal(count_acks(&a, PGO_ACK_OK), 3);
+	assert_int_equal(count_acks(&b, PGO_ACK_OK), 2);
+	assert_int_equal(F.connections, 1);
+	assert_int_equal(F.ncmds, 6);
+	assert_string_equal(F.cmds[0], "SCRIPT LOAD return 1\n");
+	snprintf(want, sizeof(want),
+		 "EVALSHA %s 9 bull:orders:wait bull:orders:paused ", sha);
+	assert_memory_equal(F.cmds[1], want, strlen(want));
+	assert_non_null(strstr(F.cmds[1], "ob-1"));
+	assert_non_null(strstr(F.cmds[5], "bull:users:marker"));
+	assert_non_null(strstr(F.cmds[5], "ob-5"));
+	drv_destroy(s);
+}
+
+/* NOSCRIPT (SCRIPT FLUSH meanwhile): that event goes back untouched
+ * (unavailable), the others stand, and the next batch loads the script
+ * again on the same connection. */
+static void test_noscript_loads_again(void **state)
+{
+	pgo_sink_t *s = hosted();
+	job_t a, b, *ja[] = {&a}, *jb[] = {&b};
+
+	(void)state;
+	F.noscript = 1;
+	job_init(&a, 1, 3, "t");
+	job_submit(s, &a);
+	drive(ja, 1, 3000);
+	assert_int_equal(a.acks[0], PGO_ACK_UNAVAILABLE);
+	assert_non_null(strstr(a.errors[0], "NOSCRIPT"));
+	assert_int_equal(count_acks(&a, PGO_ACK_OK), 2);
+	job_init(&b, 1, 1, "t");
+	job_submit(s, &b);
+	drive(jb, 1, 3000);
+	assert_int_equal(count_acks(&b, PGO_ACK_OK), 1);
+	assert_int_equal(fake_count("SCRIPT LOAD"), 2);
+	assert_int_equal(F.connections, 1);
+	assert_int_equal(H.downs, 0);
+	drv_destroy(s);
+}
+
+/* A SCRIPT LOAD answered with another SHA-1: that connection is of no
+ * use; the batch goes back untouched and Redis counts as down. */
+static void test_wrong_sha_drops_the_connection(void **state)
+{
+	pgo_sink_t *s = hosted();
+	job_t a, *jobs[] = {&a};
+
+	(void)state;
+	F.bad_sha = true;
+	job_init(&a, 1, 2, "t");
+	job_submit(s, &a);
+	drive(jobs, 1, 3000);
+	assert_int_equal(count_acks(&a, PGO_ACK_UNAVAILABLE), 2);
+	assert_non_null(strstr(a.errors[0], "SCRIPT LOAD: unexpected reply"));
+	assert_int_equal(H.downs, 1);
+	drv_destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sha1),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test_setup_teardown(test_jobs_after_script_load,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_noscript_loads_again,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_wrong_sha_drops_the_connection, setup, teardown),
 	};
 
 	pgo_log_set(NULL, NULL, PGO_LOG_ERROR);
