@@ -203,6 +203,10 @@ static void sink_health(void *ctx, int up, const char *reason)
 	}
 	if (r->sink_down) {
 		pgo_log(PGO_LOG_INFO, r->subject, "sink up again: claiming");
+		/* The sink knows: no need to wait out the backoff that
+		 * batches refused during the outage built up. */
+		r->sink_pause_until = 0;
+		r->sink_backoff = 0;
 		r->kick = true;
 		pgo_loop_wake(r->loop);
 	}
