@@ -394,14 +394,49 @@ static void conn_io(void *arg, int fd, short revents)
 	*(short *)arg |= revents;
 }
 
-/* Points the watcher at what the connection waits for now. */
-static void conn_watch(const pgo_conn_t *c, pgo_loop_io_t *io, short *revents)
+/* Points the connections' watchers at what each waits for now and turns
+ * the loop once, at most until deadline (and MAX_WAIT_MS from now).
+ * PGO_ERR_IO (errmsg set) when poll() failed. */
+static int turn(pgo_worker_t *w, const pgo_conn_t *conns, pgo_loop_io_t **ios,
+		short *revents, int n, int64_t deadline)
 {
-	struct pollfd pfd;
+	int rc;
 
-	pgo_conn_pollfd(c, &pfd);
-	pgo_loop_io_set(io, pfd.fd, pfd.events);
+	for (int i = 0; i < n; i++) {
+		struct pollfd pfd;
+
+		pgo_conn_pollfd(&conns[i], &pfd);
+		pgo_loop_io_set(ios[i], pfd.fd, pfd.events);
+		revents[i] = 0;
+	}
+	rc = pgo_loop_run_once(
+		w->loop,
+		pgo_deadline_min(deadline, pgo_now_ms() + MAX_WAIT_MS));
+	if (rc < 0) {
+		snprintf(w->errmsg, sizeof(w->errmsg), "poll: %s",
+			 strerror(-rc));
+		return PGO_ERR_IO;
+	}
+	return PGO_OK;
+}
+
+/* Steps a connection with what poll() saw in the turn: a notification or
+ * a new session kicks a claim; a fatal setup error fills errmsg. */
+static pgo_conn_event_t step_conn(pgo_worker_t *w, pgo_conn_t *c,
+				  short *revents)
+{
+	pgo_conn_event_t ev = pgo_conn_step(c, *revents);
+
 	*revents = 0;
+	if (c->notifies) {
+		c->notifies = 0;
+		w->kick = true;
+	}
+	if (ev == PGO_CONN_EV_READY)
+		w->kick = true;
+	if (ev == PGO_CONN_EV_FATAL)
+		snprintf(w->errmsg, sizeof(w->errmsg), "%s", c->fatal.msg);
+	return ev;
 }
 
 static void log_stats(pgo_worker_t *w, const char *when)
@@ -916,7 +951,7 @@ static int run_lease(pgo_worker_t *w)
 	w->kick = true;
 	for (;;) {
 		int64_t now = pgo_now_ms(), deadline = 0;
-		int busy = 0, rc;
+		int busy = 0;
 		bool idle = false;
 
 		if (w->stop == 2)
@@ -997,10 +1032,6 @@ static int run_lease(pgo_worker_t *w)
 				send_op(w, i, op);
 		}
 
-		/* The jobs' pipes, pidfds and timeouts are on the loop
-		 * already (proc.c). */
-		for (int i = 0; i < LEASE_CONNS; i++)
-			conn_watch(&w->lconns[i], w->lio[i], &w->lrevents[i]);
 		/* Timers that start an operation matter only while a
 		 * connection can take it; otherwise a round's end or a
 		 * reconnect wakes the loop. */
@@ -1022,30 +1053,18 @@ static int run_lease(pgo_worker_t *w)
 			deadline = pgo_deadline_min(deadline, next_hb);
 		if (next_stats)
 			deadline = pgo_deadline_min(deadline, next_stats);
-		deadline = pgo_deadline_min(deadline, now + MAX_WAIT_MS);
-		/* Jobs end inside the turn (job_done); the connections are
-		 * stepped after it. */
-		rc = pgo_loop_run_once(w->loop, deadline);
-		if (rc < 0) {
-			snprintf(w->errmsg, sizeof(w->errmsg), "poll: %s",
-				 strerror(-rc));
+		/* The jobs' pipes, pidfds and timeouts are on the loop
+		 * already (proc.c): jobs end inside the turn (job_done), the
+		 * connections are stepped after it. */
+		if (turn(w, w->lconns, w->lio, w->lrevents, LEASE_CONNS,
+			 deadline) != PGO_OK)
 			return PGO_ERR_IO;
-		}
 		for (int i = 0; i < LEASE_CONNS; i++) {
 			pgo_conn_t *c = &w->lconns[i];
-			pgo_conn_event_t ev = pgo_conn_step(c, w->lrevents[i]);
+			pgo_conn_event_t ev = step_conn(w, c, &w->lrevents[i]);
 
-			w->lrevents[i] = 0;
-			if (c->notifies) {
-				c->notifies = 0;
-				w->kick = true;
-			}
 			if (ev == PGO_CONN_EV_FATAL) {
-				snprintf(w->errmsg, sizeof(w->errmsg), "%s",
-					 c->fatal.msg);
 				w->stop = 2;
-			} else if (ev == PGO_CONN_EV_READY) {
-				w->kick = true;
 			} else if (ev == PGO_CONN_EV_ROUND) {
 				bool was_claim =
 					w->inflight[i] &&
@@ -1110,7 +1129,7 @@ static int run_sql(pgo_worker_t *w)
 	w->kick = true;
 	for (;;) {
 		int64_t now = pgo_now_ms(), deadline = 0;
-		int busy = 0, rc;
+		int busy = 0;
 		bool due = w->kick || now >= next_poll;
 
 		if (due)
@@ -1144,35 +1163,19 @@ static int run_sql(pgo_worker_t *w)
 			log_stats(w, "stats");
 			next_stats = now + w->o.stats_interval_ms;
 		}
-		for (int i = 0; i < n; i++)
-			conn_watch(&w->conns[i], w->sio[i], &w->srevents[i]);
 		if (!w->stop)
 			deadline = pgo_deadline_min(deadline, next_poll);
 		if (next_stats)
 			deadline = pgo_deadline_min(deadline, next_stats);
-		deadline = pgo_deadline_min(deadline, now + MAX_WAIT_MS);
-		rc = pgo_loop_run_once(w->loop, deadline);
-		if (rc < 0) {
-			snprintf(w->errmsg, sizeof(w->errmsg), "poll: %s",
-				 strerror(-rc));
+		if (turn(w, w->conns, w->sio, w->srevents, n, deadline) !=
+		    PGO_OK)
 			return PGO_ERR_IO;
-		}
 		for (int i = 0; i < n; i++) {
 			pgo_conn_t *c = &w->conns[i];
-			pgo_conn_event_t ev = pgo_conn_step(c, w->srevents[i]);
+			pgo_conn_event_t ev = step_conn(w, c, &w->srevents[i]);
 
-			w->srevents[i] = 0;
-			if (c->notifies) {
-				c->notifies = 0;
-				w->kick = true;
-			}
-			if (ev == PGO_CONN_EV_FATAL) {
-				snprintf(w->errmsg, sizeof(w->errmsg), "%s",
-					 c->fatal.msg);
+			if (ev == PGO_CONN_EV_FATAL)
 				return PGO_ERR_SCHEMA;
-			}
-			if (ev == PGO_CONN_EV_READY)
-				w->kick = true;
 			if (ev != PGO_CONN_EV_ROUND)
 				continue;
 			w->conn_more[i] = false;
