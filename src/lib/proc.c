@@ -238,11 +238,26 @@ static void feed_stdin(pgo_proc_t *p)
 	}
 }
 
-static void read_failed(pgo_proc_t *p, const char *what, ssize_t n)
+/* One read() from a captured pipe: the bytes read, or 0 when there is
+ * nothing more for now (EAGAIN) or ever (EOF or an error, logged: the fd
+ * is dropped). */
+static size_t read_pipe(pgo_proc_t *p, int *fd, pgo_loop_io_t *io,
+			const char *what, char *dst, size_t want)
 {
+	ssize_t n;
+
+	do
+		n = read(*fd, dst, want);
+	while (n < 0 && errno == EINTR);
+	if (n > 0)
+		return (size_t)n;
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
 	if (n < 0)
 		pgo_log(PGO_LOG_WARN, p->subject, "read from %s: %s", what,
 			strerror(errno));
+	drop(fd, io);
+	return 0;
 }
 
 static void drain_out(pgo_proc_t *p)
@@ -252,8 +267,7 @@ static void drain_out(pgo_proc_t *p)
 	for (int i = 0; i < READS_PER_TURN && p->out_fd >= 0; i++) {
 		size_t room = p->out_max - p->out.len;
 		char *dst = scratch;
-		size_t want = sizeof(scratch);
-		ssize_t n;
+		size_t want = sizeof(scratch), n;
 
 		if (room > 0 && !p->out.oom) {
 			want = room < READ_CHUNK ? room : READ_CHUNK;
@@ -262,18 +276,11 @@ static void drain_out(pgo_proc_t *p)
 			else
 				want = sizeof(scratch);
 		}
-		n = read(p->out_fd, dst, want);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		n = read_pipe(p, &p->out_fd, p->out_io, "stdout", dst, want);
+		if (n == 0)
 			return;
-		if (n <= 0) {
-			read_failed(p, "stdout", n);
-			drop(&p->out_fd, p->out_io);
-			return;
-		}
 		if (dst != scratch) {
-			p->out.len += (size_t)n;
+			p->out.len += n;
 			p->out.data[p->out.len] = '\0';
 		} else if (!p->out_capped) {
 			/* Over the cap, or the buffer could not grow: the
@@ -298,18 +305,12 @@ static void drain_err(pgo_proc_t *p)
 	char chunk[16384];
 
 	for (int i = 0; i < READS_PER_TURN && p->err_fd >= 0; i++) {
-		ssize_t n = read(p->err_fd, chunk, sizeof(chunk));
-		size_t k = n > 0 ? (size_t)n : 0, max = p->err_tail;
+		size_t max = p->err_tail,
+		       k = read_pipe(p, &p->err_fd, p->err_io, "stderr", chunk,
+				     sizeof(chunk));
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (k == 0)
 			return;
-		if (n <= 0) {
-			read_failed(p, "stderr", n);
-			drop(&p->err_fd, p->err_io);
-			return;
-		}
 		/* Keep the last err_tail bytes. */
 		if (k >= max) {
 			memcpy(p->err, chunk + k - max, max);
