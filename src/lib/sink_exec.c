@@ -21,13 +21,11 @@
  * calls pgo_sink_done().  Several batches may be in flight, each with its
  * own child.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "loop.h"
 #include "pgo_int.h"
 #include "proc.h"
 
