@@ -420,6 +420,18 @@ static int turn(pgo_worker_t *w, const pgo_conn_t *conns, pgo_loop_io_t **ios,
 	return PGO_OK;
 }
 
+/* Starts n connections with setup; only the first one LISTENs: the others
+ * get a copy (quiet) whose statements end where the LISTEN stands. */
+static void conns_init(pgo_worker_t *w, pgo_conn_t *conns, int n,
+		       pgo_conn_setup_t *setup, pgo_conn_setup_t *quiet,
+		       int listen_at)
+{
+	*quiet = *setup;
+	quiet->sql[listen_at] = NULL;
+	for (int i = 0; i < n; i++)
+		pgo_conn_init(&conns[i], w->conf, i == 0 ? setup : quiet);
+}
+
 /* Steps a connection with what poll() saw in the turn: a notification or
  * a new session kicks a claim; a fatal setup error fills errmsg. */
 static pgo_conn_event_t step_conn(pgo_worker_t *w, pgo_conn_t *c,
@@ -941,11 +953,7 @@ static int run_lease(pgo_worker_t *w)
 		.sql = {w->set_sql, w->listen_sql, NULL},
 		.check_schema = true,
 	};
-	w->lsetup_quiet = w->lsetup;
-	w->lsetup_quiet.sql[1] = NULL;
-	for (int i = 0; i < LEASE_CONNS; i++)
-		pgo_conn_init(&w->lconns[i], w->conf,
-			      i == 0 ? &w->lsetup : &w->lsetup_quiet);
+	conns_init(w, w->lconns, LEASE_CONNS, &w->lsetup, &w->lsetup_quiet, 1);
 	if (w->o.stats_interval_ms > 0)
 		next_stats = pgo_now_ms() + w->o.stats_interval_ms;
 	w->kick = true;
@@ -1119,11 +1127,7 @@ static int run_sql(pgo_worker_t *w)
 		.prep_sql = {w->work_sql, NULL},
 		.check_schema = true,
 	};
-	w->setup_quiet = w->setup;
-	w->setup_quiet.sql[0] = NULL;
-	for (int i = 0; i < n; i++)
-		pgo_conn_init(&w->conns[i], w->conf,
-			      i == 0 ? &w->setup : &w->setup_quiet);
+	conns_init(w, w->conns, n, &w->setup, &w->setup_quiet, 0);
 	if (w->o.stats_interval_ms > 0)
 		next_stats = pgo_now_ms() + w->o.stats_interval_ms;
 	w->kick = true;
