@@ -14,26 +14,26 @@
  * again and the inbox drops it.  Entries of consumers that died are taken
  * over with XAUTOCLAIM once idle for claim_idle.
  *
- * This is a process of its own, so the loop blocks: on XREADGROUP BLOCK,
- * on libpq and on the exec handler, each with a timeout.  A stop request
- * (SIGTERM) writes a self-pipe that interrupts the blocking read; the
- * message at hand is always finished first.
+ * This is a process of its own handling one message at a time, so it
+ * waits for each step in turn, each with a timeout, but every wait but
+ * libpq's turns the consumer's event loop (loop.c): the Redis socket is a
+ * watcher while a command waits for its reply (XREADGROUP BLOCK
+ * included), the exec handler is a run of proc.c (the child-process
+ * module shared with the exec sink and the worker) on the same loop, and
+ * backoffs are loop turns with a deadline.  A stop request (SIGTERM) wakes
+ * the loop, which interrupts a Redis wait and a backoff; the message at
+ * hand is always finished first (its exec handler included).
  */
-#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "loop.h"
+#include "proc.h"
 #include "redis.h"
 
 #define BACKOFF_MIN_MS 100
@@ -62,7 +62,8 @@ struct pgo_consumer {
 	char subject[200];   /* log prefix: "consume STREAM -> GROUP" */
 
 	/* Redis */
-	pgo_redis_t redis;	/* used blocking, through pgo_redis_call() */
+	pgo_redis_t redis;	/* one command at a time, see call() */
+	pgo_loop_io_t *rio;	/* its socket, watched while a reply is due */
 	bool group_ready;	/* XGROUP CREATE done on this connection */
 	int64_t redis_retry_at; /* DOWN: the next connect (monotonic ms) */
 	int64_t redis_backoff;	/* the current reconnect backoff, ms */
@@ -70,9 +71,15 @@ struct pgo_consumer {
 	PGconn *pg;	     /* NULL while down */
 	int64_t pg_retry_at; /* down: the next connect (monotonic ms) */
 	int64_t pg_backoff;  /* the current reconnect backoff, ms */
-	/* stopping */
-	int wake[2];		    /* self-pipe written by request_stop */
-	volatile sig_atomic_t stop; /* a stop was requested */
+	/* the loop */
+	pgo_loop_t *loop;	    /* every wait but libpq's turns it */
+	volatile sig_atomic_t stop; /* a stop was requested (and the loop
+				     * woken) */
+	/* the exec handler's run in progress */
+	bool exec_over;	     /* its done() came */
+	int exec_rc;	     /* 0 or -1 */
+	char *exec_why;	     /* where its failure is described */
+	size_t exec_why_len; /* the room there */
 
 	/* reading */
 	bool pending_mode;		 /* re-read our pending entries
@@ -91,6 +98,8 @@ struct pgo_consumer {
 	pgo_buf_t json;	  /* the message for the exec handler */
 	char errmsg[512]; /* why run() failed */
 };
+
+static void redis_io(void *arg, int fd, short revents);
 
 /* --- options --- */
 
@@ -200,7 +209,6 @@ pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *o, pgo_error_t *err)
 		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
 		return NULL;
 	}
-	c->wake[0] = c->wake[1] = -1;
 	pgo_redis_init(&c->redis, &url);
 	pgo_buf_init(&c->json);
 	if (!o->consumer || !*o->consumer) {
@@ -224,9 +232,17 @@ pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *o, pgo_error_t *err)
 		pgo_consumer_destroy(c);
 		return NULL;
 	}
-	if (pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-		pgo_error_set(err, PGO_ERR_IO, 1, "consume: wake-up pipe: %s",
+	c->loop = pgo_loop_new();
+	if (!c->loop) {
+		pgo_error_set(err, PGO_ERR_IO, 1,
+			      "consume: event loop (wake-up pipe): %s",
 			      strerror(errno));
+		pgo_consumer_destroy(c);
+		return NULL;
+	}
+	c->rio = pgo_loop_io_add(c->loop, -1, 0, redis_io, c);
+	if (!c->rio) {
+		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
 		pgo_consumer_destroy(c);
 		return NULL;
 	}
@@ -272,10 +288,7 @@ void pgo_consumer_destroy(pgo_consumer_t *c)
 	pgo_redis_close(&c->redis);
 	if (c->pg)
 		PQfinish(c->pg);
-	if (c->wake[0] >= 0)
-		close(c->wake[0]);
-	if (c->wake[1] >= 0)
-		close(c->wake[1]);
+	pgo_loop_destroy(c->loop);
 	free(c->db_url);
 	free(c->stream);
 	free(c->group);
@@ -289,13 +302,8 @@ void pgo_consumer_destroy(pgo_consumer_t *c)
 
 void pgo_consumer_request_stop(pgo_consumer_t *c)
 {
-	int saved = errno;
-
 	c->stop = 1;
-	if (write(c->wake[1], "s", 1) < 0) {
-		/* full pipe: the loop wakes anyway */
-	}
-	errno = saved;
+	pgo_loop_wake(c->loop);
 }
 
 void pgo_consumer_get_stats(const pgo_consumer_t *c, pgo_consumer_stats_t *out)
@@ -311,11 +319,9 @@ const char *pgo_consumer_errmsg(const pgo_consumer_t *c)
 /* Sleeps until deadline (monotonic ms) or a stop request. */
 static void sleep_until(pgo_consumer_t *c, int64_t deadline)
 {
-	int64_t left = deadline - pgo_now_ms();
-	struct pollfd p = {.fd = c->wake[0], .events = POLLIN};
-
-	if (left > 0 && !c->stop)
-		(void)poll(&p, 1, left > 60000 ? 60000 : (int)left);
+	while (!c->stop && pgo_now_ms() < deadline)
+		if (pgo_loop_run_once(c->loop, deadline) < 0)
+			break;
 }
 
 static int64_t next_backoff(int64_t b)
@@ -431,18 +437,57 @@ static void redis_lost(pgo_consumer_t *c)
 	c->redis_backoff = next_backoff(c->redis_backoff);
 }
 
-/* One command, waiting at most extra_ms beyond the reply timeout. */
+/* The Redis socket is ready: call() does the I/O after the turn. */
+static void redis_io(void *arg, int fd, short revents)
+{
+	(void)arg;
+	(void)fd;
+	(void)revents;
+}
+
+/* One command and its reply, connecting first when down, turning the
+ * loop meanwhile: at most the reply timeout plus extra_ms (plus the
+ * connect).  NULL when Redis failed, the time ran out or a stop was
+ * requested (the connection is then closed, the error logged). */
 static redisReply *call(pgo_consumer_t *c, int64_t extra_ms, int argc,
 			const char **argv)
 {
+	pgo_redis_t *rd = &c->redis;
+	int64_t timeout = c->redis_timeout_ms + extra_ms, deadline;
+	redisReply *r = NULL;
 	size_t lens[16];
-	redisReply *r;
+	int rc;
 
 	for (int i = 0; i < argc; i++)
 		lens[i] = strlen(argv[i]);
-	r = pgo_redis_call(&c->redis, c->wake[0],
-			   c->redis_timeout_ms + extra_ms,
-			   c->connect_timeout_ms, argc, argv, lens);
+	if ((rd->state == PGO_REDIS_DOWN &&
+	     pgo_redis_connect(rd, c->connect_timeout_ms) != PGO_OK) ||
+	    pgo_redis_append(rd, argc, argv, lens) != PGO_OK) {
+		redis_lost(c);
+		return NULL;
+	}
+	deadline = pgo_now_ms() + timeout +
+		   (rd->state == PGO_REDIS_UP ? 0 : c->connect_timeout_ms);
+	while (pgo_redis_io(rd) == PGO_OK &&
+	       pgo_redis_next_reply(rd, &r) == PGO_OK && !r) {
+		if (c->stop) {
+			snprintf(rd->err, sizeof(rd->err), "interrupted");
+			break;
+		}
+		if (pgo_now_ms() >= deadline) {
+			snprintf(rd->err, sizeof(rd->err),
+				 "no reply within %" PRId64 " ms", timeout);
+			break;
+		}
+		pgo_loop_io_set(c->rio, rd->fd, pgo_redis_events(rd));
+		rc = pgo_loop_run_once(c->loop, deadline);
+		pgo_loop_io_set(c->rio, -1, 0);
+		if (rc < 0) {
+			snprintf(rd->err, sizeof(rd->err), "poll: %s",
+				 strerror(-rc));
+			break;
+		}
+	}
 	if (!r)
 		redis_lost(c);
 	return r;
@@ -551,145 +596,79 @@ static int handle_sql(pgo_consumer_t *c, const pgo_inbox_msg_t *m, char *why,
 	return rc;
 }
 
-/* Runs sh -c CMD with the message on stdin.  The stdin is one end of a
- * socketpair rather than a pipe so that writing to a command that exited
- * early fails with EPIPE (MSG_NOSIGNAL) instead of raising SIGPIPE. */
+/* The exec handler's run ended. */
+static void exec_done(void *arg, const pgo_proc_result_t *res)
+{
+	pgo_consumer_t *c = arg;
+
+	c->exec_over = true;
+	c->exec_rc = -1;
+	if (res->end == PGO_PROC_EXITED && res->status == 0)
+		c->exec_rc = 0;
+	else if (res->end == PGO_PROC_EXITED)
+		snprintf(c->exec_why, c->exec_why_len,
+			 "command exited with status %d", res->status);
+	else if (res->end == PGO_PROC_SIGNALED)
+		snprintf(c->exec_why, c->exec_why_len,
+			 "command killed by signal %d", res->status);
+	else if (res->end == PGO_PROC_TIMED_OUT)
+		snprintf(c->exec_why, c->exec_why_len,
+			 "command timed out after %" PRId64 " ms",
+			 c->exec_timeout_ms);
+	else
+		snprintf(c->exec_why, c->exec_why_len,
+			 "command exit status unknown (child reaped "
+			 "elsewhere)");
+}
+
+/* Runs sh -c CMD with the message on stdin (stdout and stderr are the
+ * consumer's) and waits for it, turning the loop: a stop request does not
+ * cut it short. */
 static int handle_exec(pgo_consumer_t *c, const pgo_inbox_msg_t *m, char *why,
 		       size_t len)
 {
-	char *argv[] = {"sh", "-c", c->exec_command, NULL};
 	char id_var[160], entry_var[96];
-	extern char **environ;
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t dfl, none;
-	char **env;
-	int sv[2], pidfd, status = 0, rc, n = 0;
-	size_t off = 0;
-	int64_t deadline = pgo_now_ms() + c->exec_timeout_ms;
-	pid_t pid;
+	const char *env[] = {id_var, entry_var, NULL};
+	pgo_proc_spec_t spec;
+	pgo_proc_t *proc;
+	const char *what;
+	int rc;
 
 	message_json(&c->json, m);
 	if (c->json.oom) {
 		snprintf(why, len, "out of memory");
 		return -1;
 	}
-	for (char **e = environ; e && *e; e++)
-		n++;
-	env = malloc(((size_t)n + 3) * sizeof(*env));
-	if (!env) {
-		snprintf(why, len, "out of memory");
-		return -1;
-	}
-	n = 0;
-	for (char **e = environ; e && *e; e++)
-		if (strncmp(*e, "PGOUTBOX_MESSAGE_ID=", 20) != 0 &&
-		    strncmp(*e, "PGOUTBOX_ENTRY_ID=", 18) != 0)
-			env[n++] = *e;
 	snprintf(id_var, sizeof(id_var), "PGOUTBOX_MESSAGE_ID=%.120s", m->id);
 	snprintf(entry_var, sizeof(entry_var), "PGOUTBOX_ENTRY_ID=%s",
 		 m->entry_id);
-	env[n++] = id_var;
-	env[n++] = entry_var;
-	env[n] = NULL;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		snprintf(why, len, "socketpair: %s", strerror(errno));
-		free(env);
-		return -1;
-	}
-	/* Its own process group (a timeout kills all of it), default
-	 * signal dispositions (the CLI ignores SIGPIPE), nothing blocked. */
-	sigemptyset(&none);
-	sigemptyset(&dfl);
-	sigaddset(&dfl, SIGPIPE);
-	sigaddset(&dfl, SIGTERM);
-	sigaddset(&dfl, SIGINT);
-	sigaddset(&dfl, SIGHUP);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&attr);
-	posix_spawn_file_actions_adddup2(&fa, sv[1], STDIN_FILENO);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
-						POSIX_SPAWN_SETSIGDEF |
-						POSIX_SPAWN_SETSIGMASK);
-	posix_spawnattr_setpgroup(&attr, 0);
-	posix_spawnattr_setsigdefault(&attr, &dfl);
-	posix_spawnattr_setsigmask(&attr, &none);
-	rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, env);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	free(env);
-	close(sv[1]);
+	spec = (pgo_proc_spec_t){
+		.command = c->exec_command,
+		.env = env,
+		.input = c->json.data,
+		.input_len = c->json.len,
+		.timeout_ms = c->exec_timeout_ms,
+		.subject = c->subject,
+		.done = exec_done,
+		.arg = c,
+	};
+	c->exec_over = false;
+	c->exec_why = why;
+	c->exec_why_len = len;
+	rc = pgo_proc_start(c->loop, &spec, &proc, &what);
 	if (rc != 0) {
-		close(sv[0]);
-		snprintf(why, len, "cannot start /bin/sh: %s", strerror(rc));
+		snprintf(why, len, "%s: %s", what, strerror(rc));
 		return -1;
 	}
-	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	for (;;) {
-		struct pollfd p[2];
-		int np = 0;
-		int64_t left;
-
-		while (sv[0] >= 0 && off < c->json.len) {
-			ssize_t w = send(sv[0], c->json.data + off,
-					 c->json.len - off, MSG_NOSIGNAL);
-
-			if (w > 0)
-				off += (size_t)w;
-			else if (w < 0 && errno == EINTR)
-				continue;
-			else if (w < 0 && errno == EAGAIN)
-				break;
-			else
-				off = c->json.len; /* it stopped reading */
-		}
-		if (sv[0] >= 0 && off >= c->json.len) {
-			close(sv[0]); /* EOF for the command */
-			sv[0] = -1;
-		}
-		rc = waitpid(pid, &status, WNOHANG);
-		if (rc == pid || (rc < 0 && errno != EINTR))
-			break;
-		left = deadline - pgo_now_ms();
-		if (left <= 0) {
-			kill(-pid, SIGKILL);
-			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-				;
-			if (sv[0] >= 0)
-				close(sv[0]);
-			if (pidfd >= 0)
-				close(pidfd);
-			snprintf(why, len,
-				 "command timed out after %" PRId64 " ms",
-				 c->exec_timeout_ms);
+	while (!c->exec_over) {
+		rc = pgo_loop_run_once(c->loop, 0);
+		if (rc < 0) {
+			pgo_proc_cancel(proc);
+			snprintf(why, len, "poll: %s", strerror(-rc));
 			return -1;
 		}
-		if (sv[0] >= 0)
-			p[np++] =
-				(struct pollfd){.fd = sv[0], .events = POLLOUT};
-		if (pidfd >= 0)
-			p[np++] =
-				(struct pollfd){.fd = pidfd, .events = POLLIN};
-		/* Without a pidfd the exit is noticed by polling. */
-		(void)poll(p, (nfds_t)np,
-			   pidfd >= 0 ? (left > 1000 ? 1000 : (int)left) : 10);
 	}
-	if (sv[0] >= 0)
-		close(sv[0]);
-	if (pidfd >= 0)
-		close(pidfd);
-	if (rc == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
-	if (rc == pid && WIFEXITED(status))
-		snprintf(why, len, "command exited with status %d",
-			 WEXITSTATUS(status));
-	else if (rc == pid)
-		snprintf(why, len, "command killed by signal %d",
-			 WTERMSIG(status));
-	else
-		snprintf(why, len, "waitpid: %s", strerror(errno));
-	return -1;
+	return c->exec_rc;
 }
 
 /* Ends the transaction with ROLLBACK, telling a lost connection apart. */

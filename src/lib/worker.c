@@ -19,46 +19,37 @@
  *
  * Lease mode talks to PostgreSQL over two non-blocking connections
  * (conn.c), one statement per round, so each is a short transaction of its
- * own; the loop never waits for the database nor for a child (exits arrive
- * through pidfds, stderr through non-blocking pipes).
+ * own.  Each mode turns one event loop (loop.c): the connections' sockets
+ * are watchers that record what poll() saw, stepped after each turn; exec
+ * jobs are runs of proc.c on the same loop (pidfds, stderr pipes, stdin
+ * and timeouts are its watchers and timers), whose ends settle the jobs;
+ * a stop request wakes the loop.  It never waits for the database nor for
+ * a child.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "conn.h"
-
-extern char **environ;
+#include "loop.h"
+#include "proc.h"
 
 #define MAX_CONCURRENCY 256
 #define TAIL_MAX	2000 /* stderr kept per job for the error text */
-#define REAP_TICK_MS	20   /* exit polling when pidfds are missing */
+#define MAX_WAIT_MS	1000 /* the loop looks around at least this often */
 
 /* One running exec job. */
 typedef struct job_run {
 	bool used;
+	struct pgo_worker *w;
 	int64_t id, epoch;
 	int attempt;
-	pid_t pid;
-	int pidfd;  /* readable at exit; -1 when unsupported */
-	int err_fd; /* the child's stderr, non-blocking; -1 at EOF */
-	bool exited;
-	int status;	  /* waitpid status */
-	bool killed;	  /* timed out: SIGKILL sent to the group */
-	bool lost;	  /* the lease is no longer ours */
+	pgo_proc_t *proc; /* the command (proc.c ends it: done is job_done) */
+	bool lost;	  /* the lease is no longer ours: group killed */
 	bool hb_sent;	  /* in the heartbeat in flight */
-	int64_t deadline; /* monotonic ms: kill after this */
-	char tail[TAIL_MAX + 1];
-	size_t tail_len;
 } job_run_t;
 
 #define LEASE_CONNS 2
@@ -93,9 +84,11 @@ struct pgo_worker {
 	char subject[160];
 	char app_name[64];
 	/* lease mode */
-	pgo_conn_t lconns[LEASE_CONNS]; /* one statement per round each */
-	op_t *inflight[LEASE_CONNS];	/* the operation of each round */
-	op_t *q_head, *q_tail;		/* outcomes waiting for a connection */
+	pgo_conn_t lconns[LEASE_CONNS];	 /* one statement per round each */
+	pgo_loop_io_t *lio[LEASE_CONNS]; /* their sockets on the loop */
+	short lrevents[LEASE_CONNS];	 /* what poll() saw this turn */
+	op_t *inflight[LEASE_CONNS];	 /* the operation of each round */
+	op_t *q_head, *q_tail;		 /* outcomes waiting for a connection */
 	int q_len;
 	int claim_want, claim_got; /* the last claim: asked, got */
 	pgo_conn_setup_t lsetup, lsetup_quiet;
@@ -106,12 +99,15 @@ struct pgo_worker {
 	char hb_sql[512], reap_sql[512], reap_dead_sql[1024], listen_sql[96];
 	/* sql mode */
 	pgo_conn_t *conns;
+	pgo_loop_io_t **sio; /* their sockets on the loop */
+	short *srevents;     /* what poll() saw this turn */
 	bool *conn_more;
 	pgo_conn_setup_t setup, setup_quiet;
 	char work_sql[256];
 	char batch_s[16], max_s[16], base_s[24], cap_s[24];
 	/* common */
-	int wake_pipe[2];
+	pgo_loop_t *loop; /* the one event loop of either mode */
+	bool kick;	  /* claim now: a wake-up, a free slot, a full batch */
 	volatile sig_atomic_t stop;
 	pgo_worker_stats_t stats;
 	int64_t next_retry; /* earliest retry this worker scheduled */
@@ -287,7 +283,6 @@ pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
 	}
 	w->conf = conf;
 	w->o = *opts;
-	w->wake_pipe[0] = w->wake_pipe[1] = -1;
 	w->queue = strdup(opts->queue);
 	if (opts->name && *opts->name) {
 		w->name = strdup(opts->name);
@@ -312,8 +307,10 @@ pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
 		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
 		return NULL;
 	}
-	if (pipe2(w->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-		pgo_error_set(err, PGO_ERR_IO, 1, "worker: wake-up pipe: %s",
+	w->loop = pgo_loop_new();
+	if (!w->loop) {
+		pgo_error_set(err, PGO_ERR_IO, 1,
+			      "worker: event loop (wake-up pipe): %s",
 			      strerror(errno));
 		pgo_worker_destroy(w);
 		return NULL;
@@ -346,6 +343,11 @@ void pgo_worker_destroy(pgo_worker_t *w)
 {
 	if (!w)
 		return;
+	/* Jobs still running (a fatal error ended the run): killed, their
+	 * leases expire and they run again. */
+	for (int i = 0; w->jobs && i < w->o.concurrency; i++)
+		if (w->jobs[i].used)
+			pgo_proc_cancel(w->jobs[i].proc);
 	for (int i = 0; i < LEASE_CONNS; i++) {
 		pgo_conn_close(&w->lconns[i]);
 		free_op(w->inflight[i]);
@@ -361,18 +363,11 @@ void pgo_worker_destroy(pgo_worker_t *w)
 			pgo_conn_close(&w->conns[i]);
 	}
 	free(w->conns);
+	free(w->sio);
+	free(w->srevents);
 	free(w->conn_more);
-	for (int i = 0; w->jobs && i < w->o.concurrency; i++) {
-		if (w->jobs[i].pidfd >= 0 && w->jobs[i].used)
-			close(w->jobs[i].pidfd);
-		if (w->jobs[i].err_fd >= 0 && w->jobs[i].used)
-			close(w->jobs[i].err_fd);
-	}
 	free(w->jobs);
-	if (w->wake_pipe[0] >= 0)
-		close(w->wake_pipe[0]);
-	if (w->wake_pipe[1] >= 0)
-		close(w->wake_pipe[1]);
+	pgo_loop_destroy(w->loop);
 	free(w->queue);
 	free(w->name);
 	free(w->exec_command);
@@ -382,12 +377,8 @@ void pgo_worker_destroy(pgo_worker_t *w)
 
 void pgo_worker_request_stop(pgo_worker_t *w)
 {
-	int saved = errno;
-
 	w->stop = 1;
-	if (w->wake_pipe[1] >= 0)
-		(void)!write(w->wake_pipe[1], "s", 1);
-	errno = saved;
+	pgo_loop_wake(w->loop);
 }
 
 void pgo_worker_get_stats(const pgo_worker_t *w, pgo_worker_stats_t *out)
@@ -406,12 +397,68 @@ static double jitter(pgo_worker_t *w)
 	return (double)((w->rnd >> 8) & 0xffffff) / (double)0x1000000;
 }
 
-static void drain_wake(pgo_worker_t *w)
+/* A connection's socket was ready: stepped after the loop's turn. */
+static void conn_io(void *arg, int fd, short revents)
 {
-	char buf[64];
+	(void)fd;
+	*(short *)arg |= revents;
+}
 
-	while (read(w->wake_pipe[0], buf, sizeof(buf)) > 0)
-		;
+/* Points the connections' watchers at what each waits for now and turns
+ * the loop once, at most until deadline (and MAX_WAIT_MS from now).
+ * PGO_ERR_IO (errmsg set) when poll() failed. */
+static int turn(pgo_worker_t *w, const pgo_conn_t *conns, pgo_loop_io_t **ios,
+		short *revents, int n, int64_t deadline)
+{
+	int rc;
+
+	for (int i = 0; i < n; i++) {
+		struct pollfd pfd;
+
+		pgo_conn_pollfd(&conns[i], &pfd);
+		pgo_loop_io_set(ios[i], pfd.fd, pfd.events);
+		revents[i] = 0;
+	}
+	rc = pgo_loop_run_once(
+		w->loop,
+		pgo_deadline_min(deadline, pgo_now_ms() + MAX_WAIT_MS));
+	if (rc < 0) {
+		snprintf(w->errmsg, sizeof(w->errmsg), "poll: %s",
+			 strerror(-rc));
+		return PGO_ERR_IO;
+	}
+	return PGO_OK;
+}
+
+/* Starts n connections with setup; only the first one LISTENs: the others
+ * get a copy (quiet) whose statements end where the LISTEN stands. */
+static void conns_init(pgo_worker_t *w, pgo_conn_t *conns, int n,
+		       pgo_conn_setup_t *setup, pgo_conn_setup_t *quiet,
+		       int listen_at)
+{
+	*quiet = *setup;
+	quiet->sql[listen_at] = NULL;
+	for (int i = 0; i < n; i++)
+		pgo_conn_init(&conns[i], w->conf, i == 0 ? setup : quiet);
+}
+
+/* Steps a connection with what poll() saw in the turn: a notification or
+ * a new session kicks a claim; a fatal setup error fills errmsg. */
+static pgo_conn_event_t step_conn(pgo_worker_t *w, pgo_conn_t *c,
+				  short *revents)
+{
+	pgo_conn_event_t ev = pgo_conn_step(c, *revents);
+
+	*revents = 0;
+	if (c->notifies) {
+		c->notifies = 0;
+		w->kick = true;
+	}
+	if (ev == PGO_CONN_EV_READY)
+		w->kick = true;
+	if (ev == PGO_CONN_EV_FATAL)
+		snprintf(w->errmsg, sizeof(w->errmsg), "%s", c->fatal.msg);
+	return ev;
 }
 
 static void log_stats(pgo_worker_t *w, const char *when)
@@ -434,173 +481,46 @@ static void log_stats(pgo_worker_t *w, const char *when)
  * or for a child.
  */
 
-static int64_t min_deadline(int64_t a, int64_t b)
-{
-	return a == 0 ? b : (b == 0 || a < b ? a : b);
-}
+static void job_done(void *arg, const pgo_proc_result_t *res);
 
-static void tail_append(job_run_t *j, const char *p, size_t n)
-{
-	if (n >= TAIL_MAX) {
-		memcpy(j->tail, p + n - TAIL_MAX, TAIL_MAX);
-		j->tail_len = TAIL_MAX;
-	} else {
-		if (j->tail_len + n > TAIL_MAX) {
-			size_t drop = j->tail_len + n - TAIL_MAX;
-
-			memmove(j->tail, j->tail + drop, j->tail_len - drop);
-			j->tail_len -= drop;
-		}
-		memcpy(j->tail + j->tail_len, p, n);
-		j->tail_len += n;
-	}
-	j->tail[j->tail_len] = '\0';
-}
-
-static void drain_stderr(job_run_t *j)
-{
-	char buf[4096];
-
-	while (j->err_fd >= 0) {
-		ssize_t n = read(j->err_fd, buf, sizeof(buf));
-
-		if (n > 0) {
-			tail_append(j, buf, (size_t)n);
-			continue;
-		}
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			return;
-		close(j->err_fd);
-		j->err_fd = -1;
-	}
-}
-
-static void check_exit(job_run_t *j)
-{
-	int status;
-	pid_t r;
-
-	if (j->exited)
-		return;
-	r = waitpid(j->pid, &status, WNOHANG);
-	if (r == j->pid || (r < 0 && errno == ECHILD)) {
-		j->exited = true;
-		j->status = r == j->pid ? status : 0;
-		if (j->pidfd >= 0)
-			close(j->pidfd);
-		j->pidfd = -1;
-	}
-}
-
-/* Starts sh -c CMD for a claimed job: payload on stdin (a memfd, so
- * nothing blocks however large it is), stderr to a pipe, own group. */
+/* Starts sh -c CMD for a claimed job: payload on stdin, stderr's tail
+ * kept, stdout the worker's, own process group, killed after the
+ * timeout.  Returns 0 or an errno value. */
 static int spawn_job(pgo_worker_t *w, job_run_t *j, const char *payload)
 {
-	static const int reset[] = {SIGPIPE, SIGTERM, SIGHUP,  SIGINT,
-				    SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2};
-	char *argv[] = {"sh", "-c", w->exec_command, NULL};
 	char v_id[48], v_att[48], v_q[96];
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t dfl, none;
-	int errp[2] = {-1, -1}, in = -1, rc;
-	size_t n = 0, len = strlen(payload), o = 0;
-	char **env;
+	const char *env[] = {v_id, v_att, v_q, NULL};
+	pgo_proc_spec_t spec = {
+		.command = w->exec_command,
+		.env = env,
+		.input = payload,
+		.input_len = strlen(payload),
+		.err_tail = TAIL_MAX,
+		.timeout_ms = w->o.timeout_ms,
+		.subject = w->subject,
+		.done = job_done,
+		.arg = j,
+	};
+	const char *what;
 
-	while (environ && environ[n])
-		n++;
-	env = malloc((n + 4) * sizeof(*env));
-	if (!env)
-		return ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], "PGOUTBOX_JOB_", 13) != 0 &&
-		    strncmp(environ[i], "PGOUTBOX_QUEUE=", 15) != 0)
-			env[o++] = environ[i];
 	snprintf(v_id, sizeof(v_id), "PGOUTBOX_JOB_ID=%" PRId64, j->id);
 	snprintf(v_att, sizeof(v_att), "PGOUTBOX_JOB_ATTEMPT=%d", j->attempt);
 	snprintf(v_q, sizeof(v_q), "PGOUTBOX_QUEUE=%s", w->queue);
-	env[o++] = v_id;
-	env[o++] = v_att;
-	env[o++] = v_q;
-	env[o] = NULL;
-
-	in = memfd_create("pgoutbox-job", MFD_CLOEXEC);
-	if (in < 0) {
-		free(env);
-		return errno;
-	}
-	for (size_t off = 0; off < len;) {
-		ssize_t k = write(in, payload + off, len - off);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			rc = errno ? errno : EIO;
-			close(in);
-			free(env);
-			return rc;
-		}
-		off += (size_t)k;
-	}
-	lseek(in, 0, SEEK_SET);
-	if (pipe2(errp, O_CLOEXEC) != 0) {
-		rc = errno;
-		close(in);
-		free(env);
-		return rc;
-	}
-	sigemptyset(&none);
-	sigemptyset(&dfl);
-	for (size_t i = 0; i < sizeof(reset) / sizeof(reset[0]); i++)
-		sigaddset(&dfl, reset[i]);
-	posix_spawnattr_init(&attr);
-	posix_spawn_file_actions_init(&fa);
-	rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
-						     POSIX_SPAWN_SETSIGDEF |
-						     POSIX_SPAWN_SETSIGMASK);
-	if (!rc)
-		rc = posix_spawnattr_setpgroup(&attr, 0);
-	if (!rc)
-		rc = posix_spawnattr_setsigdefault(&attr, &dfl);
-	if (!rc)
-		rc = posix_spawnattr_setsigmask(&attr, &none);
-	if (!rc)
-		rc = posix_spawn_file_actions_adddup2(&fa, in, STDIN_FILENO);
-	if (!rc)
-		rc = posix_spawn_file_actions_adddup2(&fa, errp[1],
-						      STDERR_FILENO);
-	if (!rc)
-		rc = posix_spawn(&j->pid, "/bin/sh", &fa, &attr, argv, env);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	free(env);
-	close(in);
-	close(errp[1]);
-	if (rc != 0) {
-		close(errp[0]);
-		return rc;
-	}
-	j->err_fd = errp[0];
-	fcntl(j->err_fd, F_SETFL, fcntl(j->err_fd, F_GETFL) | O_NONBLOCK);
-#ifdef SYS_pidfd_open
-	j->pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0);
-#else
-	j->pidfd = -1;
-#endif
-	return 0;
+	return pgo_proc_start(w->loop, &spec, &j->proc, &what);
 }
 
 /* The error text of a failed job: the reason, then the stderr tail. */
-static void job_error(const job_run_t *j, const char *reason, char *out,
-		      size_t size)
+static void job_error(const pgo_proc_result_t *res, const char *reason,
+		      char *out, size_t size)
 {
-	size_t len = j->tail_len;
+	size_t len = res->err_len;
 
-	while (len > 0 && (j->tail[len - 1] == '\n' || j->tail[len - 1] == ' '))
+	while (len > 0 &&
+	       (res->err[len - 1] == '\n' || res->err[len - 1] == ' '))
 		len--;
 	if (len)
 		snprintf(out, size, "%s; stderr: %.*s", reason, (int)len,
-			 j->tail);
+			 res->err);
 	else
 		snprintf(out, size, "%s", reason);
 }
@@ -645,8 +565,8 @@ static void push_settle(pgo_worker_t *w, int64_t id, int64_t epoch, int attempt,
 	if (verdict == VERDICT_RETRY) {
 		op->delay_ms = pgo_backoff_ms(attempt, w->o.retry_base_ms,
 					      w->o.retry_max_ms, jitter(w));
-		w->next_retry = min_deadline(w->next_retry,
-					     pgo_now_ms() + op->delay_ms);
+		w->next_retry = pgo_deadline_min(w->next_retry,
+						 pgo_now_ms() + op->delay_ms);
 	}
 	if (w->q_tail)
 		w->q_tail->next = op;
@@ -701,7 +621,7 @@ static void send_op(pgo_worker_t *w, int i, op_t *op)
 		for (int s = 0; s < w->o.concurrency; s++) {
 			job_run_t *j = &w->jobs[s];
 
-			if (!j->used || j->lost || j->exited)
+			if (!j->used || j->lost)
 				continue;
 			j->hb_sent = true;
 			pgo_buf_printf(&ids, "%s%" PRId64,
@@ -846,11 +766,10 @@ static void claim_done(pgo_worker_t *w, PGresult *res)
 				continue;
 			memset(j, 0, sizeof(*j));
 			j->used = true;
+			j->w = w;
 			j->id = id;
 			j->epoch = epoch;
 			j->attempt = attempt;
-			j->pidfd = j->err_fd = -1;
-			j->deadline = pgo_now_ms() + w->o.timeout_ms;
 			w->running++;
 			rc = spawn_job(w, j, payload);
 			if (rc != 0) {
@@ -860,7 +779,6 @@ static void claim_done(pgo_worker_t *w, PGresult *res)
 					 "cannot start the command: %s",
 					 strerror(rc));
 				memset(j, 0, sizeof(*j));
-				j->pidfd = j->err_fd = -1;
 				w->running--;
 				push_settle(w, id, epoch, attempt,
 					    attempt >= w->o.max_attempts
@@ -883,7 +801,7 @@ static void hb_done(pgo_worker_t *w, PGresult *res)
 		if (!j->used || !j->hb_sent)
 			continue;
 		j->hb_sent = false;
-		if (j->lost || j->exited)
+		if (j->lost)
 			continue;
 		for (int r = 0; r < PQntuples(res); r++)
 			if (strtoll(PQgetvalue(res, r, 0), NULL, 10) == j->id)
@@ -894,8 +812,7 @@ static void hb_done(pgo_worker_t *w, PGresult *res)
 				"job %" PRId64 " epoch %" PRId64
 				": lease lost; killing its process group",
 				j->id, j->epoch);
-			if (kill(-j->pid, SIGKILL) < 0)
-				kill(j->pid, SIGKILL);
+			pgo_proc_kill(j->proc);
 		}
 	}
 }
@@ -984,30 +901,39 @@ static bool op_inflight(pgo_worker_t *w, op_kind_t kind)
 	return false;
 }
 
-static void finish_job(pgo_worker_t *w, job_run_t *j)
+/* A job's command ended: its outcome joins the queue of operations. */
+static void job_done(void *arg, const pgo_proc_result_t *res)
 {
+	job_run_t *j = arg;
+	pgo_worker_t *w = j->w;
 	char reason[128], error[TAIL_MAX + 160];
 	bool ok = false;
 
-	drain_stderr(j);
-	if (j->err_fd >= 0)
-		close(j->err_fd);
-	j->err_fd = -1;
-	if (j->killed)
+	switch (res->end) {
+	case PGO_PROC_TIMED_OUT:
+		w->stats.timeouts++;
+		pgo_log(PGO_LOG_WARN, w->subject,
+			"job %" PRId64 " timed out after %" PRId64
+			" ms: its process group was killed",
+			j->id, w->o.timeout_ms);
 		snprintf(reason, sizeof(reason),
 			 "timed out after %" PRId64
 			 " ms (process group killed)",
 			 w->o.timeout_ms);
-	else if (WIFEXITED(j->status) && WEXITSTATUS(j->status) == 0)
-		ok = true;
-	else if (WIFEXITED(j->status))
-		snprintf(reason, sizeof(reason), "exit status %d",
-			 WEXITSTATUS(j->status));
-	else if (WIFSIGNALED(j->status))
+		break;
+	case PGO_PROC_EXITED:
+		ok = res->status == 0;
+		snprintf(reason, sizeof(reason), "exit status %d", res->status);
+		break;
+	case PGO_PROC_SIGNALED:
 		snprintf(reason, sizeof(reason), "killed by signal %d",
-			 WTERMSIG(j->status));
-	else
-		snprintf(reason, sizeof(reason), "ended abnormally");
+			 res->status);
+		break;
+	case PGO_PROC_LOST:
+		snprintf(reason, sizeof(reason),
+			 "exit status unknown (child reaped elsewhere)");
+		break;
+	}
 	if (j->lost) {
 		w->stats.lost++;
 		pgo_log(PGO_LOG_WARN, w->subject,
@@ -1016,7 +942,7 @@ static void finish_job(pgo_worker_t *w, job_run_t *j)
 			j->id);
 	} else {
 		if (!ok)
-			job_error(j, reason, error, sizeof(error));
+			job_error(res, reason, error, sizeof(error));
 		push_settle(w, j->id, j->epoch, j->attempt,
 			    ok				      ? VERDICT_OK
 			    : j->attempt >= w->o.max_attempts ? VERDICT_DEAD
@@ -1024,23 +950,25 @@ static void finish_job(pgo_worker_t *w, job_run_t *j)
 			    ok ? NULL : error);
 	}
 	memset(j, 0, sizeof(*j));
-	j->pidfd = j->err_fd = -1;
 	w->running--;
+	w->kick = true;
 }
 
 static int run_lease(pgo_worker_t *w)
 {
 	int n = w->o.concurrency;
-	struct pollfd *pfd =
-		calloc((size_t)(1 + LEASE_CONNS + 2 * n), sizeof(*pfd));
 	int64_t next_poll = 0, next_hb = 0, next_reap = 0, next_stats = 0;
 	int64_t stop_deadline = 0;
-	bool kick = true, stop_logged = false;
+	bool stop_logged = false;
 	const struct pgo_conf_values *v = pgo_conf_values(w->conf);
 
-	if (!pfd) {
-		snprintf(w->errmsg, sizeof(w->errmsg), "out of memory");
-		return PGO_ERR_NOMEM;
+	for (int i = 0; i < LEASE_CONNS; i++) {
+		w->lio[i] = pgo_loop_io_add(w->loop, -1, 0, conn_io,
+					    &w->lrevents[i]);
+		if (!w->lio[i]) {
+			snprintf(w->errmsg, sizeof(w->errmsg), "out of memory");
+			return PGO_ERR_NOMEM;
+		}
 	}
 	snprintf(w->set_sql, sizeof(w->set_sql), "SET statement_timeout = %lld",
 		 (long long)v->statement_timeout);
@@ -1050,16 +978,13 @@ static int run_lease(pgo_worker_t *w)
 		.sql = {w->set_sql, w->listen_sql, NULL},
 		.check_schema = true,
 	};
-	w->lsetup_quiet = w->lsetup;
-	w->lsetup_quiet.sql[1] = NULL;
-	for (int i = 0; i < LEASE_CONNS; i++)
-		pgo_conn_init(&w->lconns[i], w->conf,
-			      i == 0 ? &w->lsetup : &w->lsetup_quiet);
+	conns_init(w, w->lconns, LEASE_CONNS, &w->lsetup, &w->lsetup_quiet, 1);
 	if (w->o.stats_interval_ms > 0)
 		next_stats = pgo_now_ms() + w->o.stats_interval_ms;
+	w->kick = true;
 	for (;;) {
 		int64_t now = pgo_now_ms(), deadline = 0;
-		int np = 0, timeout, busy = 0;
+		int busy = 0;
 		bool idle = false;
 
 		if (w->stop == 2)
@@ -1089,26 +1014,6 @@ static int run_lease(pgo_worker_t *w)
 			log_stats(w, "stats");
 			next_stats = now + w->o.stats_interval_ms;
 		}
-		/* Timeouts: kill the whole process group. */
-		for (int s = 0; s < n; s++) {
-			job_run_t *j = &w->jobs[s];
-
-			if (!j->used || j->exited)
-				continue;
-			if (!j->killed && now >= j->deadline) {
-				j->killed = true;
-				w->stats.timeouts++;
-				pgo_log(PGO_LOG_WARN, w->subject,
-					"job %" PRId64
-					" timed out after %" PRId64
-					" ms: killing its process group",
-					j->id, w->o.timeout_ms);
-				if (kill(-j->pid, SIGKILL) < 0)
-					kill(j->pid, SIGKILL);
-			}
-			if (!j->killed)
-				deadline = min_deadline(deadline, j->deadline);
-		}
 		/* Give each idle connection its next operation. */
 		for (int i = 0; i < LEASE_CONNS; i++) {
 			pgo_conn_t *c = &w->lconns[i];
@@ -1116,7 +1021,8 @@ static int run_lease(pgo_worker_t *w)
 
 			pgo_conn_kick(c, now);
 			if (c->state == PGO_CONN_DOWN)
-				deadline = min_deadline(deadline, c->retry_at);
+				deadline =
+					pgo_deadline_min(deadline, c->retry_at);
 			if (c->state != PGO_CONN_READY || w->inflight[i])
 				continue;
 			if (w->q_head) {
@@ -1139,7 +1045,7 @@ static int run_lease(pgo_worker_t *w)
 					op->kind = OP_REAP;
 				next_reap = now + w->o.reap_interval_ms;
 			} else if (!w->stop && w->running < n &&
-				   (kick || now >= next_poll ||
+				   (w->kick || now >= next_poll ||
 				    (w->next_retry && now >= w->next_retry)) &&
 				   !op_inflight(w, OP_CLAIM)) {
 				/* A retry this worker scheduled is due. */
@@ -1152,32 +1058,13 @@ static int run_lease(pgo_worker_t *w)
 							   ? w->o.batch
 							   : n - w->running;
 				}
-				kick = false;
+				w->kick = false;
 				next_poll = now + w->o.poll_interval_ms;
 			}
 			if (op)
 				send_op(w, i, op);
 		}
 
-		pfd[np++] = (struct pollfd){.fd = w->wake_pipe[0],
-					    .events = POLLIN};
-		for (int i = 0; i < LEASE_CONNS; i++)
-			pgo_conn_pollfd(&w->lconns[i], &pfd[np++]);
-		for (int s = 0; s < n; s++) {
-			job_run_t *j = &w->jobs[s];
-
-			if (!j->used)
-				continue;
-			if (j->err_fd >= 0)
-				pfd[np++] = (struct pollfd){.fd = j->err_fd,
-							    .events = POLLIN};
-			if (j->pidfd >= 0 && !j->exited)
-				pfd[np++] = (struct pollfd){.fd = j->pidfd,
-							    .events = POLLIN};
-			if (j->pidfd < 0 && !j->exited)
-				deadline = min_deadline(deadline,
-							now + REAP_TICK_MS);
-		}
 		/* Timers that start an operation matter only while a
 		 * connection can take it; otherwise a round's end or a
 		 * reconnect wakes the loop. */
@@ -1186,44 +1073,31 @@ static int run_lease(pgo_worker_t *w)
 				!w->inflight[i];
 		if (idle && !w->stop) {
 			if (w->running < n && !op_inflight(w, OP_CLAIM)) {
-				deadline = min_deadline(deadline, next_poll);
 				deadline =
-					min_deadline(deadline, w->next_retry);
+					pgo_deadline_min(deadline, next_poll);
+				deadline = pgo_deadline_min(deadline,
+							    w->next_retry);
 			}
 			if (!op_inflight(w, OP_REAP))
-				deadline = min_deadline(deadline, next_reap);
+				deadline =
+					pgo_deadline_min(deadline, next_reap);
 		}
 		if (idle && w->running > 0 && !op_inflight(w, OP_HB))
-			deadline = min_deadline(deadline, next_hb);
+			deadline = pgo_deadline_min(deadline, next_hb);
 		if (next_stats)
-			deadline = min_deadline(deadline, next_stats);
-		timeout = deadline == 0	    ? 1000
-			  : deadline <= now ? 0
-					    : (int)(deadline - now);
-		if (timeout > 1000)
-			timeout = 1000;
-		if (poll(pfd, (nfds_t)np, timeout) < 0 && errno != EINTR) {
-			snprintf(w->errmsg, sizeof(w->errmsg), "poll: %s",
-				 strerror(errno));
-			free(pfd);
+			deadline = pgo_deadline_min(deadline, next_stats);
+		/* The jobs' pipes, pidfds and timeouts are on the loop
+		 * already (proc.c): jobs end inside the turn (job_done), the
+		 * connections are stepped after it. */
+		if (turn(w, w->lconns, w->lio, w->lrevents, LEASE_CONNS,
+			 deadline) != PGO_OK)
 			return PGO_ERR_IO;
-		}
-		drain_wake(w);
 		for (int i = 0; i < LEASE_CONNS; i++) {
 			pgo_conn_t *c = &w->lconns[i];
-			pgo_conn_event_t ev =
-				pgo_conn_step(c, pfd[1 + i].revents);
+			pgo_conn_event_t ev = step_conn(w, c, &w->lrevents[i]);
 
-			if (c->notifies) {
-				c->notifies = 0;
-				kick = true;
-			}
 			if (ev == PGO_CONN_EV_FATAL) {
-				snprintf(w->errmsg, sizeof(w->errmsg), "%s",
-					 c->fatal.msg);
 				w->stop = 2;
-			} else if (ev == PGO_CONN_EV_READY) {
-				kick = true;
 			} else if (ev == PGO_CONN_EV_ROUND) {
 				bool was_claim =
 					w->inflight[i] &&
@@ -1234,25 +1108,12 @@ static int run_lease(pgo_worker_t *w)
 				if (was_claim &&
 				    w->claim_got >= w->claim_want &&
 				    w->claim_got > 0)
-					kick = true;
+					w->kick = true;
 			}
 			if (c->state == PGO_CONN_DOWN && w->inflight[i])
 				lease_lost(w, i);
 		}
-		for (int s = 0; s < n; s++) {
-			job_run_t *j = &w->jobs[s];
-
-			if (!j->used)
-				continue;
-			drain_stderr(j);
-			check_exit(j);
-			if (j->exited) {
-				finish_job(w, j);
-				kick = true;
-			}
-		}
 	}
-	free(pfd);
 	return w->stop == 2 ? PGO_ERR_INVALID : PGO_OK;
 }
 
@@ -1261,16 +1122,21 @@ static int run_lease(pgo_worker_t *w)
 static int run_sql(pgo_worker_t *w)
 {
 	int n = w->o.concurrency;
-	struct pollfd *pfd = calloc((size_t)(n + 1), sizeof(*pfd));
 	int64_t next_poll = 0, next_stats = 0;
-	bool kick = true, stop_logged = false;
+	bool stop_logged = false;
 	const char *params[6] = {w->queue, w->sql_function, w->batch_s,
 				 w->max_s, w->base_s,	    w->cap_s};
 
 	w->conns = calloc((size_t)n, sizeof(*w->conns));
+	w->sio = calloc((size_t)n, sizeof(*w->sio));
+	w->srevents = calloc((size_t)n, sizeof(*w->srevents));
 	w->conn_more = calloc((size_t)n, sizeof(*w->conn_more));
-	if (!pfd || !w->conns || !w->conn_more) {
-		free(pfd);
+	for (int i = 0; w->sio && w->srevents && i < n; i++)
+		if (!(w->sio[i] = pgo_loop_io_add(w->loop, -1, 0, conn_io,
+						  &w->srevents[i])))
+			break;
+	if (!w->conns || !w->sio || !w->srevents || !w->conn_more ||
+	    !w->sio[n - 1]) {
 		snprintf(w->errmsg, sizeof(w->errmsg), "out of memory");
 		return PGO_ERR_NOMEM;
 	}
@@ -1286,18 +1152,14 @@ static int run_sql(pgo_worker_t *w)
 		.prep_sql = {w->work_sql, NULL},
 		.check_schema = true,
 	};
-	w->setup_quiet = w->setup;
-	w->setup_quiet.sql[0] = NULL;
-	for (int i = 0; i < n; i++)
-		pgo_conn_init(&w->conns[i], w->conf,
-			      i == 0 ? &w->setup : &w->setup_quiet);
+	conns_init(w, w->conns, n, &w->setup, &w->setup_quiet, 0);
 	if (w->o.stats_interval_ms > 0)
 		next_stats = pgo_now_ms() + w->o.stats_interval_ms;
-
+	w->kick = true;
 	for (;;) {
 		int64_t now = pgo_now_ms(), deadline = 0;
-		int busy = 0, timeout;
-		bool due = kick || now >= next_poll;
+		int busy = 0;
+		bool due = w->kick || now >= next_poll;
 
 		if (due)
 			next_poll = now + w->o.poll_interval_ms;
@@ -1320,52 +1182,29 @@ static int run_sql(pgo_worker_t *w)
 			    c->state == PGO_CONN_SETUP)
 				busy++;
 			if (c->state == PGO_CONN_DOWN)
-				deadline = min_deadline(deadline, c->retry_at);
+				deadline =
+					pgo_deadline_min(deadline, c->retry_at);
 		}
-		kick = false;
+		w->kick = false;
 		if (w->stop && busy == 0)
 			break;
 		if (next_stats && now >= next_stats) {
 			log_stats(w, "stats");
 			next_stats = now + w->o.stats_interval_ms;
 		}
-		pfd[0] = (struct pollfd){.fd = w->wake_pipe[0],
-					 .events = POLLIN};
-		for (int i = 0; i < n; i++)
-			pgo_conn_pollfd(&w->conns[i], &pfd[i + 1]);
 		if (!w->stop)
-			deadline = min_deadline(deadline, next_poll);
+			deadline = pgo_deadline_min(deadline, next_poll);
 		if (next_stats)
-			deadline = min_deadline(deadline, next_stats);
-		timeout = deadline == 0	    ? 1000
-			  : deadline <= now ? 0
-					    : (int)(deadline - now);
-		if (timeout > 1000)
-			timeout = 1000;
-		if (poll(pfd, (nfds_t)(n + 1), timeout) < 0 && errno != EINTR) {
-			snprintf(w->errmsg, sizeof(w->errmsg), "poll: %s",
-				 strerror(errno));
-			free(pfd);
+			deadline = pgo_deadline_min(deadline, next_stats);
+		if (turn(w, w->conns, w->sio, w->srevents, n, deadline) !=
+		    PGO_OK)
 			return PGO_ERR_IO;
-		}
-		drain_wake(w);
 		for (int i = 0; i < n; i++) {
 			pgo_conn_t *c = &w->conns[i];
-			pgo_conn_event_t ev =
-				pgo_conn_step(c, pfd[i + 1].revents);
+			pgo_conn_event_t ev = step_conn(w, c, &w->srevents[i]);
 
-			if (c->notifies) {
-				c->notifies = 0;
-				kick = true;
-			}
-			if (ev == PGO_CONN_EV_FATAL) {
-				snprintf(w->errmsg, sizeof(w->errmsg), "%s",
-					 c->fatal.msg);
-				free(pfd);
+			if (ev == PGO_CONN_EV_FATAL)
 				return PGO_ERR_SCHEMA;
-			}
-			if (ev == PGO_CONN_EV_READY)
-				kick = true;
 			if (ev != PGO_CONN_EV_ROUND)
 				continue;
 			w->conn_more[i] = false;
@@ -1377,7 +1216,6 @@ static int run_sql(pgo_worker_t *w)
 					snprintf(w->errmsg, sizeof(w->errmsg),
 						 "%s", c->round.err);
 					pgo_conn_round_clear(c);
-					free(pfd);
 					return PGO_ERR_INVALID;
 				}
 			} else if (c->round.res[0] &&
@@ -1402,12 +1240,11 @@ static int run_sql(pgo_worker_t *w)
 						failed, dead);
 				w->conn_more[i] = claimed >= w->o.batch;
 				if (claimed > 0)
-					kick = true; /* others may help */
+					w->kick = true; /* others may help */
 			}
 			pgo_conn_round_clear(c);
 		}
 	}
-	free(pfd);
 	return PGO_OK;
 }
 

@@ -1,7 +1,8 @@
 /*
  * test_sink_exec.c — the exec sink driven the way the relay drives it: a
- * little poll() loop around publish()/resume() with the returned fd and
- * deadline, against real /bin/sh commands.  Also the NDJSON line format and
+ * host (pgo_sink_host_t) with an event loop attached to the sink,
+ * pgo_sink_submit(), then pgo_loop_run_once() turned until the sink calls
+ * done, against real /bin/sh commands.  Also the NDJSON line format and
  * the batch verdict helpers (event.c) the sink relies on.
  *
  * After every run the test checks that no child is left to reap (no
@@ -26,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "loop.h"
 #include "pgo_int.h"
 
 static char tmp_dir[64];
@@ -158,6 +160,34 @@ static void tbatch_free(struct tbatch *t)
 	free(t->errors);
 }
 
+/* --- the host --- */
+
+/* What the relay would be: a loop, and where done() lands. */
+static struct {
+	pgo_loop_t *loop;
+	pgo_sink_host_t host;
+	int done;	    /* done() calls */
+	pgo_batch_t *last;  /* the batch of the last one */
+	int64_t done_at[4]; /* when the first ones came (monotonic ms) */
+} th;
+
+static void host_done(void *ctx, pgo_batch_t *batch)
+{
+	(void)ctx;
+	if (th.done < 4)
+		th.done_at[th.done] = pgo_now_ms();
+	th.done++;
+	th.last = batch;
+}
+
+static void host_health(void *ctx, int up, const char *reason)
+{
+	(void)ctx;
+	(void)reason;
+	fail_msg("the exec sink reported health %d", up);
+}
+
+/* A configured exec sink attached to a fresh host. */
 static void sink_init(pgo_sink_t *s, const char *command, int64_t timeout_ms)
 {
 	memset(s, 0, sizeof(*s));
@@ -166,43 +196,49 @@ static void sink_init(pgo_sink_t *s, const char *command, int64_t timeout_ms)
 	assert_int_equal(pgo_sink_exec_configure(s, command, timeout_ms),
 			 PGO_OK);
 	assert_int_equal(s->ops->open(s), PGO_OK);
+	memset(&th, 0, sizeof(th));
+	th.loop = pgo_loop_new();
+	assert_non_null(th.loop);
+	th.host.loop = th.loop;
+	th.host.done = host_done;
+	th.host.health = host_health;
+	assert_int_equal(pgo_sink_attach(s, &th.host), PGO_OK);
 }
 
 static void sink_fini(pgo_sink_t *s)
 {
+	pgo_sink_detach(s);
 	s->ops->close(s);
 	assert_null(s->priv);
+	pgo_loop_destroy(th.loop);
+	th.loop = NULL;
 }
 
-/* The relay's side: poll the fd until the deadline, then resume() with
- * revents 0; repeat until the sink is done.  Returns the elapsed ms. */
+/* Turns the loop until done() came `want` times in all. */
+static void turn_until_done(int want, int64_t t0)
+{
+	while (th.done < want) {
+		assert_int_equal(
+			pgo_loop_run_once(th.loop, pgo_now_ms() + 10000), 0);
+		assert_true(pgo_now_ms() - t0 < 30000);
+	}
+	assert_int_equal(th.done, want);
+}
+
+/* The relay's side: submit, then turn the loop until the sink is done
+ * with the batch.  Returns the elapsed ms. */
 static int64_t drive(pgo_sink_t *s, pgo_batch_t *b, int *rc_out)
 {
-	int64_t t0 = pgo_now_ms(), deadline = 0;
-	short events = 0;
-	int fd = -1;
+	int64_t t0 = pgo_now_ms();
+	int before = th.done;
 	int rc;
 
-	rc = s->ops->publish(s, b, &fd, &events, &deadline);
-	while (rc == PGO_ERR_AGAIN) {
-		struct pollfd p = {.fd = fd, .events = events};
-		int timeout = 10000; /* a safety net, far above any case */
-		int n;
-
-		assert_true(fd >= 0 || deadline > 0);
-		if (deadline > 0) {
-			int64_t left = deadline - pgo_now_ms();
-
-			timeout = left <= 0	 ? 0
-				  : left > 10000 ? 10000
-						 : (int)left;
-		}
-		n = poll(&p, fd >= 0 ? 1 : 0, timeout);
-		assert_true(n >= 0 || errno == EINTR);
-		assert_true(pgo_now_ms() - t0 < 30000);
-		rc = s->ops->resume(s, b, n > 0 ? p.revents : 0, &fd, &events,
-				    &deadline);
-	}
+	rc = pgo_sink_submit(s, b);
+	if (rc == PGO_OK)
+		turn_until_done(before + 1, t0);
+	assert_int_equal(th.done, before + (rc == PGO_OK));
+	if (rc == PGO_OK)
+		assert_ptr_equal(th.last, b);
 	assert_null(b->sink_state);
 	*rc_out = rc;
 	return pgo_now_ms() - t0;
@@ -503,36 +539,89 @@ static void test_stderr_line_cut(void **state)
 static void test_cancel(void **state)
 {
 	int fds = count_fds();
-	int64_t deadline, t0;
+	int64_t t0;
 	struct tbatch t;
 	pgo_sink_t sink;
-	short events;
-	int fd, rc;
+	int rc;
 
 	(void)state;
 	tbatch_init(&t, 2, 0);
 	sink_init(&sink, "sleep 30", 60000);
-	rc = sink.ops->publish(&sink, &t.b, &fd, &events, &deadline);
-	assert_int_equal(rc, PGO_ERR_AGAIN);
-	assert_true(fd >= 0);
-	assert_int_equal(events, POLLIN);
-	assert_non_null(t.b.sink_state);
-	/* One round: the input gets written. */
-	{
-		struct pollfd p = {.fd = fd, .events = events};
-
-		assert_int_equal(poll(&p, 1, 1000), 1);
-		rc = sink.ops->resume(&sink, &t.b, p.revents, &fd, &events,
-				      &deadline);
-		assert_int_equal(rc, PGO_ERR_AGAIN);
-	}
 	t0 = pgo_now_ms();
-	sink.ops->cancel(&sink, &t.b);
+	rc = pgo_sink_submit(&sink, &t.b);
+	assert_int_equal(rc, PGO_OK);
+	assert_true(pgo_now_ms() - t0 < 1000); /* submit never waits */
+	assert_int_equal(th.done, 0);
+	assert_non_null(t.b.sink_state);
+	/* The sink armed its timeout on the host's loop. */
+	assert_true(pgo_loop_next_timer(th.loop) >= t0 + 60000);
+	/* One round: the input gets written. */
+	assert_int_equal(pgo_loop_run_once(th.loop, pgo_now_ms() + 1000), 0);
+	assert_int_equal(th.done, 0);
+	t0 = pgo_now_ms();
+	pgo_sink_cancel(&sink, &t.b);
 	assert_true(pgo_now_ms() - t0 < 1000);
 	assert_null(t.b.sink_state);
-	sink.ops->cancel(&sink, &t.b); /* nothing in flight: a no-op */
+	pgo_sink_cancel(&sink, &t.b); /* nothing in flight: a no-op */
+	/* The loop has nothing of the batch left: no done, ever. */
+	assert_int_equal(pgo_loop_next_timer(th.loop), 0);
+	assert_int_equal(pgo_loop_run_once(th.loop, pgo_now_ms() + 50), 0);
+	assert_int_equal(th.done, 0);
 	sink_fini(&sink);
 	tbatch_free(&t);
+	assert_no_children();
+	assert_int_equal(count_fds(), fds);
+}
+
+/* --- batches in flight together, drain, stop --- */
+
+static void test_batches_in_parallel(void **state)
+{
+	int fds = count_fds();
+	struct tbatch t1, t2;
+	pgo_sink_t sink;
+	int64_t t0;
+
+	(void)state;
+	tbatch_init(&t1, 2, 0);
+	tbatch_init(&t2, 3, 0);
+	sink_init(&sink, "sleep 0.3; echo \"dead $PGOUTBOX_LAST_ID late\"",
+		  5000);
+	t0 = pgo_now_ms();
+	assert_int_equal(pgo_sink_submit(&sink, &t1.b), PGO_OK);
+	assert_int_equal(pgo_sink_submit(&sink, &t2.b), PGO_OK);
+	assert_true(pgo_now_ms() - t0 < 200); /* neither submit waited */
+	turn_until_done(2, t0);
+	/* Both commands ran at once: 0.3 s each, not 0.6 s in a row. */
+	assert_true(th.done_at[1] - t0 < 550);
+	assert_null(t1.b.sink_state);
+	assert_null(t2.b.sink_state);
+	assert_int_equal(t1.acks[0], PGO_ACK_OK);
+	assert_int_equal(t1.acks[1], PGO_ACK_DEAD);
+	assert_string_equal(t1.errors[1], "late");
+	assert_int_equal(t2.acks[1], PGO_ACK_OK);
+	assert_int_equal(t2.acks[2], PGO_ACK_DEAD);
+
+	/* A batch still running when the host detaches is killed. */
+	assert_int_equal(pgo_sink_submit(&sink, &t1.b), PGO_OK);
+	assert_non_null(t1.b.sink_state);
+	t0 = pgo_now_ms();
+	pgo_sink_detach(&sink);
+	assert_true(pgo_now_ms() - t0 < 1000);
+	assert_null(t1.b.sink_state);
+	assert_no_children();
+	assert_int_equal(th.done, 2);
+
+	/* Draining: nothing new is taken. */
+	assert_int_equal(pgo_sink_attach(&sink, &th.host), PGO_OK);
+	pgo_sink_drain(&sink, pgo_now_ms() + 1000);
+	assert_int_not_equal(pgo_sink_submit(&sink, &t2.b), PGO_OK);
+	assert_non_null(strstr(pgo_sink_errmsg(&sink), "stopping"));
+	assert_null(t2.b.sink_state);
+	assert_int_equal(th.done, 2);
+	sink_fini(&sink);
+	tbatch_free(&t1);
+	tbatch_free(&t2);
 	assert_no_children();
 	assert_int_equal(count_fds(), fds);
 }
@@ -610,9 +699,7 @@ static void test_configure(void **state)
 {
 	pgo_sink_t sink;
 	struct tbatch t;
-	int64_t deadline;
-	short events;
-	int fd;
+	int rc;
 
 	(void)state;
 	memset(&sink, 0, sizeof(sink));
@@ -634,12 +721,22 @@ static void test_configure(void **state)
 			    "exit 0");
 	assert_int_equal(((struct pgo_exec_conf *)sink.priv)->timeout_ms, 2000);
 	assert_int_equal(sink.ops->open(&sink), PGO_OK);
-	/* An empty batch needs no command at all. */
-	tbatch_init(&t, 0, 0);
-	assert_int_equal(
-		sink.ops->publish(&sink, &t.b, &fd, &events, &deadline),
-		PGO_OK);
+	assert_int_equal(pgo_sink_exec_ops.version, PGO_SINK_API_VERSION);
+	assert_null(pgo_sink_exec_ops.publish);
+	/* Not attached to a host: nothing can run. */
+	tbatch_init(&t, 1, 0);
+	assert_int_not_equal(pgo_sink_submit(&sink, &t.b), PGO_OK);
 	assert_null(t.b.sink_state);
+	tbatch_free(&t);
+	sink.ops->close(&sink);
+	/* An empty batch needs no command at all: done inside submit. */
+	sink_init(&sink, "exit 0", 2000);
+	tbatch_init(&t, 0, 0);
+	assert_int_equal(pgo_sink_submit(&sink, &t.b), PGO_OK);
+	assert_int_equal(th.done, 1);
+	assert_null(t.b.sink_state);
+	drive(&sink, &t.b, &rc);
+	assert_int_equal(rc, PGO_OK);
 	tbatch_free(&t);
 	sink_fini(&sink);
 	sink.ops->close(&sink); /* twice: harmless */
@@ -764,6 +861,7 @@ int main(void)
 		cmocka_unit_test(test_timeout_kills_group),
 		cmocka_unit_test(test_stderr_line_cut),
 		cmocka_unit_test(test_cancel),
+		cmocka_unit_test(test_batches_in_parallel),
 		cmocka_unit_test(test_sigchld_ignored),
 		cmocka_unit_test(test_signals_reset),
 	};
