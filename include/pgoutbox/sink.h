@@ -125,14 +125,6 @@ typedef struct pgo_sink_ops {
 	void (*stop)(pgo_sink_t *sink);
 	/* Frees the sink's state. */
 	void (*close)(pgo_sink_t *sink);
-	/* Version 1 only (the built-in sinks being ported): publish() may
-	 * finish at once or return PGO_ERR_AGAIN with an fd, its events and
-	 * a deadline; resume() is then called until PGO_OK.  The host
-	 * adapts them to submit(). */
-	int (*publish)(pgo_sink_t *sink, pgo_batch_t *batch, int *fd,
-		       short *events, int64_t *deadline_ms);
-	int (*resume)(pgo_sink_t *sink, pgo_batch_t *batch, short revents,
-		      int *fd, short *events, int64_t *deadline_ms);
 } pgo_sink_ops_t;
 
 /* --- the host's services, for sinks (loop thread only) --- */

@@ -190,7 +190,6 @@ int64_t pgo_backoff_ms(int attempt, int64_t base, int64_t max, double rnd);
 /* --- sinks --- */
 
 struct pgo_loop;
-struct v1_pub;
 
 /* What a host (the relay) gives the sink it attaches: its loop, and where
  * done() and health() go. */
@@ -205,7 +204,6 @@ struct pgo_sink {
 	const pgo_sink_ops_t *ops;
 	void *priv;
 	const pgo_sink_host_t *host; /* NULL while detached */
-	struct v1_pub *v1;	     /* version 1 publishes in flight */
 	char name[32];
 	char errmsg[512];
 };
@@ -225,11 +223,10 @@ extern const pgo_sink_def_t pgo_sink_defs[];
 const char *pgo_sink_known(void);
 
 /* Attaches the host (its loop) and calls start(); PGO_OK or the sink's
- * error.  Detach calls stop() and cancels version 1 publishes. */
+ * error.  Detach calls stop(). */
 int pgo_sink_attach(pgo_sink_t *sink, const pgo_sink_host_t *host);
 void pgo_sink_detach(pgo_sink_t *sink);
-/* The host's side of the ops: submit (adapting version 1 sinks), cancel
- * and drain. */
+/* The host's side of the ops: submit, cancel and drain. */
 int pgo_sink_submit(pgo_sink_t *sink, pgo_batch_t *batch);
 void pgo_sink_cancel(pgo_sink_t *sink, pgo_batch_t *batch);
 void pgo_sink_drain(pgo_sink_t *sink, int64_t deadline_ms);

@@ -108,16 +108,6 @@ bool pgo_redis_pending_output(const pgo_redis_t *r);
  * to DOWN.  Safe in any state. */
 void pgo_redis_close(pgo_redis_t *r);
 
-/* Blocking round trip for a process of its own (pgoutbox consume): queues
- * the command, connecting first when DOWN, and waits for its reply at most
- * timeout_ms (plus the connect).  Returns the reply (free it with
- * freeReplyObject()), or NULL with r->err set and the connection DOWN
- * (errors, timeout, or wake_fd becoming readable: pass -1 for none).
- * Only valid when no other command is in flight. */
-redisReply *pgo_redis_call(pgo_redis_t *r, int wake_fd, int64_t timeout_ms,
-			   int64_t connect_timeout_ms, int argc,
-			   const char **argv, const size_t *lens);
-
 /* Whether an error reply means Redis cannot serve now (LOADING, BUSY,
  * MASTERDOWN, TRYAGAIN, ...) rather than that this command failed. */
 bool pgo_redis_reply_unavailable(const redisReply *reply);

@@ -4,11 +4,6 @@
  * to a host's event loop, and the services a sink calls (watchers,
  * timers, done, health).
  *
- * Sinks still written against version 1 (publish with one fd and a
- * deadline, then resume) are adapted here: their fd and deadline become a
- * watcher and a timer of the host's loop, and the batch is done when
- * resume() returns PGO_OK.
- *
  * A sink acknowledges only what the downstream holds durably: the relay
  * deletes a row only for PGO_ACK_OK, so no sink may keep an offline
  * buffer.
@@ -217,111 +212,6 @@ void pgo_sink_health(pgo_sink_t *sink, int up, const char *reason)
 		sink->host->health(sink->host->ctx, up, reason);
 }
 
-/* --- version 1 sinks: publish/resume on the host's loop --- */
-
-/* A version 1 publish waiting for its fd or deadline. */
-struct v1_pub {
-	struct v1_pub *next;
-	pgo_sink_t *sink;
-	pgo_batch_t *batch;
-	pgo_loop_io_t *io;
-	pgo_loop_timer_t *timer;
-};
-
-static void v1_unlink(pgo_sink_t *sink, struct v1_pub *p)
-{
-	for (struct v1_pub **pp = &sink->v1; *pp; pp = &(*pp)->next)
-		if (*pp == p) {
-			*pp = p->next;
-			break;
-		}
-	pgo_loop_io_del(p->io);
-	pgo_loop_timer_del(p->timer);
-	free(p);
-}
-
-/* What resume() asked to wait for: watch it, or finish the batch. */
-static void v1_after(struct v1_pub *p, int rc, int fd, short events,
-		     int64_t deadline)
-{
-	pgo_sink_t *sink = p->sink;
-	pgo_batch_t *b = p->batch;
-
-	if (rc == PGO_ERR_AGAIN) {
-		pgo_loop_io_set(p->io, fd, fd >= 0 ? events : 0);
-		pgo_loop_timer_set(p->timer, deadline);
-		return;
-	}
-	if (rc != PGO_OK)
-		pgo_batch_fail_rest(b, PGO_ACK_RETRY,
-				    sink->errmsg[0] ? sink->errmsg
-						    : pgo_strerror(rc));
-	v1_unlink(sink, p);
-	pgo_sink_done(sink, b);
-}
-
-static void v1_step(struct v1_pub *p, short revents)
-{
-	int fd = -1;
-	short events = 0;
-	int64_t deadline = 0;
-	int rc = p->sink->ops->resume(p->sink, p->batch, revents, &fd, &events,
-				      &deadline);
-
-	v1_after(p, rc, fd, events, deadline);
-}
-
-static void v1_io(void *arg, int fd, short revents)
-{
-	(void)fd;
-	v1_step(arg, revents);
-}
-
-static void v1_timer(void *arg)
-{
-	v1_step(arg, 0);
-}
-
-static int v1_submit(pgo_sink_t *sink, pgo_batch_t *b)
-{
-	int fd = -1;
-	short events = 0;
-	int64_t deadline = 0;
-	struct v1_pub *p;
-	int rc = sink->ops->publish(sink, b, &fd, &events, &deadline);
-
-	if (rc != PGO_ERR_AGAIN) {
-		if (rc != PGO_OK)
-			pgo_batch_fail_rest(b, PGO_ACK_RETRY,
-					    sink->errmsg[0] ? sink->errmsg
-							    : pgo_strerror(rc));
-		pgo_sink_done(sink, b);
-		return PGO_OK;
-	}
-	p = calloc(1, sizeof(*p));
-	if (p) {
-		p->sink = sink;
-		p->batch = b;
-		p->io = pgo_loop_io_add(sink->host->loop, -1, 0, v1_io, p);
-		p->timer = pgo_loop_timer_add(sink->host->loop, 0, v1_timer, p);
-	}
-	if (!p || !p->io || !p->timer) {
-		if (p) {
-			pgo_loop_io_del(p->io);
-			pgo_loop_timer_del(p->timer);
-			free(p);
-		}
-		if (sink->ops->cancel)
-			sink->ops->cancel(sink, b);
-		pgo_sink_set_error(sink, "out of memory");
-		return PGO_ERR_NOMEM;
-	}
-	p->next = sink->v1;
-	sink->v1 = p;
-	v1_after(p, rc, fd, events, deadline);
-	return PGO_OK;
-}
-
 /* --- the host's side --- */
 
 int pgo_sink_attach(pgo_sink_t *sink, const pgo_sink_host_t *host)
@@ -344,13 +234,6 @@ void pgo_sink_detach(pgo_sink_t *sink)
 {
 	if (!sink->host)
 		return;
-	while (sink->v1) {
-		pgo_batch_t *b = sink->v1->batch;
-
-		v1_unlink(sink, sink->v1);
-		if (sink->ops->cancel)
-			sink->ops->cancel(sink, b);
-	}
 	if (sink->ops->stop)
 		sink->ops->stop(sink);
 	sink->host = NULL;
@@ -358,18 +241,11 @@ void pgo_sink_detach(pgo_sink_t *sink)
 
 int pgo_sink_submit(pgo_sink_t *sink, pgo_batch_t *batch)
 {
-	if (!sink->ops->submit)
-		return v1_submit(sink, batch);
 	return sink->ops->submit(sink, batch);
 }
 
 void pgo_sink_cancel(pgo_sink_t *sink, pgo_batch_t *batch)
 {
-	for (struct v1_pub *p = sink->v1; p; p = p->next)
-		if (p->batch == batch) {
-			v1_unlink(sink, p);
-			break;
-		}
 	if (sink->ops->cancel)
 		sink->ops->cancel(sink, batch);
 }

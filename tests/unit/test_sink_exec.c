@@ -722,7 +722,6 @@ static void test_configure(void **state)
 	assert_int_equal(((struct pgo_exec_conf *)sink.priv)->timeout_ms, 2000);
 	assert_int_equal(sink.ops->open(&sink), PGO_OK);
 	assert_int_equal(pgo_sink_exec_ops.version, PGO_SINK_API_VERSION);
-	assert_null(pgo_sink_exec_ops.publish);
 	/* Not attached to a host: nothing can run. */
 	tbatch_init(&t, 1, 0);
 	assert_int_not_equal(pgo_sink_submit(&sink, &t.b), PGO_OK);
