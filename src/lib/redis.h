@@ -3,7 +3,7 @@
  * parsing, a non-blocking connect with AUTH and SELECT, a pipelined output
  * buffer and hiredis' reply parser.  Used by the Redis pipeline under both
  * Redis sinks (redis_pipe.h, on the host's event loop) and by `pgoutbox
- * consume` (through the blocking helper pgo_redis_call()).
+ * consume` (its round trips turn the consumer's loop).
  *
  * The socket is our own: commands are formatted by hiredis
  * (redisFormatCommandArgv) and replies parsed by its redisReader, while
