@@ -24,11 +24,20 @@
 
 #include <libpq-fe.h>
 
+#include "pgoutbox/version.h" /* PGO_VERSION, PGO_VERSION_NUM */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define PGO_VERSION "0.1.0"
+/* --- version --- */
+
+/* The version of the library this program runs with, as PGO_VERSION_NUM
+ * (MAJOR * 10000 + MINOR * 100 + PATCH) and as PGO_VERSION ("0.1.0") of
+ * the headers it was built with; the two differ when a newer libpgoutbox
+ * is installed under an older program.  The string is static. */
+int pgo_version(void);
+const char *pgo_version_str(void);
 
 /* --- errors --- */
 

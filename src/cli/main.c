@@ -51,8 +51,12 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "--version") == 0 ||
 	    strcmp(argv[1], "version") == 0) {
-		printf("pgoutbox %s (schema version %d, libpq %d)\n",
-		       PGO_VERSION, pgo_schema_version(), PQlibVersion());
+		/* The library's own version (pgo_version()), not the
+		 * header's: the same here, the CLI links it statically. */
+		printf("pgoutbox %s (version number %d, schema version %d, "
+		       "libpq %d)\n",
+		       pgo_version_str(), pgo_version(), pgo_schema_version(),
+		       PQlibVersion());
 		return EXIT_OK;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
