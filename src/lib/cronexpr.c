@@ -540,7 +540,7 @@ int pgo_cron_next(const pgo_cron_expr_t *e, const pgo_cron_zone_t *z,
 	bool pinned = (e->hour & ALL_HOURS) != ALL_HOURS;
 	struct span sp;
 	int64_t t, limit, lo, hi, local;
-	char a[32], b[32];
+	char a[48], b[48]; /* iso(): a 64-bit year fits */
 
 	if (after < TIME_MIN || after > TIME_MAX)
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
