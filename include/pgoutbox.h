@@ -30,14 +30,24 @@
 extern "C" {
 #endif
 
+/* Marks a function of the API.  libpgoutbox is built with
+ * -fvisibility=hidden: only what carries PGO_EXPORT is exported, under the
+ * version node PGOUTBOX_0 of src/lib/exports.txt (checked by
+ * tests/integration/t_exports.sh). */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define PGO_EXPORT __attribute__((visibility("default")))
+#else
+#define PGO_EXPORT
+#endif
+
 /* --- version --- */
 
 /* The version of the library this program runs with, as PGO_VERSION_NUM
  * (MAJOR * 10000 + MINOR * 100 + PATCH) and as PGO_VERSION ("0.1.0") of
  * the headers it was built with; the two differ when a newer libpgoutbox
  * is installed under an older program.  The string is static. */
-int pgo_version(void);
-const char *pgo_version_str(void);
+PGO_EXPORT int pgo_version(void);
+PGO_EXPORT const char *pgo_version_str(void);
 
 /* --- errors --- */
 
@@ -71,7 +81,7 @@ typedef struct pgo_error {
 } pgo_error_t;
 
 /* A static description of a PGO_ERR_* code ("out of memory", ...). */
-const char *pgo_strerror(int code);
+PGO_EXPORT const char *pgo_strerror(int code);
 
 /* --- log --- */
 
@@ -91,10 +101,11 @@ typedef void (*pgo_log_fn)(void *ctx, pgo_log_level_t level,
 /* Sets the process-wide log callback and the most verbose level that is
  * formatted at all.  fn == NULL silences the library.  Not thread-safe:
  * call it once at start-up. */
-void pgo_log_set(pgo_log_fn fn, void *ctx, pgo_log_level_t max_level);
+PGO_EXPORT void pgo_log_set(pgo_log_fn fn, void *ctx,
+			    pgo_log_level_t max_level);
 
 /* Parses "error", "warn", "info", "debug"; returns -1 for anything else. */
-int pgo_log_level_parse(const char *s);
+PGO_EXPORT int pgo_log_level_parse(const char *s);
 
 /* --- config --- */
 
@@ -113,76 +124,78 @@ typedef enum pgo_conf_origin {
 } pgo_conf_origin_t;
 
 /* A configuration holding every key at its default.  NULL on OOM. */
-pgo_conf_t *pgo_conf_new(void);
-void pgo_conf_destroy(pgo_conf_t *conf);
+PGO_EXPORT pgo_conf_t *pgo_conf_new(void);
+PGO_EXPORT void pgo_conf_destroy(pgo_conf_t *conf);
 
 /* Reads an INI file.  On error returns PGO_ERR_CONFIG and the message
  * names the file, the line and what is wrong; keys already read stay set.
  * The path is remembered for pgo_conf_reload(). */
-int pgo_conf_load_file(pgo_conf_t *conf, const char *path);
+PGO_EXPORT int pgo_conf_load_file(pgo_conf_t *conf, const char *path);
 
 /* Reads PGOUTBOX_<SECTION>_<NAME> variables (and DATABASE_URL for
  * database.url) from envp (NULL-terminated, like environ).  Unknown
  * PGOUTBOX_* variables are an error. */
-int pgo_conf_load_env(pgo_conf_t *conf, char *const *envp);
+PGO_EXPORT int pgo_conf_load_env(pgo_conf_t *conf, char *const *envp);
 
 /* Sets one key from text.  origin says where it came from and where_ names
  * it in error messages (a flag "--batch", a file "relay.ini:12"). */
-int pgo_conf_set(pgo_conf_t *conf, const char *key, const char *value,
-		 pgo_conf_origin_t origin, const char *where_);
+PGO_EXPORT int pgo_conf_set(pgo_conf_t *conf, const char *key,
+			    const char *value, pgo_conf_origin_t origin,
+			    const char *where_);
 
 /* The current value of a key as text (as `config show` prints it), or NULL
  * for an unknown key.  The pointer is valid until the next set or reload. */
-const char *pgo_conf_get(const pgo_conf_t *conf, const char *key);
+PGO_EXPORT const char *pgo_conf_get(const pgo_conf_t *conf, const char *key);
 
 /* Checks the cross-key rules (e.g. sink.exec needs sink.exec_command). */
-int pgo_conf_validate(pgo_conf_t *conf);
+PGO_EXPORT int pgo_conf_validate(pgo_conf_t *conf);
 
 /* Re-reads the remembered file and environment, then re-applies the flags.
  * Only keys marked reloadable change; a changed non-reloadable key is
  * reported through the log and keeps its old value.  On error nothing
  * changes.  *changed receives how many keys changed (may be NULL). */
-int pgo_conf_reload(pgo_conf_t *conf, char *const *envp, int *changed);
+PGO_EXPORT int pgo_conf_reload(pgo_conf_t *conf, char *const *envp,
+			       int *changed);
 
 /* Writes every key as INI text with its value, origin and help. */
-void pgo_conf_show(const pgo_conf_t *conf, FILE *out);
+PGO_EXPORT void pgo_conf_show(const pgo_conf_t *conf, FILE *out);
 
 /* Writes the reference table (Markdown) of every key, for the docs. */
-void pgo_conf_reference(FILE *out);
+PGO_EXPORT void pgo_conf_reference(FILE *out);
 
 /* The key a command-line flag sets ("--batch" -> "relay.batch"), or NULL
  * when no key has that flag. */
-const char *pgo_conf_key_for_flag(const char *flag);
+PGO_EXPORT const char *pgo_conf_key_for_flag(const char *flag);
 
 /* Text of the last error on this configuration ("" when none). */
-const char *pgo_conf_errmsg(const pgo_conf_t *conf);
+PGO_EXPORT const char *pgo_conf_errmsg(const pgo_conf_t *conf);
 
 /* --- schema --- */
 
 /* The newest schema version this build knows. */
-int pgo_schema_version(void);
+PGO_EXPORT int pgo_schema_version(void);
 
 /* Applies every missing migration in one transaction under an advisory
  * lock, so concurrent callers are safe.  *from and *to (may be NULL)
  * receive the versions before and after.  A database whose schema is newer
  * than this build is refused with PGO_ERR_SCHEMA and left untouched.
  * conn must be idle (not inside a transaction). */
-int pgo_migrate(PGconn *conn, int *from, int *to, pgo_error_t *err);
+PGO_EXPORT int pgo_migrate(PGconn *conn, int *from, int *to, pgo_error_t *err);
 
 /* Like pgo_migrate(), stopping at version target (1 .. newest): for
  * stepwise upgrades and for testing them.  A database already past target
  * is left as it is. */
-int pgo_migrate_to(PGconn *conn, int target, int *from, int *to,
-		   pgo_error_t *err);
+PGO_EXPORT int pgo_migrate_to(PGconn *conn, int target, int *from, int *to,
+			      pgo_error_t *err);
 
 /* Checks that the schema exists and matches this build: PGO_ERR_SCHEMA
  * with a message saying what to do when it is missing, older or newer. */
-int pgo_schema_check(PGconn *conn, pgo_error_t *err);
+PGO_EXPORT int pgo_schema_check(PGconn *conn, pgo_error_t *err);
 
 /* Validates a queue name: a lower-case SQL identifier of at most 48
  * characters ([a-z_][a-z0-9_]*).  Returns PGO_OK or PGO_ERR_INVALID with a
  * message naming the problem. */
-int pgo_ident_check(const char *name, pgo_error_t *err);
+PGO_EXPORT int pgo_ident_check(const char *name, pgo_error_t *err);
 
 /* --- producer --- */
 
@@ -210,23 +223,24 @@ typedef struct pgo_producer pgo_producer_t;
  * *err saying why (err may be NULL): no connection or a bad queue name
  * (PGO_ERR_INVALID), out of memory (PGO_ERR_NOMEM); *err is cleared on
  * success. */
-pgo_producer_t *pgo_producer_new(PGconn *conn, const char *queue,
-				 pgo_error_t *err);
-void pgo_producer_destroy(pgo_producer_t *p);
+PGO_EXPORT pgo_producer_t *pgo_producer_new(PGconn *conn, const char *queue,
+					    pgo_error_t *err);
+PGO_EXPORT void pgo_producer_destroy(pgo_producer_t *p);
 
 /* Sends one event through a prepared statement (prepared on first use on
  * this connection).  *id (may be NULL) receives the event id.  On a
  * database error the caller's transaction is aborted, as with any failed
  * statement: roll it back. */
-int pgo_send(pgo_producer_t *p, const pgo_msg_t *msg, int64_t *id);
+PGO_EXPORT int pgo_send(pgo_producer_t *p, const pgo_msg_t *msg, int64_t *id);
 
 /* Sends n events with one COPY.  All or none: on error nothing of this
  * call is written and the caller's transaction is aborted.  Ids are not
  * returned. */
-int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n);
+PGO_EXPORT int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs,
+			     size_t n);
 
 /* Text of the producer's last error ("" when none). */
-const char *pgo_producer_errmsg(const pgo_producer_t *p);
+PGO_EXPORT const char *pgo_producer_errmsg(const pgo_producer_t *p);
 
 /* --- sink --- */
 
@@ -287,16 +301,17 @@ const char *pgo_relay_errmsg(const pgo_relay_t *relay);
  * applied when it comes again.  On PGO_ERR_DB the transaction is aborted:
  * roll it back; err->retriable says whether trying again may help.  Needs
  * READ COMMITTED (the default) or SERIALIZABLE isolation. */
-int pgo_inbox_claim(PGconn *conn, const char *consumer, const char *message_id,
-		    int *fresh, pgo_error_t *err);
+PGO_EXPORT int pgo_inbox_claim(PGconn *conn, const char *consumer,
+			       const char *message_id, int *fresh,
+			       pgo_error_t *err);
 
 /* Creates the inbox partitions of today and the next two days (UTC) and
  * drops those wholly older than window (a PostgreSQL interval, e.g.
  * "7 days"; NULL means 7 days).  Idempotent and safe from several
  * processes.  Runs its own transaction: conn must be idle.  *created and
  * *dropped (may be NULL) receive how many partitions were. */
-int pgo_inbox_maintain(PGconn *conn, const char *window, int *created,
-		       int *dropped, pgo_error_t *err);
+PGO_EXPORT int pgo_inbox_maintain(PGconn *conn, const char *window,
+				  int *created, int *dropped, pgo_error_t *err);
 
 /* A message as a consumer's handler sees it: the fields of a stream entry
  * written by the redis sink.  Strings are borrowed for the duration of the
@@ -371,16 +386,16 @@ typedef struct pgo_consumer pgo_consumer_t;
 
 /* Fills opts with the defaults (claim_idle 30 s, block 1 s, count 100,
  * max_attempts 10, start "0", window "7 days", maintenance hourly). */
-void pgo_consumer_opts_init(pgo_consumer_opts_t *opts);
+PGO_EXPORT void pgo_consumer_opts_init(pgo_consumer_opts_t *opts);
 
 /* A consumer.  NULL when it cannot be made, with *err saying why (err may
  * be NULL): bad options (PGO_ERR_INVALID), a Redis URL that does not parse
  * or needs what this build lacks (PGO_ERR_CONFIG), out of memory
  * (PGO_ERR_NOMEM), no wake-up pipe (PGO_ERR_IO); *err is cleared on
  * success.  Nothing is connected before pgo_consumer_run(). */
-pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *opts,
-				 pgo_error_t *err);
-void pgo_consumer_destroy(pgo_consumer_t *c);
+PGO_EXPORT pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *opts,
+					    pgo_error_t *err);
+PGO_EXPORT void pgo_consumer_destroy(pgo_consumer_t *c);
 
 /* Reads and handles messages until a stop is requested, finishing the
  * message at hand; returns PGO_OK then (or after the exit_after_commit
@@ -389,13 +404,14 @@ void pgo_consumer_destroy(pgo_consumer_t *c);
  * to be retried before newer ones.  Losing Redis or PostgreSQL is not
  * fatal: it reconnects with backoff.  Returns an error only for what
  * retrying cannot fix (no inbox in the database, a refused URL). */
-int pgo_consumer_run(pgo_consumer_t *c);
+PGO_EXPORT int pgo_consumer_run(pgo_consumer_t *c);
 
 /* Async-signal-safe: asks run() to stop after the message at hand. */
-void pgo_consumer_request_stop(pgo_consumer_t *c);
+PGO_EXPORT void pgo_consumer_request_stop(pgo_consumer_t *c);
 
-void pgo_consumer_get_stats(const pgo_consumer_t *c, pgo_consumer_stats_t *out);
-const char *pgo_consumer_errmsg(const pgo_consumer_t *c);
+PGO_EXPORT void pgo_consumer_get_stats(const pgo_consumer_t *c,
+				       pgo_consumer_stats_t *out);
+PGO_EXPORT const char *pgo_consumer_errmsg(const pgo_consumer_t *c);
 
 /* --- queue --- */
 
@@ -405,8 +421,8 @@ const char *pgo_consumer_errmsg(const pgo_consumer_t *c);
 /* Creates work queue name (pgo_ident_check rules) with shards shards
  * (1..4096; 64 is the usual) in its own statement.  PGO_ERR_DB when it
  * exists already. */
-int pgo_queue_create(PGconn *conn, const char *name, int shards,
-		     pgo_error_t *err);
+PGO_EXPORT int pgo_queue_create(PGconn *conn, const char *name, int shards,
+				pgo_error_t *err);
 
 /* Options of one job; every field may be 0/NULL. */
 typedef struct pgo_job_opts {
@@ -425,33 +441,33 @@ typedef struct pgo_enqueuer pgo_enqueuer_t;
  * NULL when it cannot be made, with *err saying why (err may be NULL): no
  * connection or a bad queue name (PGO_ERR_INVALID), out of memory
  * (PGO_ERR_NOMEM); *err is cleared on success. */
-pgo_enqueuer_t *pgo_enqueuer_new(PGconn *conn, const char *queue,
-				 pgo_error_t *err);
-void pgo_enqueuer_destroy(pgo_enqueuer_t *q);
+PGO_EXPORT pgo_enqueuer_t *pgo_enqueuer_new(PGconn *conn, const char *queue,
+					    pgo_error_t *err);
+PGO_EXPORT void pgo_enqueuer_destroy(pgo_enqueuer_t *q);
 
 /* Enqueues one job (payload: JSON text) inside whatever transaction the
  * caller has open, through a statement prepared once on the connection;
  * workers are woken at COMMIT.  *id (may be NULL) receives the job id, or
  * with opts->unique_key the id of the job already queued under that key.
  * On PGO_ERR_DB the caller's transaction is aborted: roll it back. */
-int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
-		const pgo_job_opts_t *opts, int64_t *id);
-const char *pgo_enqueuer_errmsg(const pgo_enqueuer_t *q);
+PGO_EXPORT int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
+			   const pgo_job_opts_t *opts, int64_t *id);
+PGO_EXPORT const char *pgo_enqueuer_errmsg(const pgo_enqueuer_t *q);
 
 /* Operator commands (each its own statement; output for humans). */
-int pgo_queue_list(PGconn *conn, FILE *out, pgo_error_t *err);
-int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
-		    pgo_error_t *err);
+PGO_EXPORT int pgo_queue_list(PGconn *conn, FILE *out, pgo_error_t *err);
+PGO_EXPORT int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
+			       pgo_error_t *err);
 /* The newest `limit` dead letters of a queue with their errors. */
-int pgo_queue_dead(PGconn *conn, const char *queue, int limit, FILE *out,
-		   pgo_error_t *err);
+PGO_EXPORT int pgo_queue_dead(PGconn *conn, const char *queue, int limit,
+			      FILE *out, pgo_error_t *err);
 /* Moves dead letter id back into its queue (same id, attempts 0). */
-int pgo_queue_retry(PGconn *conn, const char *queue, int64_t id,
-		    pgo_error_t *err);
+PGO_EXPORT int pgo_queue_retry(PGconn *conn, const char *queue, int64_t id,
+			       pgo_error_t *err);
 /* Deletes every job of the queue (dead: its dead letters instead);
  * *count (may be NULL) receives how many. */
-int pgo_queue_purge(PGconn *conn, const char *queue, int dead, int64_t *count,
-		    pgo_error_t *err);
+PGO_EXPORT int pgo_queue_purge(PGconn *conn, const char *queue, int dead,
+			       int64_t *count, pgo_error_t *err);
 
 /* --- worker --- */
 
@@ -510,26 +526,28 @@ typedef struct pgo_worker pgo_worker_t;
 
 /* Defaults: concurrency 1, batch 100, lease 30 s, timeout 25 s,
  * max_attempts 10, backoff 1 s..5 min, poll 5 s, reap 5 s, stats off. */
-void pgo_worker_opts_init(pgo_worker_opts_t *opts);
+PGO_EXPORT void pgo_worker_opts_init(pgo_worker_opts_t *opts);
 
 /* A worker connecting with conf's [database] keys (conf is borrowed and
  * must outlive it; opts strings are copied).  NULL when it cannot be made,
  * with *err saying why (err may be NULL): bad options (PGO_ERR_INVALID),
  * out of memory (PGO_ERR_NOMEM), no wake-up pipe (PGO_ERR_IO); *err is
  * cleared on success.  Nothing is connected before pgo_worker_run(). */
-pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
-			     const pgo_worker_opts_t *opts, pgo_error_t *err);
-void pgo_worker_destroy(pgo_worker_t *w);
+PGO_EXPORT pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
+					const pgo_worker_opts_t *opts,
+					pgo_error_t *err);
+PGO_EXPORT void pgo_worker_destroy(pgo_worker_t *w);
 
 /* Claims and handles jobs until a stop is requested; then claims no more,
  * lets running jobs finish (up to timeout_ms), records them and returns
  * PGO_OK.  Losing PostgreSQL is not fatal (reconnect with backoff); an
  * error is returned only for what retrying cannot fix. */
-int pgo_worker_run(pgo_worker_t *w);
+PGO_EXPORT int pgo_worker_run(pgo_worker_t *w);
 /* Async-signal-safe. */
-void pgo_worker_request_stop(pgo_worker_t *w);
-void pgo_worker_get_stats(const pgo_worker_t *w, pgo_worker_stats_t *out);
-const char *pgo_worker_errmsg(const pgo_worker_t *w);
+PGO_EXPORT void pgo_worker_request_stop(pgo_worker_t *w);
+PGO_EXPORT void pgo_worker_get_stats(const pgo_worker_t *w,
+				     pgo_worker_stats_t *out);
+PGO_EXPORT const char *pgo_worker_errmsg(const pgo_worker_t *w);
 
 /* --- cron --- */
 
@@ -554,12 +572,14 @@ typedef struct pgo_cron_schedule {
 /* Adds (or replaces) a schedule; its ticks count from now.  The
  * expression, zone, queue and policies are checked first and errors name
  * the bad field ("cron \"61 * * * *\": minute field: ..."). */
-int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s, pgo_error_t *err);
-int pgo_cron_remove(PGconn *conn, const char *name, pgo_error_t *err);
-int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err);
+PGO_EXPORT int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s,
+			    pgo_error_t *err);
+PGO_EXPORT int pgo_cron_remove(PGconn *conn, const char *name,
+			       pgo_error_t *err);
+PGO_EXPORT int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err);
 /* The newest `limit` recorded ticks of a schedule. */
-int pgo_cron_history(PGconn *conn, const char *name, int limit, FILE *out,
-		     pgo_error_t *err);
+PGO_EXPORT int pgo_cron_history(PGconn *conn, const char *name, int limit,
+				FILE *out, pgo_error_t *err);
 
 typedef struct pgo_scheduler_opts {
 	const char *name;	 /* in logs; NULL: "<host>-<pid>" */
@@ -582,31 +602,31 @@ typedef struct pgo_scheduler_stats {
 typedef struct pgo_scheduler pgo_scheduler_t;
 
 /* Defaults: grace 10 s, max sleep 1 s, no offset, history kept 7 days. */
-void pgo_scheduler_opts_init(pgo_scheduler_opts_t *opts);
+PGO_EXPORT void pgo_scheduler_opts_init(pgo_scheduler_opts_t *opts);
 /* A scheduler connecting with conf's [database] keys (conf is borrowed and
  * must outlive it; opts->name is copied).  NULL when it cannot be made,
  * with *err saying why (err may be NULL): bad options (PGO_ERR_INVALID),
  * out of memory (PGO_ERR_NOMEM), no wake-up pipe (PGO_ERR_IO); *err is
  * cleared on success.  Nothing is connected before pgo_scheduler_run(). */
-pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
-				   const pgo_scheduler_opts_t *opts,
-				   pgo_error_t *err);
-void pgo_scheduler_destroy(pgo_scheduler_t *s);
+PGO_EXPORT pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
+					      const pgo_scheduler_opts_t *opts,
+					      pgo_error_t *err);
+PGO_EXPORT void pgo_scheduler_destroy(pgo_scheduler_t *s);
 /* Fires due ticks until a stop is requested; reconnects when PostgreSQL
  * goes away.  Returns PGO_OK after a stop. */
-int pgo_scheduler_run(pgo_scheduler_t *s);
+PGO_EXPORT int pgo_scheduler_run(pgo_scheduler_t *s);
 /* Async-signal-safe. */
-void pgo_scheduler_request_stop(pgo_scheduler_t *s);
-void pgo_scheduler_get_stats(const pgo_scheduler_t *s,
-			     pgo_scheduler_stats_t *out);
-const char *pgo_scheduler_errmsg(const pgo_scheduler_t *s);
+PGO_EXPORT void pgo_scheduler_request_stop(pgo_scheduler_t *s);
+PGO_EXPORT void pgo_scheduler_get_stats(const pgo_scheduler_t *s,
+					pgo_scheduler_stats_t *out);
+PGO_EXPORT const char *pgo_scheduler_errmsg(const pgo_scheduler_t *s);
 
 /* --- status --- */
 
 /* Writes a human-readable report of the queue: pending events and the age
  * of the oldest per topic, dead letters, relays connected. */
-int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
-		     pgo_error_t *err);
+PGO_EXPORT int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
+				pgo_error_t *err);
 
 #ifdef __cplusplus
 }
