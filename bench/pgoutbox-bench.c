@@ -590,7 +590,8 @@ static corpus_t *corpus_new(long bytes)
 	for (int i = 0; i < NKEYS; i++)
 		snprintf(cp->keys[i], sizeof(cp->keys[i]), "k%d", i);
 	for (int i = 0; i < FILL_BATCH; i++)
-		cp->msgs[i] = (pgo_msg_t){.topic = TOPIC,
+		cp->msgs[i] = (pgo_msg_t){.size = sizeof(pgo_msg_t),
+					  .topic = TOPIC,
 					  .key = cp->keys[i % NKEYS],
 					  .type = TYPE,
 					  .payload = cp->payload};

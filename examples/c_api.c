@@ -47,7 +47,8 @@ static int produce(PGconn *conn, int n)
 	    !exec_ok(conn, "INSERT INTO c_orders VALUES (1)"))
 		return 1;
 	if (pgo_send(p,
-		     &(pgo_msg_t){.topic = "orders",
+		     &(pgo_msg_t){.size = sizeof(pgo_msg_t),
+				  .topic = "orders",
 				  .key = "order-1",
 				  .type = "order.created",
 				  .payload = "{\"id\": 1}",
@@ -66,6 +67,7 @@ static int produce(PGconn *conn, int n)
 	for (int i = 0; i < n; i++) {
 		snprintf(keys[i], sizeof(keys[i]), "bulk-%d", i);
 		bulk[i] = (pgo_msg_t){
+			.size = sizeof(pgo_msg_t),
 			.topic = "bulk",
 			.key = keys[i],
 			.type = "bulk.item",
@@ -82,7 +84,8 @@ static int produce(PGconn *conn, int n)
 	/* A rolled-back event never exists. */
 	if (!exec_ok(conn, "BEGIN") ||
 	    pgo_send(p,
-		     &(pgo_msg_t){.topic = "orders",
+		     &(pgo_msg_t){.size = sizeof(pgo_msg_t),
+				  .topic = "orders",
 				  .key = "ghost",
 				  .type = "x",
 				  .payload = "{}"},
@@ -91,7 +94,11 @@ static int produce(PGconn *conn, int n)
 		return 1;
 
 	/* Bad input: a clear error, nothing written. */
-	if (pgo_send(p, &(pgo_msg_t){.topic = "", .type = "x", .payload = "{}"},
+	if (pgo_send(p,
+		     &(pgo_msg_t){.size = sizeof(pgo_msg_t),
+				  .topic = "",
+				  .type = "x",
+				  .payload = "{}"},
 		     NULL) != PGO_ERR_INVALID)
 		return 1;
 	printf("empty topic: %s\n", pgo_producer_errmsg(p));

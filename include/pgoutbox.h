@@ -49,6 +49,25 @@ extern "C" {
 PGO_EXPORT int pgo_version(void);
 PGO_EXPORT const char *pgo_version_str(void);
 
+/* What stays stable while the soname is libpgoutbox.so.0 (symbol version
+ * PGOUTBOX_0), so a program keeps working with a newer library:
+ *  - no exported function is removed or changes its signature; enum
+ *    values and PGO_ERR_* codes are never renumbered;
+ *  - opaque handles (pgo_relay_t, pgo_worker_t, ...) may change freely;
+ *  - a struct the caller fills and passes in (pgo_msg_t, pgo_job_opts_t,
+ *    pgo_cron_schedule_t and the *_opts_t) begins with `size_t size`,
+ *    the sizeof() the caller was compiled with: the *_opts_init()
+ *    functions take it and set it, the others need .size =
+ *    sizeof(the type).  New fields are only appended; the library reads
+ *    an older, smaller struct's fields and gives the rest their
+ *    defaults, and refuses a size it does not know (size 0, or a newer
+ *    pgoutbox.h than the library) with PGO_ERR_INVALID and a message;
+ *  - a struct the library fills for a callback to read (pgo_job_t,
+ *    pgo_inbox_msg_t) may gain fields at its end: read it through the
+ *    pointer given;
+ *  - pgo_error_t and the *_stats_t structs the caller allocates for the
+ *    library to fill are frozen: a new counter needs a new function. */
+
 /* --- errors --- */
 
 /* Return codes.  Values are never renumbered; new ones are appended. */
@@ -201,8 +220,12 @@ PGO_EXPORT int pgo_ident_check(const char *name, pgo_error_t *err);
 
 /* One event to send.  payload and headers are JSON text; key and headers
  * may be NULL (headers then default to {}).  topic and type must not be
- * NULL. */
+ * NULL.  size must be sizeof(pgo_msg_t) in every element, arrays too:
+ * pgo_send_bulk() steps through an array by its first element's size, so
+ * a pgo_msg_t that grows in a later release still reads the arrays of
+ * programs built before. */
 typedef struct pgo_msg {
+	size_t size; /* sizeof(pgo_msg_t) */
 	const char *topic;
 	const char *key;
 	const char *type;
@@ -335,9 +358,12 @@ typedef int (*pgo_inbox_handler_fn)(void *ctx, PGconn *conn,
 				    size_t errlen);
 
 /* What a consumer reads and how it handles it.  Start from
- * pgo_consumer_opts_init(), then set the stream, the group and exactly one
- * handler.  Strings are copied by pgo_consumer_new(). */
+ * pgo_consumer_opts_init(&opts, sizeof(opts)), then set the stream, the
+ * group and exactly one handler.  Strings are copied by
+ * pgo_consumer_new(). */
 typedef struct pgo_consumer_opts {
+	size_t size;		  /* sizeof(pgo_consumer_opts_t), set by
+				   * pgo_consumer_opts_init() */
 	const char *db_url;	  /* libpq conninfo or URL ("" = libpq env) */
 	const char *redis_url;	  /* redis://[user:password@]host[:port][/db] */
 	const char *stream;	  /* the stream to read */
@@ -384,15 +410,21 @@ typedef struct pgo_consumer_stats {
 
 typedef struct pgo_consumer pgo_consumer_t;
 
-/* Fills opts with the defaults (claim_idle 30 s, block 1 s, count 100,
- * max_attempts 10, start "0", window "7 days", maintenance hourly). */
-PGO_EXPORT void pgo_consumer_opts_init(pgo_consumer_opts_t *opts);
+/* Fills opts, of size bytes (sizeof(opts) as the caller compiled it),
+ * with the defaults: redis_url redis://localhost:6379/0, exec timeout
+ * 30 s, claim_idle 30 s, block 1 s, count 100, max_attempts 10, start
+ * "0", window "7 days", maintenance hourly, Redis timeouts 5 s (reply)
+ * and 2 s (connect), statement timeout 30 s; no stream, group or handler.
+ * Returns PGO_ERR_INVALID for a size this library does not know, setting
+ * only opts->size, so pgo_consumer_new() refuses it with a message. */
+PGO_EXPORT int pgo_consumer_opts_init(pgo_consumer_opts_t *opts, size_t size);
 
 /* A consumer.  NULL when it cannot be made, with *err saying why (err may
- * be NULL): bad options (PGO_ERR_INVALID), a Redis URL that does not parse
- * or needs what this build lacks (PGO_ERR_CONFIG), out of memory
- * (PGO_ERR_NOMEM), no wake-up pipe (PGO_ERR_IO); *err is cleared on
- * success.  Nothing is connected before pgo_consumer_run(). */
+ * be NULL): bad options, opts->size included (PGO_ERR_INVALID), a Redis
+ * URL that does not parse or needs what this build lacks
+ * (PGO_ERR_CONFIG), out of memory (PGO_ERR_NOMEM), no wake-up pipe
+ * (PGO_ERR_IO); *err is cleared on success.  Nothing is connected before
+ * pgo_consumer_run(). */
 PGO_EXPORT pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *opts,
 					    pgo_error_t *err);
 PGO_EXPORT void pgo_consumer_destroy(pgo_consumer_t *c);
@@ -424,8 +456,10 @@ PGO_EXPORT const char *pgo_consumer_errmsg(const pgo_consumer_t *c);
 PGO_EXPORT int pgo_queue_create(PGconn *conn, const char *name, int shards,
 				pgo_error_t *err);
 
-/* Options of one job; every field may be 0/NULL. */
+/* Options of one job: size = sizeof(pgo_job_opts_t); every other field
+ * may be 0/NULL. */
 typedef struct pgo_job_opts {
+	size_t size;		/* sizeof(pgo_job_opts_t) */
 	const char *run_at;	/* timestamptz text; NULL = now */
 	int priority;		/* higher runs first */
 	const char *unique_key; /* at most one queued job per key: enqueueing
@@ -489,7 +523,11 @@ typedef struct pgo_job {
 typedef int (*pgo_job_handler_fn)(void *ctx, const pgo_job_t *job, char *errbuf,
 				  size_t errlen);
 
+/* Start from pgo_worker_opts_init(&opts, sizeof(opts)), then set the
+ * queue and exactly one handler. */
 typedef struct pgo_worker_opts {
+	size_t size; /* sizeof(pgo_worker_opts_t), set by
+		      * pgo_worker_opts_init() */
 	const char *queue;
 	const char *name; /* locked_by; NULL: "<host>-<pid>" */
 	/* Exactly one handler: */
@@ -505,7 +543,9 @@ typedef struct pgo_worker_opts {
 	int64_t lease_ms;      /* lease length; heartbeat every third */
 	int64_t timeout_ms;    /* exec: the process group is killed */
 	int max_attempts;      /* then dead letters */
-	int64_t retry_base_ms; /* backoff: pgo_backoff_ms() */
+	int64_t retry_base_ms; /* backoff before retry n: retry_base_ms *
+				* 2^(n-1), at most retry_max_ms, half
+				* of it random */
 	int64_t retry_max_ms;
 	int64_t poll_interval_ms;  /* fallback poll besides LISTEN */
 	int64_t reap_interval_ms;  /* expired leases are returned this often */
@@ -524,9 +564,13 @@ typedef struct pgo_worker_stats {
 
 typedef struct pgo_worker pgo_worker_t;
 
-/* Defaults: concurrency 1, batch 100, lease 30 s, timeout 25 s,
- * max_attempts 10, backoff 1 s..5 min, poll 5 s, reap 5 s, stats off. */
-PGO_EXPORT void pgo_worker_opts_init(pgo_worker_opts_t *opts);
+/* Fills opts, of size bytes (sizeof(opts) as the caller compiled it),
+ * with the defaults: concurrency 1, batch 100, lease 30 s, timeout 25 s,
+ * max_attempts 10, backoff 1 s..5 min, poll 5 s, reap 5 s, stats off; no
+ * queue, name or handler.  Returns PGO_ERR_INVALID for a size this
+ * library does not know, setting only opts->size, so pgo_worker_new()
+ * refuses it with a message. */
+PGO_EXPORT int pgo_worker_opts_init(pgo_worker_opts_t *opts, size_t size);
 
 /* A worker connecting with conf's [database] keys (conf is borrowed and
  * must outlive it; opts strings are copied).  NULL when it cannot be made,
@@ -556,17 +600,21 @@ PGO_EXPORT const char *pgo_worker_errmsg(const pgo_worker_t *w);
  * each tick is enqueued exactly once by a compare-and-set on the
  * schedule's last tick in the same transaction as the job. */
 
+/* A schedule to add: size = sizeof(pgo_cron_schedule_t); the NULL/0
+ * fields take the defaults given. */
 typedef struct pgo_cron_schedule {
+	size_t size;	     /* sizeof(pgo_cron_schedule_t) */
 	const char *name;    /* 1-100 of [A-Za-z0-9_.:-] */
 	const char *expr;    /* 5 or 6 fields, or @hourly etc. */
-	const char *tz;	     /* IANA zone; NULL = UTC */
+	const char *tz;	     /* IANA zone; NULL or "" = UTC */
 	const char *queue;   /* a work queue */
 	const char *payload; /* JSON of the jobs; NULL = {} */
 	const char *overlap; /* "skip" (default): no tick while the previous
 			      * job is queued or running; "allow" */
 	const char *missed;  /* after downtime: "skip", "run_once"
 			      * (default), "catch_up" */
-	int catch_up_max;    /* catch_up: run at most this many missed */
+	int catch_up_max;    /* catch_up: run at most this many missed
+			      * ticks (0..1000; 0 means 1) */
 } pgo_cron_schedule_t;
 
 /* Adds (or replaces) a schedule; its ticks count from now.  The
@@ -581,7 +629,10 @@ PGO_EXPORT int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err);
 PGO_EXPORT int pgo_cron_history(PGconn *conn, const char *name, int limit,
 				FILE *out, pgo_error_t *err);
 
+/* Start from pgo_scheduler_opts_init(&opts, sizeof(opts)). */
 typedef struct pgo_scheduler_opts {
+	size_t size;		 /* sizeof(pgo_scheduler_opts_t), set by
+				  * pgo_scheduler_opts_init() */
 	const char *name;	 /* in logs; NULL: "<host>-<pid>" */
 	int64_t grace_ms;	 /* a tick later than this is "missed" and
 				  * follows the schedule's missed policy */
@@ -590,7 +641,9 @@ typedef struct pgo_scheduler_opts {
 				  * (negative: earlier) than due, as a skewed
 				  * local clock would; ticks are still decided
 				  * by the database clock */
-	int64_t history_keep_ms; /* history older than this is deleted */
+	int64_t history_keep_ms; /* history older than this is dropped,
+				  * whole UTC days at a time (checked
+				  * every 10 minutes); <= 0 keeps it all */
 } pgo_scheduler_opts_t;
 
 typedef struct pgo_scheduler_stats {
@@ -601,8 +654,11 @@ typedef struct pgo_scheduler_stats {
 
 typedef struct pgo_scheduler pgo_scheduler_t;
 
-/* Defaults: grace 10 s, max sleep 1 s, no offset, history kept 7 days. */
-PGO_EXPORT void pgo_scheduler_opts_init(pgo_scheduler_opts_t *opts);
+/* Fills opts, of size bytes (sizeof(opts) as the caller compiled it),
+ * with the defaults: grace 10 s, max sleep 1 s, no offset, history kept
+ * 7 days.  Returns PGO_ERR_INVALID for a size this library does not know,
+ * setting only opts->size, so pgo_scheduler_new() refuses it. */
+PGO_EXPORT int pgo_scheduler_opts_init(pgo_scheduler_opts_t *opts, size_t size);
 /* A scheduler connecting with conf's [database] keys (conf is borrowed and
  * must outlive it; opts->name is copied).  NULL when it cannot be made,
  * with *err saying why (err may be NULL): bad options (PGO_ERR_INVALID),

@@ -52,7 +52,7 @@ int main(int argc, char **argv)
 			"usage: worker_cb QUEUE FILE (DATABASE_URL set)\n");
 		return 2;
 	}
-	pgo_worker_opts_init(&o);
+	pgo_worker_opts_init(&o, sizeof(o));
 	o.queue = argv[1];
 	o.handler = handle;
 	o.handler_ctx = argv[2];

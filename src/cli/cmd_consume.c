@@ -169,7 +169,7 @@ int cmd_consume(int argc, char **argv)
 	rc = cli_parse(&cli, &cmd, argc, argv, &done);
 	if (rc != EXIT_OK || done)
 		return rc;
-	pgo_consumer_opts_init(&o);
+	pgo_consumer_opts_init(&o, sizeof(o));
 	o.db_url = pgo_conf_get(cli.conf, "database.url");
 	o.redis_url = pgo_conf_get(cli.conf, "sink.redis_url");
 	o.stream = stream;

@@ -125,7 +125,7 @@ int cmd_cron(int argc, char **argv)
 		pgo_scheduler_t *s;
 		const struct sigaction stop = {.sa_handler = on_stop};
 
-		pgo_scheduler_opts_init(&o);
+		pgo_scheduler_opts_init(&o, sizeof(o));
 		o.name = name;
 		if (cli.nargs != 1 ||
 		    !signed_dur("--grace", grace, &o.grace_ms) ||
@@ -189,6 +189,7 @@ int cmd_cron(int argc, char **argv)
 	}
 	if (strcmp(sub, "add") == 0) {
 		pgo_cron_schedule_t s = {
+			.size = sizeof(s),
 			.name = cli.args[1],
 			.expr = cli.args[2],
 			.tz = tz,

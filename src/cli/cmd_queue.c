@@ -180,7 +180,9 @@ int cmd_queue(int argc, char **argv)
 		       dead ? "dead letter(s)" : "job(s)", cli.args[1]);
 	} else {
 		pgo_enqueuer_t *q = pgo_enqueuer_new(conn, cli.args[1], &err);
-		pgo_job_opts_t jo = {.run_at = run_at, .unique_key = unique};
+		pgo_job_opts_t jo = {.size = sizeof(jo),
+				     .run_at = run_at,
+				     .unique_key = unique};
 		int64_t id = 0;
 
 		if (!q) {

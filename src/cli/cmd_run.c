@@ -110,7 +110,7 @@ static int child_main(int role, pgo_conf_t *conf)
 		const struct pgo_conf_values *v = pgo_conf_values(conf);
 		pgo_scheduler_opts_t o;
 
-		pgo_scheduler_opts_init(&o);
+		pgo_scheduler_opts_init(&o, sizeof(o));
 		o.grace_ms = v->cron_grace;
 		o.history_keep_ms = v->cron_history_keep;
 		child_cron = pgo_scheduler_new(conf, &o, &err);

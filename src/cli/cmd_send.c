@@ -135,7 +135,8 @@ int cmd_send(int argc, char **argv)
 		goto out;
 	}
 	if (pgo_send(p,
-		     &(pgo_msg_t){.topic = topic,
+		     &(pgo_msg_t){.size = sizeof(pgo_msg_t),
+				  .topic = topic,
 				  .key = key,
 				  .type = type,
 				  .payload = payload,

@@ -61,7 +61,7 @@ void cli_worker_opts(const pgo_conf_t *conf, pgo_worker_opts_t *o)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(conf);
 
-	pgo_worker_opts_init(o);
+	pgo_worker_opts_init(o, sizeof(*o));
 	o->queue = v->worker_queue && *v->worker_queue ? v->worker_queue : NULL;
 	o->exec_command =
 		v->worker_exec && *v->worker_exec ? v->worker_exec : NULL;

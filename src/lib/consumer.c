@@ -103,21 +103,25 @@ static void redis_io(void *arg, int fd, short revents);
 
 /* --- options --- */
 
-void pgo_consumer_opts_init(pgo_consumer_opts_t *o)
+int pgo_consumer_opts_init(pgo_consumer_opts_t *opts, size_t size)
 {
-	memset(o, 0, sizeof(*o));
-	o->redis_url = "redis://localhost:6379/0";
-	o->exec_timeout_ms = 30000;
-	o->claim_idle_ms = 30000;
-	o->block_ms = 1000;
-	o->count = 100;
-	o->max_attempts = 10;
-	o->start_id = "0";
-	o->dedup_window = "7 days";
-	o->maintain_interval_ms = 3600 * 1000;
-	o->redis_timeout_ms = 5000;
-	o->redis_connect_timeout_ms = 2000;
-	o->statement_timeout_ms = 30000;
+	const pgo_consumer_opts_t d = {
+		.size = sizeof(d),
+		.redis_url = "redis://localhost:6379/0",
+		.exec_timeout_ms = 30000,
+		.claim_idle_ms = 30000,
+		.block_ms = 1000,
+		.count = 100,
+		.max_attempts = 10,
+		.start_id = "0",
+		.dedup_window = "7 days",
+		.maintain_interval_ms = 3600 * 1000,
+		.redis_timeout_ms = 5000,
+		.redis_connect_timeout_ms = 2000,
+		.statement_timeout_ms = 30000,
+	};
+
+	return pgo_abi_init(PGO_ABI_CONSUMER_OPTS, opts, size, &d);
 }
 
 /* [schema.]function with lower-case identifier parts. */
@@ -155,18 +159,20 @@ static char *dup_or_null(const char *s, bool *oom)
 	return d;
 }
 
-pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *o, pgo_error_t *err)
+pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *opts,
+				 pgo_error_t *err)
 {
+	pgo_consumer_opts_t full; /* opts over the defaults (abi.c) */
+	const pgo_consumer_opts_t *o = &full;
 	pgo_redis_url_t url;
 	pgo_consumer_t *c;
 	char host[128];
 	int handlers;
 	bool oom = false;
 
-	if (!o) {
-		pgo_error_set(err, PGO_ERR_INVALID, 0, "no options given");
+	pgo_consumer_opts_init(&full, sizeof(full));
+	if (pgo_abi_copy(PGO_ABI_CONSUMER_OPTS, &full, opts, err) != PGO_OK)
 		return NULL;
-	}
 	handlers = (o->exec_command && *o->exec_command) +
 		   (o->sql_function && *o->sql_function) + (o->handler != NULL);
 	if (!o->stream || !*o->stream || !o->group || !*o->group) {

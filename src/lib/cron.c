@@ -249,17 +249,23 @@ static int tz_check(PGconn *conn, const char *tz, pgo_error_t *err)
 
 /* ============================== schedules ============================== */
 
-int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s, pgo_error_t *err)
+int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *schedule,
+		 pgo_error_t *err)
 {
-	const char *overlap = s->overlap ? s->overlap : "skip";
-	const char *missed = s->missed ? s->missed : "run_once";
-	const char *tz = s->tz && *s->tz ? s->tz : "UTC";
+	pgo_cron_schedule_t full = {0}; /* the caller's; absent fields 0 */
+	const pgo_cron_schedule_t *s = &full;
+	const char *overlap, *missed, *tz;
 	pgo_cron_expr_t e;
 	char cmax[16];
 	const char *p[8];
 	PGresult *res;
 	int rc;
 
+	if (pgo_abi_copy(PGO_ABI_CRON_SCHEDULE, &full, schedule, err) != PGO_OK)
+		return PGO_ERR_INVALID;
+	overlap = s->overlap ? s->overlap : "skip";
+	missed = s->missed ? s->missed : "run_once";
+	tz = s->tz && *s->tz ? s->tz : "UTC";
 	if (!name_ok(s->name))
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
 				     "schedule name \"%s\": use 1 to 100 "
@@ -446,26 +452,36 @@ struct pgo_scheduler {
 	char errmsg[512];
 };
 
-void pgo_scheduler_opts_init(pgo_scheduler_opts_t *o)
+int pgo_scheduler_opts_init(pgo_scheduler_opts_t *opts, size_t size)
 {
-	memset(o, 0, sizeof(*o));
-	o->grace_ms = 10000;
-	o->max_sleep_ms = 1000;
-	o->history_keep_ms = 7LL * 24 * 3600 * 1000;
+	const pgo_scheduler_opts_t d = {
+		.size = sizeof(d),
+		.grace_ms = 10000,
+		.max_sleep_ms = 1000,
+		.history_keep_ms = 7LL * 24 * 3600 * 1000,
+	};
+
+	return pgo_abi_init(PGO_ABI_SCHEDULER_OPTS, opts, size, &d);
 }
 
 pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
-				   const pgo_scheduler_opts_t *opts,
+				   const pgo_scheduler_opts_t *caller_opts,
 				   pgo_error_t *err)
 {
+	pgo_scheduler_opts_t full; /* the caller's over the defaults */
+	const pgo_scheduler_opts_t *opts = &full;
 	pgo_scheduler_t *s;
 	char host[64];
 
-	if (!conf || !opts) {
+	if (!conf || !caller_opts) {
 		pgo_error_set(err, PGO_ERR_INVALID, 0, "no %s given",
 			      !conf ? "configuration" : "options");
 		return NULL;
 	}
+	pgo_scheduler_opts_init(&full, sizeof(full));
+	if (pgo_abi_copy(PGO_ABI_SCHEDULER_OPTS, &full, caller_opts, err) !=
+	    PGO_OK)
+		return NULL;
 	if (opts->grace_ms < 0 || opts->max_sleep_ms < 10) {
 		pgo_error_set(err, PGO_ERR_INVALID, 0,
 			      "bad scheduler options: grace must not be "

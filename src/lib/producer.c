@@ -136,14 +136,19 @@ static int ensure_prepared(pgo_producer_t *p)
 	return PGO_OK;
 }
 
-int pgo_send(pgo_producer_t *p, const pgo_msg_t *msg, int64_t *id)
+int pgo_send(pgo_producer_t *p, const pgo_msg_t *caller_msg, int64_t *id)
 {
+	pgo_msg_t full = {0}; /* the caller's; absent fields NULL */
+	const pgo_msg_t *msg = &full;
 	const char *params[5];
+	pgo_error_t err;
 	PGresult *res;
 	int rc;
 
-	if (!p || !msg)
+	if (!p || !caller_msg)
 		return PGO_ERR_INVALID;
+	if (pgo_abi_copy(PGO_ABI_MSG, &full, caller_msg, &err) != PGO_OK)
+		return fail(p, PGO_ERR_INVALID, "send: %s", err.msg);
 	rc = check_msg(p, msg, 0);
 	if (rc != PGO_OK)
 		return rc;
@@ -209,10 +214,28 @@ static int copy_finish(pgo_producer_t *p, int rc)
 	return rc;
 }
 
+/* Element i of a caller's array whose elements are stride bytes apart:
+ * in place when the caller's pgo_msg_t is this build's, else copied into
+ * *tmp with the fields an older one lacks NULL. */
+static const pgo_msg_t *msg_at(const pgo_msg_t *msgs, size_t i, size_t stride,
+			       pgo_msg_t *tmp)
+{
+	const char *elem = (const char *)msgs + i * stride;
+
+	if (stride == sizeof(pgo_msg_t))
+		return (const pgo_msg_t *)elem;
+	memset(tmp, 0, sizeof(*tmp));
+	memcpy(tmp, elem, stride < sizeof(*tmp) ? stride : sizeof(*tmp));
+	return tmp;
+}
+
 int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n)
 {
 	char sql[160];
 	PGresult *res;
+	pgo_error_t err;
+	pgo_msg_t tmp;
+	size_t stride;
 	int rc = PGO_OK;
 	bool headers = false;
 
@@ -220,11 +243,24 @@ int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n)
 		return PGO_ERR_INVALID;
 	if (n == 0)
 		return PGO_OK;
+	/* The array's step is the size its elements carry: all the same. */
+	memcpy(&stride, msgs, sizeof(stride));
+	if (pgo_abi_check(PGO_ABI_MSG, stride, &err) != PGO_OK)
+		return fail(p, PGO_ERR_INVALID, "send_bulk: event 0: %s",
+			    err.msg);
 	for (size_t i = 0; i < n; i++) {
-		rc = check_msg(p, &msgs[i], i);
+		const pgo_msg_t *m = msg_at(msgs, i, stride, &tmp);
+
+		if (m->size != stride)
+			return fail(p, PGO_ERR_INVALID,
+				    "send_bulk: event %zu: pgo_msg_t.size is "
+				    "%zu, event 0's is %zu: set .size = "
+				    "sizeof(pgo_msg_t) in every element",
+				    i, m->size, stride);
+		rc = check_msg(p, m, i);
 		if (rc != PGO_OK)
 			return rc;
-		if (msgs[i].headers)
+		if (m->headers)
 			headers = true;
 	}
 	/* Without any headers the column is left to its default ('{}'), a
@@ -242,7 +278,7 @@ int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n)
 	PQclear(res);
 	pgo_buf_reset(&p->copy);
 	for (size_t i = 0; i < n && rc == PGO_OK; i++) {
-		const pgo_msg_t *m = &msgs[i];
+		const pgo_msg_t *m = msg_at(msgs, i, stride, &tmp);
 
 		copy_field(&p->copy, m->topic, '\t');
 		copy_field(&p->copy, m->key, '\t');

@@ -134,18 +134,24 @@ static int ensure_prepared(pgo_enqueuer_t *q)
 }
 
 int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
-		const pgo_job_opts_t *opts, int64_t *id)
+		const pgo_job_opts_t *job_opts, int64_t *id)
 {
-	static const pgo_job_opts_t none = {0};
+	pgo_job_opts_t full = {0}; /* the caller's; absent fields 0 */
+	const pgo_job_opts_t *opts = &full;
 	const char *params[7];
+	pgo_error_t err;
 	char prio[16];
 	PGresult *res;
 	int rc;
 
 	if (!q)
 		return PGO_ERR_INVALID;
-	if (!opts)
-		opts = &none;
+	if (job_opts &&
+	    pgo_abi_copy(PGO_ABI_JOB_OPTS, &full, job_opts, &err) != PGO_OK) {
+		snprintf(q->errmsg, sizeof(q->errmsg), "enqueue: %.500s",
+			 err.msg);
+		return PGO_ERR_INVALID;
+	}
 	if (!payload) {
 		snprintf(q->errmsg, sizeof(q->errmsg),
 			 "enqueue: payload is NULL (send \"null\")");

@@ -115,18 +115,22 @@ struct pgo_worker {
 	char errmsg[512];
 };
 
-void pgo_worker_opts_init(pgo_worker_opts_t *o)
+int pgo_worker_opts_init(pgo_worker_opts_t *opts, size_t size)
 {
-	memset(o, 0, sizeof(*o));
-	o->concurrency = 1;
-	o->batch = 100;
-	o->lease_ms = 30000;
-	o->timeout_ms = 25000;
-	o->max_attempts = 10;
-	o->retry_base_ms = 1000;
-	o->retry_max_ms = 300000;
-	o->poll_interval_ms = 5000;
-	o->reap_interval_ms = 5000;
+	const pgo_worker_opts_t d = {
+		.size = sizeof(d),
+		.concurrency = 1,
+		.batch = 100,
+		.lease_ms = 30000,
+		.timeout_ms = 25000,
+		.max_attempts = 10,
+		.retry_base_ms = 1000,
+		.retry_max_ms = 300000,
+		.poll_interval_ms = 5000,
+		.reap_interval_ms = 5000,
+	};
+
+	return pgo_abi_init(PGO_ABI_WORKER_OPTS, opts, size, &d);
 }
 
 static char *dup_or_null(const char *s)
@@ -226,17 +230,24 @@ static void build_sql(pgo_worker_t *w)
 }
 
 pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
-			     const pgo_worker_opts_t *opts, pgo_error_t *err)
+			     const pgo_worker_opts_t *caller_opts,
+			     pgo_error_t *err)
 {
+	pgo_worker_opts_t full; /* the caller's over the defaults (abi.c) */
+	const pgo_worker_opts_t *opts = &full;
 	pgo_worker_t *w;
 	int handlers;
 	char host[64];
 
-	if (!conf || !opts) {
+	if (!conf || !caller_opts) {
 		pgo_error_set(err, PGO_ERR_INVALID, 0, "no %s given",
 			      !conf ? "configuration" : "options");
 		return NULL;
 	}
+	pgo_worker_opts_init(&full, sizeof(full));
+	if (pgo_abi_copy(PGO_ABI_WORKER_OPTS, &full, caller_opts, err) !=
+	    PGO_OK)
+		return NULL;
 	if (pgo_ident_check(opts->queue, err) != PGO_OK)
 		return NULL;
 	handlers = (opts->exec_command != NULL) + (opts->sql_function != NULL) +

@@ -295,7 +295,7 @@ static void test_constructors(void **state)
 	pgo_enqueuer_destroy(h);
 
 	/* worker */
-	pgo_worker_opts_init(&wo);
+	pgo_worker_opts_init(&wo, sizeof(wo));
 	wo.queue = "jobs";
 	assert_null(pgo_worker_new(NULL, &wo, &err));
 	assert_non_null(strstr(err.msg, "configuration"));
@@ -318,7 +318,7 @@ static void test_constructors(void **state)
 	/* consumer */
 	assert_null(pgo_consumer_new(NULL, &err));
 	assert_int_equal(err.code, PGO_ERR_INVALID);
-	pgo_consumer_opts_init(&co);
+	pgo_consumer_opts_init(&co, sizeof(co));
 	co.stream = "s";
 	co.group = "g";
 	assert_null(pgo_consumer_new(&co, &err)); /* no handler */
@@ -338,7 +338,7 @@ static void test_constructors(void **state)
 	pgo_consumer_destroy(h);
 
 	/* scheduler */
-	pgo_scheduler_opts_init(&so);
+	pgo_scheduler_opts_init(&so, sizeof(so));
 	assert_null(pgo_scheduler_new(NULL, &so, &err));
 	assert_non_null(strstr(err.msg, "configuration"));
 	so.max_sleep_ms = 1;
