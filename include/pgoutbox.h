@@ -1,5 +1,6 @@
 /*
- * pgoutbox.h — the one public header of libpgoutbox.
+ * pgoutbox.h — the public header of libpgoutbox (it includes the
+ * generated pgoutbox/version.h).
  *
  * pgoutbox is a transactional outbox, work queue and relay that needs
  * nothing but PostgreSQL.  Producers write events inside their own
@@ -33,7 +34,9 @@ extern "C" {
 /* Marks a function of the API.  libpgoutbox is built with
  * -fvisibility=hidden: only what carries PGO_EXPORT is exported, under the
  * version node PGOUTBOX_0 of src/lib/exports.txt (checked by
- * tests/integration/t_exports.sh). */
+ * tests/integration/t_exports.sh).  The relay section below does not
+ * carry it yet (it is being rewritten); its functions are exported by
+ * redeclarations in the library's private pgo_int.h. */
 #if defined(__GNUC__) && __GNUC__ >= 4
 #define PGO_EXPORT __attribute__((visibility("default")))
 #else
@@ -152,8 +155,10 @@ PGO_EXPORT void pgo_conf_destroy(pgo_conf_t *conf);
 PGO_EXPORT int pgo_conf_load_file(pgo_conf_t *conf, const char *path);
 
 /* Reads PGOUTBOX_<SECTION>_<NAME> variables (and DATABASE_URL for
- * database.url) from envp (NULL-terminated, like environ).  Unknown
- * PGOUTBOX_* variables are an error. */
+ * database.url) from envp (NULL-terminated, like environ; NULL reads
+ * nothing).  Unknown PGOUTBOX_* variables are an error, but for those the
+ * exec sink sets for its commands (PGOUTBOX_BATCH_SIZE, _FIRST_ID,
+ * _LAST_ID). */
 PGO_EXPORT int pgo_conf_load_env(pgo_conf_t *conf, char *const *envp);
 
 /* Sets one key from text.  origin says where it came from and where_ names
@@ -169,7 +174,8 @@ PGO_EXPORT const char *pgo_conf_get(const pgo_conf_t *conf, const char *key);
 /* Checks the cross-key rules (e.g. sink.exec needs sink.exec_command). */
 PGO_EXPORT int pgo_conf_validate(pgo_conf_t *conf);
 
-/* Re-reads the remembered file and environment, then re-applies the flags.
+/* Re-reads the remembered file and environment, then re-applies what
+ * pgo_conf_set() set (the flags), and validates the result as a whole.
  * Only keys marked reloadable change; a changed non-reloadable key is
  * reported through the log and keeps its old value.  On error nothing
  * changes.  *changed receives how many keys changed (may be NULL). */
@@ -212,8 +218,8 @@ PGO_EXPORT int pgo_migrate_to(PGconn *conn, int target, int *from, int *to,
 PGO_EXPORT int pgo_schema_check(PGconn *conn, pgo_error_t *err);
 
 /* Validates a queue name: a lower-case SQL identifier of at most 48
- * characters ([a-z_][a-z0-9_]*).  Returns PGO_OK or PGO_ERR_INVALID with a
- * message naming the problem. */
+ * characters ([a-z_][a-z0-9_]*) not starting with "pg_".  Returns PGO_OK
+ * or PGO_ERR_INVALID with a message naming the problem. */
 PGO_EXPORT int pgo_ident_check(const char *name, pgo_error_t *err);
 
 /* --- producer --- */
@@ -251,14 +257,16 @@ PGO_EXPORT pgo_producer_t *pgo_producer_new(PGconn *conn, const char *queue,
 PGO_EXPORT void pgo_producer_destroy(pgo_producer_t *p);
 
 /* Sends one event through a prepared statement (prepared on first use on
- * this connection).  *id (may be NULL) receives the event id.  On a
+ * this connection).  *id (may be NULL) receives the event id.  A bad
+ * event (PGO_ERR_INVALID) is refused before anything is sent.  On a
  * database error the caller's transaction is aborted, as with any failed
  * statement: roll it back. */
 PGO_EXPORT int pgo_send(pgo_producer_t *p, const pgo_msg_t *msg, int64_t *id);
 
-/* Sends n events with one COPY.  All or none: on error nothing of this
- * call is written and the caller's transaction is aborted.  Ids are not
- * returned. */
+/* Sends n events with one COPY.  All or none: every event is checked
+ * first, and a bad one (PGO_ERR_INVALID, the message names its index)
+ * sends nothing; on any later error nothing of this call is written and
+ * the caller's transaction is aborted.  Ids are not returned. */
 PGO_EXPORT int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs,
 			     size_t n);
 
@@ -434,8 +442,10 @@ PGO_EXPORT void pgo_consumer_destroy(pgo_consumer_t *c);
  * drill).  For each message: BEGIN, inbox claim, handler (when fresh),
  * COMMIT, then XACK; a failure rolls back and leaves the entry pending,
  * to be retried before newer ones.  Losing Redis or PostgreSQL is not
- * fatal: it reconnects with backoff.  Returns an error only for what
- * retrying cannot fix (no inbox in the database, a refused URL). */
+ * fatal: it reconnects with backoff.  The one error returned is what
+ * retrying cannot fix: PGO_ERR_SCHEMA when the database has no pgoutbox
+ * schema or one this build does not match (pgo_consumer_errmsg() says
+ * which); the URLs were checked by pgo_consumer_new(). */
 PGO_EXPORT int pgo_consumer_run(pgo_consumer_t *c);
 
 /* Async-signal-safe: asks run() to stop after the message at hand. */
@@ -483,7 +493,9 @@ PGO_EXPORT void pgo_enqueuer_destroy(pgo_enqueuer_t *q);
  * caller has open, through a statement prepared once on the connection;
  * workers are woken at COMMIT.  *id (may be NULL) receives the job id, or
  * with opts->unique_key the id of the job already queued under that key.
- * On PGO_ERR_DB the caller's transaction is aborted: roll it back. */
+ * opts may be NULL.  Bad input (PGO_ERR_INVALID) is refused before
+ * anything is sent; on PGO_ERR_DB the caller's transaction is aborted:
+ * roll it back. */
 PGO_EXPORT int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
 			   const pgo_job_opts_t *opts, int64_t *id);
 PGO_EXPORT const char *pgo_enqueuer_errmsg(const pgo_enqueuer_t *q);
@@ -518,8 +530,10 @@ typedef struct pgo_job {
 
 /* A C handler: returns 0 when the job is done, anything else to fail it
  * (errbuf, errlen bytes, may receive the reason).  It runs outside any
- * transaction, in the worker's thread: the lease (opts.lease_ms) must
- * outlast it, since heartbeats wait until it returns. */
+ * transaction, in the worker's thread, on the jobs of one lease claim
+ * (opts.batch of them) one after the other: the lease (opts.lease_ms)
+ * must outlast the whole claim, since heartbeats wait until the last
+ * handler returns. */
 typedef int (*pgo_job_handler_fn)(void *ctx, const pgo_job_t *job, char *errbuf,
 				  size_t errlen);
 
@@ -537,7 +551,8 @@ typedef struct pgo_worker_opts {
 	pgo_job_handler_fn handler; /* a C function, run on `batch` jobs
 				     * per lease claim, one after the other */
 	void *handler_ctx;
-	int concurrency;       /* jobs (exec) or connections (sql) */
+	int concurrency;       /* jobs (exec) or connections (sql); 1
+				* with a C handler */
 	int batch;	       /* sql: jobs per transaction; callback:
 				* jobs per lease claim */
 	int64_t lease_ms;      /* lease length; heartbeat every third */
@@ -622,6 +637,7 @@ typedef struct pgo_cron_schedule {
  * the bad field ("cron \"61 * * * *\": minute field: ..."). */
 PGO_EXPORT int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s,
 			    pgo_error_t *err);
+/* PGO_ERR_INVALID when no schedule has that name. */
 PGO_EXPORT int pgo_cron_remove(PGconn *conn, const char *name,
 			       pgo_error_t *err);
 PGO_EXPORT int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err);
@@ -679,8 +695,11 @@ PGO_EXPORT const char *pgo_scheduler_errmsg(const pgo_scheduler_t *s);
 
 /* --- status --- */
 
-/* Writes a human-readable report of the queue: pending events and the age
- * of the oldest per topic, dead letters, relays connected. */
+/* Writes a human-readable report of the queue (NULL = "outbox"):
+ * pending events per topic (with the age of the oldest and how many wait
+ * for a retry), dead letters, shard leases, the retention mode, health
+ * warnings and the relays connected.  PGO_ERR_SCHEMA when the schema does
+ * not match this build. */
 PGO_EXPORT int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 				pgo_error_t *err);
 
