@@ -37,10 +37,12 @@ extern "C" {
  * tests/integration/t_exports.sh).  The relay section below does not
  * carry it yet (it is being rewritten); its functions are exported by
  * redeclarations in the library's private pgo_int.h. */
+#ifndef PGO_EXPORT
 #if defined(__GNUC__) && __GNUC__ >= 4
 #define PGO_EXPORT __attribute__((visibility("default")))
 #else
 #define PGO_EXPORT
+#endif
 #endif
 
 /* --- version --- */
