@@ -67,6 +67,8 @@ PGO_EXPORT const char *pgo_version_str(void);
  *    an older, smaller struct's fields and gives the rest their
  *    defaults, and refuses a size it does not know (size 0, or a newer
  *    pgoutbox.h than the library) with PGO_ERR_INVALID and a message;
+ *  - pgo_sink_ops_t carries the interface's version instead
+ *    (PGO_SINK_API_VERSION, pgoutbox/sink.h);
  *  - a struct the library fills for a callback to read (pgo_job_t,
  *    pgo_inbox_msg_t) may gain fields at its end: read it through the
  *    pointer given;
