@@ -62,8 +62,11 @@ note "$(wc -l <"$T_TMP/exported") symbols exported, all declared and listed"
 
 # The soname is major-versioned like the version node.
 major=$(sed -n 's/^#define PGO_VERSION_MAJOR \([0-9]*\)$/\1/p' "$BUILD/include/pgoutbox/version.h")
-readelf -d "$LIB" | grep -q "(SONAME).*\[libpgoutbox\.so\.$major\]" ||
-	fail "soname: $(readelf -d "$LIB" | grep SONAME)"
+# (Outputs are captured first: grep -q quits early, and under pipefail
+# the writer's SIGPIPE would fail the pipe.)
+dyn=$(readelf -d "$LIB")
+grep -q "(SONAME).*\[libpgoutbox\.so\.$major\]" <<<"$dyn" ||
+	fail "soname: $(grep SONAME <<<"$dyn")"
 
 # One version: meson.build's project(), the generated header, the binary.
 want=$(sed -n "s/^  version : '\([0-9.]*\)',$/\1/p" "$ROOT/meson.build")
@@ -81,7 +84,8 @@ grep -q "^pgoutbox $want (version number $num," "$T_TMP/version" ||
 # example, built dynamically as c_api_shared.
 EX=$BUILD/c_api_shared
 [ -x "$EX" ] || fail "$EX not built"
-ldd "$EX" | grep -q 'libpgoutbox\.so\.' || fail "$EX does not use libpgoutbox.so: $(ldd "$EX")"
+libs=$(ldd "$EX")
+grep -q 'libpgoutbox\.so\.' <<<"$libs" || fail "$EX does not use libpgoutbox.so: $libs"
 t_db
 "$EX" produce 10 >"$T_TMP/produce" 2>&1 || fail "c_api_shared produce: $(cat "$T_TMP/produce")"
 grep -q '^bulk 10$' "$T_TMP/produce" || fail "c_api_shared: $(cat "$T_TMP/produce")"
