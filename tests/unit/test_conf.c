@@ -46,6 +46,7 @@ static const struct {
 	{"relay.retry_base", "1s"},
 	{"relay.retry_max", "5m"},
 	{"relay.reconnect_max", "10s"},
+	{"relay.drain_timeout", "1m"},
 	{"relay.stats_interval", "1m"},
 	{"sink.exec_command", ""},
 	{"sink.exec_timeout", "30s"},
