@@ -564,7 +564,8 @@ pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
 				   pgo_error_t *err);
 void pgo_scheduler_destroy(pgo_scheduler_t *s);
 /* Fires due ticks until a stop is requested; reconnects when PostgreSQL
- * goes away.  Returns PGO_OK after a stop. */
+ * goes away.  Returns PGO_OK after a stop, PGO_ERR_IO when the event loop
+ * itself fails (pgo_scheduler_errmsg() says why). */
 int pgo_scheduler_run(pgo_scheduler_t *s);
 /* Async-signal-safe. */
 void pgo_scheduler_request_stop(pgo_scheduler_t *s);
