@@ -218,6 +218,11 @@ const char *pgo_producer_errmsg(const pgo_producer_t *p);
  * timers, done, health). */
 #include "pgoutbox/sink.h"
 
+/* Writes the built-in sinks of this build for --help: per sink a line
+ * "  name  summary", more lines about it and the flags of its keys, all
+ * from the sink registry. */
+void pgo_sink_list(FILE *out);
+
 /* --- relay --- */
 
 typedef struct pgo_relay pgo_relay_t;

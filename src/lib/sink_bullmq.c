@@ -1032,29 +1032,36 @@ static int load_export(struct bq_sink *s, const char *path, pgo_error_t *err)
 int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(conf);
+	const char *url = pgo_conf_get_str(conf, "sink.redis_url");
+	const char *queue = pgo_conf_get_str(conf, "sink.bullmq_queue");
+	const char *prefix = pgo_conf_get_str(conf, "sink.bullmq_prefix");
+	int64_t timeout_ms = pgo_conf_get_duration(conf, "sink.redis_timeout");
+	int64_t connect_timeout_ms =
+		pgo_conf_get_duration(conf, "sink.redis_connect_timeout");
+	int64_t wait_ms = pgo_conf_get_duration(conf, "sink.redis_wait");
 	struct bq_sink *s;
 	pgo_error_t err;
 	struct epoll_event e;
 
-	if (pgo_redis_url_parse(v->redis_url, &(pgo_redis_url_t){0}, &err) !=
+	if (pgo_redis_url_parse(url, &(pgo_redis_url_t){0}, &err) !=
 		    PGO_OK ||
-	    check_template(v->bullmq_queue, &err) != PGO_OK) {
+	    check_template(queue, &err) != PGO_OK) {
 		pgo_sink_set_error(sink, "%s", err.msg);
 		return PGO_ERR_CONFIG;
 	}
-	if (!v->bullmq_prefix[0]) {
+	if (!prefix[0]) {
 		pgo_sink_set_error(sink, "sink.bullmq_prefix is empty");
 		return PGO_ERR_CONFIG;
 	}
 	if (v->idle_tx_timeout > 0 &&
-	    v->redis_wait + v->redis_timeout >= v->idle_tx_timeout) {
+	    wait_ms + timeout_ms >= v->idle_tx_timeout) {
 		pgo_sink_set_error(sink,
 				   "sink.redis_wait + sink.redis_timeout "
 				   "(%" PRId64 " ms) must be less than "
 				   "database.idle_tx_timeout (%" PRId64
 				   " ms): a batch waits for Redis inside its "
 				   "claim transaction",
-				   v->redis_wait + v->redis_timeout,
+				   wait_ms + timeout_ms,
 				   v->idle_tx_timeout);
 		return PGO_ERR_CONFIG;
 	}
@@ -1068,25 +1075,25 @@ int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 	pgo_buf_init(&s->keys);
 	msgpack_sbuffer_init(&s->args);
 	msgpack_sbuffer_init(&s->opts);
-	pgo_redis_url_parse(v->redis_url, &s->url, NULL);
+	pgo_redis_url_parse(url, &s->url, NULL);
 	pgo_redis_init(&s->redis, &s->url);
 	bullmq_close(sink); /* a reconfigure replaces the old state */
 	sink->priv = s;
 	if (pgo_redis_url_supported(&s->url, &err) != PGO_OK ||
-	    parse_roc(s, v->bullmq_remove_on_complete, &err) != PGO_OK ||
-	    load_export(s, v->bullmq_script, &err) != PGO_OK) {
+	    parse_roc(s, pgo_conf_get_str(conf, "sink.bullmq_remove_on_complete"), &err) != PGO_OK ||
+	    load_export(s, pgo_conf_get_str(conf, "sink.bullmq_script"), &err) != PGO_OK) {
 		pgo_sink_set_error(sink, "%s", err.msg);
 		return err.code == PGO_ERR_NOMEM ? PGO_ERR_NOMEM
 						 : PGO_ERR_CONFIG;
 	}
 	pgo_redis_url_describe(&s->url, s->where, sizeof(s->where));
-	s->queue_tmpl = strdup(v->bullmq_queue);
+	s->queue_tmpl = strdup(queue);
 	s->relay_queue = strdup(v->queue);
-	s->prefix = strdup(v->bullmq_prefix);
-	s->attempts = v->bullmq_attempts;
-	s->timeout_ms = v->redis_timeout;
-	s->connect_timeout_ms = v->redis_connect_timeout;
-	s->wait_ms = v->redis_wait;
+	s->prefix = strdup(prefix);
+	s->attempts = pgo_conf_get_int(conf, "sink.bullmq_attempts");
+	s->timeout_ms = timeout_ms;
+	s->connect_timeout_ms = connect_timeout_ms;
+	s->wait_ms = wait_ms;
 	s->backoff = BACKOFF_MIN_MS;
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->kickfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -666,25 +666,32 @@ static int check_template(const char *t, pgo_error_t *err)
 int pgo_sink_redis_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(conf);
+	const char *url = pgo_conf_get_str(conf, "sink.redis_url");
+	const char *stream = pgo_conf_get_str(conf, "sink.redis_stream");
+	int maxlen = pgo_conf_get_int(conf, "sink.redis_maxlen");
+	int64_t timeout_ms = pgo_conf_get_duration(conf, "sink.redis_timeout");
+	int64_t connect_timeout_ms =
+		pgo_conf_get_duration(conf, "sink.redis_connect_timeout");
+	int64_t wait_ms = pgo_conf_get_duration(conf, "sink.redis_wait");
 	struct rs_sink *s;
 	pgo_error_t err;
 	struct epoll_event e;
 
-	if (pgo_redis_url_parse(v->redis_url, &(pgo_redis_url_t){0}, &err) !=
+	if (pgo_redis_url_parse(url, &(pgo_redis_url_t){0}, &err) !=
 		    PGO_OK ||
-	    check_template(v->redis_stream, &err) != PGO_OK) {
+	    check_template(stream, &err) != PGO_OK) {
 		pgo_sink_set_error(sink, "%s", err.msg);
 		return PGO_ERR_CONFIG;
 	}
 	if (v->idle_tx_timeout > 0 &&
-	    v->redis_wait + v->redis_timeout >= v->idle_tx_timeout) {
+	    wait_ms + timeout_ms >= v->idle_tx_timeout) {
 		pgo_sink_set_error(sink,
 				   "sink.redis_wait + sink.redis_timeout "
 				   "(%" PRId64 " ms) must be less than "
 				   "database.idle_tx_timeout (%" PRId64
 				   " ms): a batch waits for Redis inside its "
 				   "claim transaction",
-				   v->redis_wait + v->redis_timeout,
+				   wait_ms + timeout_ms,
 				   v->idle_tx_timeout);
 		return PGO_ERR_CONFIG;
 	}
@@ -695,7 +702,7 @@ int pgo_sink_redis_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 	}
 	s->epfd = s->kickfd = s->watched_fd = -1;
 	pgo_buf_init(&s->stream);
-	pgo_redis_url_parse(v->redis_url, &s->url, NULL);
+	pgo_redis_url_parse(url, &s->url, NULL);
 	pgo_redis_init(&s->redis, &s->url);
 	redis_close(sink); /* a reconfigure replaces the old state */
 	sink->priv = s;
@@ -704,13 +711,13 @@ int pgo_sink_redis_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 		return PGO_ERR_CONFIG;
 	}
 	pgo_redis_url_describe(&s->url, s->where, sizeof(s->where));
-	s->stream_tmpl = strdup(v->redis_stream);
+	s->stream_tmpl = strdup(stream);
 	s->queue = strdup(v->queue);
-	if (v->redis_maxlen > 0)
-		snprintf(s->maxlen, sizeof(s->maxlen), "%d", v->redis_maxlen);
-	s->timeout_ms = v->redis_timeout;
-	s->connect_timeout_ms = v->redis_connect_timeout;
-	s->wait_ms = v->redis_wait;
+	if (maxlen > 0)
+		snprintf(s->maxlen, sizeof(s->maxlen), "%d", maxlen);
+	s->timeout_ms = timeout_ms;
+	s->connect_timeout_ms = connect_timeout_ms;
+	s->wait_ms = wait_ms;
 	s->backoff = BACKOFF_MIN_MS;
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->kickfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
