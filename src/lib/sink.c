@@ -43,6 +43,7 @@ const pgo_sink_def_t pgo_sink_defs[] = {
 		    "fail single events.",
 	 .keys = pgo_sink_exec_keys,
 	 .validate = pgo_sink_exec_validate},
+#ifdef PGO_HAVE_REDIS
 	{.name = "redis",
 	 .ops = &pgo_sink_redis_ops,
 	 .configure = pgo_sink_redis_configure,
@@ -57,6 +58,7 @@ const pgo_sink_def_t pgo_sink_defs[] = {
 		    "your bullmq\npackage's own script "
 		    "(tools/bullmq-export.js, docs/bullmq.md).",
 	 .keys = pgo_sink_bullmq_keys},
+#endif
 	{.name = NULL},
 };
 

@@ -21,7 +21,11 @@
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The sinks of the registry, as relay.sink's messages list them. */
+#ifdef PGO_HAVE_REDIS
 #define KNOWN_SINKS "stdout, exec, redis, bullmq"
+#else
+#define KNOWN_SINKS "stdout, exec"
+#endif
 
 /* Every key, in the order `config show` lists them, with its default: the
  * [sink] keys are those the sinks declare in their registry rows. */
@@ -54,6 +58,7 @@ static const struct {
 	{"relay.stats_interval", "1m"},
 	{"sink.exec_command", ""},
 	{"sink.exec_timeout", "30s"},
+#ifdef PGO_HAVE_REDIS
 	{"sink.redis_url", "redis://localhost:6379/0"},
 	{"sink.redis_stream", "pgoutbox:{topic}"},
 	{"sink.redis_maxlen", "0"},
@@ -65,6 +70,7 @@ static const struct {
 	{"sink.bullmq_script", ""},
 	{"sink.bullmq_attempts", "1"},
 	{"sink.bullmq_remove_on_complete", ""},
+#endif
 	{"worker.queue", ""},
 	{"worker.exec_command", ""},
 	{"worker.sql_function", ""},
@@ -1228,6 +1234,11 @@ static void test_sink_keys(void **state)
 
 	(void)state;
 	assert_non_null(conf);
+#ifndef PGO_HAVE_REDIS
+	path = write_file("sink.ini", "[sink]\n"
+				      "exec_timeout = 20s\n"
+				      "exec_command = ./a.sh\n");
+#endif
 	assert_string_equal(pgo_conf_key_for_flag("--exec-timeout"),
 			    "sink.exec_timeout");
 	/* The file, then the environment over it, then a flag over both. */
@@ -1259,6 +1270,7 @@ static void test_sink_keys(void **state)
 			    "duration (like 250ms, 30s, 5m, 1h)");
 	assert_int_equal(pgo_conf_get_duration(conf, "sink.exec_timeout"),
 			 15000);
+#ifdef PGO_HAVE_REDIS
 	{
 		char *env2[] = {"PGOUTBOX_SINK_REDIS_MAXLEN=200", NULL};
 
@@ -1283,12 +1295,15 @@ static void test_sink_keys(void **state)
 		assert_int_equal(pgo_conf_get_int(conf, "sink.redis_maxlen"),
 				 300);
 	}
+#endif
 	text = show(conf);
 	assert_show_line(text, "exec_timeout = 15s", "flag --exec-timeout");
 	assert_show_line(text, "exec_command = cat",
 			 "env PGOUTBOX_SINK_EXEC_COMMAND");
+#ifdef PGO_HAVE_REDIS
 	assert_show_line(text, "redis_maxlen = 300", "flag --redis-maxlen");
 	assert_show_line(text, "redis_wait = 0", "default");
+#endif
 	free(text);
 
 	/* Reload: the file is read again; the flag keeps winning, and a
@@ -1299,7 +1314,9 @@ static void test_sink_keys(void **state)
 	assert_int_equal(pgo_conf_get_duration(conf, "sink.exec_timeout"),
 			 15000);
 	assert_string_equal(pgo_conf_get_str(conf, "sink.exec_command"), "cat");
+#ifdef PGO_HAVE_REDIS
 	assert_int_equal(pgo_conf_get_int(conf, "sink.redis_maxlen"), 300);
+#endif
 	assert_string_equal(logged, "");
 	{
 		char *env3[] = {"PGOUTBOX_SINK_EXEC_COMMAND=tee", NULL};
