@@ -284,6 +284,11 @@ PGO_EXPORT const char *pgo_producer_errmsg(const pgo_producer_t *p);
  * timers, done, health). */
 #include "pgoutbox/sink.h"
 
+/* Writes the built-in sinks of this build for --help: per sink a line
+ * "  name  summary", more lines about it and the flags of its keys, all
+ * from the sink registry. */
+PGO_EXPORT void pgo_sink_list(FILE *out);
+
 /* --- relay --- */
 
 typedef struct pgo_relay pgo_relay_t;
@@ -689,7 +694,8 @@ PGO_EXPORT pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
 					      pgo_error_t *err);
 PGO_EXPORT void pgo_scheduler_destroy(pgo_scheduler_t *s);
 /* Fires due ticks until a stop is requested; reconnects when PostgreSQL
- * goes away.  Returns PGO_OK after a stop. */
+ * goes away.  Returns PGO_OK after a stop, PGO_ERR_IO when the event loop
+ * itself fails (pgo_scheduler_errmsg() says why). */
 PGO_EXPORT int pgo_scheduler_run(pgo_scheduler_t *s);
 /* Async-signal-safe. */
 PGO_EXPORT void pgo_scheduler_request_stop(pgo_scheduler_t *s);

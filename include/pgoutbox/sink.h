@@ -166,8 +166,9 @@ PGO_EXPORT void pgo_sink_health(pgo_sink_t *sink, int up, const char *reason);
 
 /* --- making sinks --- */
 
-/* A built-in sink by name ("stdout", "exec", "redis", "bullmq")
- * configured from conf's sink.* keys (conf may be destroyed afterwards:
+/* A built-in sink by name ("stdout", "exec", "redis", "bullmq": those of
+ * the registry this build has, see pgo_sink_list()) configured from
+ * conf's sink.* keys (conf may be destroyed afterwards:
  * the sink keeps copies).  NULL with *err filled for an unknown name (the
  * message lists the known ones), a bad configuration or OOM. */
 PGO_EXPORT pgo_sink_t *pgo_sink_new(const char *name, const pgo_conf_t *conf,

@@ -35,6 +35,10 @@ static void print_help(const cli_cmd_t *cmd)
 	pgo_conf_t *defaults = pgo_conf_new();
 
 	printf("%s\n\n%s\n", cmd->usage, cmd->summary);
+	if (cmd->more_help) {
+		printf("\n");
+		cmd->more_help(stdout);
+	}
 	if (cmd->details)
 		printf("\n%s\n", cmd->details);
 	printf("\nOptions:\n");

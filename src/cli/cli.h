@@ -26,10 +26,13 @@ typedef struct cli_opt {
 
 /* A subcommand's description for parsing and --help. */
 typedef struct cli_cmd {
-	const char *name;      /* "relay" */
-	const char *usage;     /* "pgoutbox relay [options]" */
-	const char *summary;   /* one line */
-	const char *details;   /* paragraphs after the usage, or NULL */
+	const char *name;    /* "relay" */
+	const char *usage;   /* "pgoutbox relay [options]" */
+	const char *summary; /* one line */
+	const char *details; /* paragraphs after the usage, or NULL */
+	/* Writes a generated paragraph before details (the sink list of
+	 * `relay --help`), or NULL. */
+	void (*more_help)(FILE *out);
 	const cli_opt_t *opts; /* NULL-terminated by name */
 	const char *const
 		*flags;		/* configuration flags that apply, NULL-ended */

@@ -27,50 +27,28 @@ static void on_hup(int sig)
 		pgo_relay_request_reload(running);
 }
 
-static const char *const flags[] = {"--db",
-				    "--queue",
-				    "--name",
-				    "--mode",
-				    "--poison",
-				    "--heartbeat",
-				    "--sink",
-				    "--exec",
-				    "--exec-timeout",
-				    "--redis",
-				    "--redis-stream",
-				    "--redis-maxlen",
-				    "--redis-timeout",
-				    "--redis-wait",
-				    "--batch",
-				    "--in-flight",
-				    "--listen",
-				    "--poll-interval",
-				    "--max-attempts",
-				    "--log-level",
-				    NULL};
+static const char *const flags[] = {
+	"--db",	       "--queue",     "--name",		 "--mode",
+	"--poison",    "--heartbeat", "--sink",		 "--batch",
+	"--in-flight", "--listen",    "--poll-interval", "--max-attempts",
+	"--log-level", NULL};
+
+/* The sinks of this build and their flags, from the sink registry. */
+static void sinks_help(FILE *out)
+{
+	fprintf(out, "Sinks (--sink SINK):\n");
+	pgo_sink_list(out);
+}
 
 static const cli_cmd_t cmd = {
 	.name = "relay",
-	.usage = "usage: pgoutbox relay [--sink stdout|exec|redis|bullmq] "
-		 "[--exec CMD] "
+	.usage = "usage: pgoutbox relay [--sink SINK] [sink flags] "
 		 "[--batch N] [options]",
 	.summary = "Relays committed events of a queue to a sink, at least "
 		   "once, deleting each\nevent only after the sink "
 		   "acknowledged it.",
+	.more_help = sinks_help,
 	.details =
-		"Sinks:\n"
-		"  stdout  one NDJSON line per event on standard output "
-		"(logs go to stderr)\n"
-		"  exec    runs CMD once per batch with the NDJSON on its "
-		"stdin; exit 0 acks\n"
-		"          the batch; lines \"retry ID reason\" or \"dead ID "
-		"reason\" on its\n"
-		"          stdout fail single events; other exits retry "
-		"the batch.\n"
-		"  redis   XADD per event to the stream --redis-stream "
-		"(pgoutbox:{topic}) of\n"
-		"          --redis URL; an event is acked when Redis returns "
-		"its entry id.\n\n"
 		"Modes (--mode):\n"
 		"  ordered     (default) per-key order: keys hash to the "
 		"queue's shards and\n"

@@ -16,7 +16,9 @@ static const struct {
 	{"relay", cmd_relay, "relay committed events to a sink"},
 	{"status", cmd_status, "show pending events, dead letters, relays"},
 	{"config", cmd_config, "show the configuration or its reference"},
+#ifdef PGO_HAVE_REDIS
 	{"consume", cmd_consume, "apply a Redis stream exactly once (inbox)"},
+#endif
 	{"inbox", cmd_inbox, "maintain the inbox's partitions"},
 	{"queue", cmd_queue, "create, inspect and purge work queues"},
 	{"worker", cmd_worker, "run the jobs of a work queue"},

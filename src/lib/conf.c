@@ -1,12 +1,16 @@
 /*
  * conf.c — the configuration: one declarative table of keys.
  *
- * Every key is one row of keys[] below: section, name, type, default,
- * bounds, whether a running relay may take a new value on SIGHUP, the
- * command-line flag, the help text and where the value lives in struct
- * pgo_conf_values.  That one table reads the INI file (libinih), the
- * PGOUTBOX_* environment and the flags, prints `pgoutbox config show` and
- * writes the Markdown reference, so the five cannot drift apart.
+ * Every key is one row of a table (pgo_conf_key_t): section, name, type,
+ * default, bounds, whether a running relay may take a new value on SIGHUP,
+ * the command-line flag and the help text.  conf.c's own keys are in
+ * own_keys[] below, each also kept in a field of struct pgo_conf_values;
+ * every sink declares its sink.<sink>_* keys in its registry row (sink.c)
+ * and reads them with pgo_conf_get_*(), and relay.sink takes its values
+ * and help from the same registry.  Those rows read the INI file
+ * (libinih), the PGOUTBOX_* environment and the flags, print `pgoutbox
+ * config show` and write the Markdown reference, so the five cannot drift
+ * apart.
  *
  * Sources rank defaults < file < environment < flags.  A value from a
  * lower-ranked source is still checked (a typo in the file is reported
@@ -25,6 +29,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,48 +43,35 @@
 
 /* --- the table --- */
 
-/* How a key's text is read, and the C type it is stored as. */
-enum conf_type {
-	T_STRING,   /* any text, kept as given (char *) */
-	T_INT,	    /* whole number within [min, max] (int) */
-	T_DURATION, /* "250ms", "30s", "5m", "1h" or "0" (int64_t ms) */
-	T_BOOL,	    /* on/off, true/false, yes/no, 1/0 (bool) */
-	T_ENUM,	    /* one of choices[], stored as its index (int) */
-	T_IDENT	    /* SQL identifier [a-z_][a-z0-9_]{0,47} (char *) */
-};
-
-/* Indexed by enum conf_type, in its order. */
+/* Indexed by pgo_conf_type_t, in its order. */
 static const char *const type_names[] = {"string", "int",  "duration",
 					 "bool",   "enum", "identifier"};
 
-/* One configuration key. */
-struct conf_key {
-	const char *key;       /* "section.name", as messages spell it */
-	const char *section;   /* INI section; part of the variable name */
-	const char *name;      /* name within the section */
-	enum conf_type type;   /* how the text is read and stored */
-	const char *def;       /* default, as text read like any other */
-	int64_t min;	       /* lowest value: T_INT as is, T_DURATION in ms */
-	int64_t max;	       /* highest value, same units */
-	bool reloadable;       /* a running relay takes a new value (SIGHUP) */
-	bool secret;	       /* may hold a password: masked when written */
-	const char *flag;      /* command-line flag ("--batch") or NULL */
-	const char *env_alias; /* conventional variable also read, or NULL */
-	/* T_ENUM: the names, index = stored value, NULL-ended */
-	const char *const *choices;
-	size_t offset;	  /* of the value in struct pgo_conf_values */
-	const char *help; /* one line for `config show` and the docs */
-};
+/* Short names of the types (pgo_conf_type_t) for the table below. */
+#define T_STRING   PGO_CONF_T_STRING
+#define T_INT	   PGO_CONF_T_INT
+#define T_DURATION PGO_CONF_T_DURATION
+#define T_BOOL	   PGO_CONF_T_BOOL
+#define T_ENUM	   PGO_CONF_T_ENUM
+#define T_IDENT	   PGO_CONF_T_IDENT
 
-#define KEY(sec, nm) .key = sec "." nm, .section = sec, .name = nm
-#define FIELD(f)     .offset = offsetof(struct pgo_conf_values, f)
-#define SECONDS(n)   (1000 * (int64_t)(n))
-#define MINUTES(n)   (SECONDS(n) * 60)
-#define HOURS(n)     (MINUTES(n) * 60)
+#define KEY PGO_CONF_KEY
+#define FIELD(f)                                                               \
+	.in_values = true, .offset = offsetof(struct pgo_conf_values, f)
+#define SECONDS(n) PGO_SECONDS(n)
+#define MINUTES(n) PGO_MINUTES(n)
+#define HOURS(n)   PGO_HOURS(n)
+
+/* Most sinks a build may have, and the most keys in all tables. */
+#define SINKS_MAX 32
+#define KEYS_MAX  256
+
+/* relay.sink: the names of the sink registry (index = row) and a help
+ * line made of their summaries, both filled in by keys_init(). */
+static const char *sink_choices[SINKS_MAX + 1];
+static char sink_help[2048];
 
 /* The names are the enums' values in order: index = enum value. */
-static const char *const sink_choices[] = {"stdout", "exec", "redis", "bullmq",
-					   NULL};
 static const char *const level_choices[] = {"error", "warn", "info", "debug",
 					    NULL};
 static const char *const mode_choices[] = {"concurrent", "ordered", "strict",
@@ -90,14 +82,12 @@ _Static_assert(PGO_MODE_CONCURRENT == 0 && PGO_MODE_ORDERED == 1 &&
 	       "mode_choices follows pgo_mode_t");
 _Static_assert(PGO_POISON_DEAD_LETTER == 0 && PGO_POISON_HALT == 1,
 	       "poison_choices follows pgo_poison_t");
-_Static_assert(PGO_SINK_STDOUT == 0 && PGO_SINK_EXEC == 1 &&
-		       PGO_SINK_REDIS == 2 && PGO_SINK_BULLMQ == 3,
-	       "sink_choices follows pgo_sink_kind_t");
 _Static_assert(PGO_LOG_ERROR == 0 && PGO_LOG_WARN == 1 && PGO_LOG_INFO == 2 &&
 		       PGO_LOG_DEBUG == 3,
 	       "level_choices follows pgo_log_level_t");
 
-static const struct conf_key keys[] = {
+/* conf.c's own keys; keys_init() adds the sinks' keys, in [sink]. */
+static const pgo_conf_key_t own_keys[] = {
 	/* [database] */
 	{KEY("database", "url"), FIELD(db_url), .type = T_STRING, .def = "",
 	 .secret = true, .flag = "--db", .env_alias = "DATABASE_URL",
@@ -127,10 +117,7 @@ static const struct conf_key keys[] = {
 	 .help = "Relay name in application_name and logs; "
 		 "empty: host-pid"},
 	{KEY("relay", "sink"), FIELD(sink), .type = T_ENUM, .def = "stdout",
-	 .choices = sink_choices, .flag = "--sink",
-	 .help = "Where events go: stdout (NDJSON), exec (a command "
-		 "per batch), redis (XADD to Redis Streams) or bullmq (BullMQ "
-		 "jobs)"},
+	 .choices = sink_choices, .flag = "--sink", .help = sink_help},
 	{KEY("relay", "mode"), FIELD(mode), .type = T_ENUM, .def = "ordered",
 	 .choices = mode_choices, .flag = "--mode",
 	 .help = "ordered: per-key order through shard leases; concurrent: "
@@ -191,57 +178,6 @@ static const struct conf_key keys[] = {
 	 .type = T_DURATION, .def = "1m", .min = 0, .max = HOURS(24),
 	 .reloadable = true, .help = "Log a stats line this often (0 = off)"},
 
-	/* [sink] */
-	{KEY("sink", "exec_command"), FIELD(exec_command), .type = T_STRING,
-	 .def = "", .flag = "--exec",
-	 .help = "Command the exec sink runs with sh -c for each batch"},
-	{KEY("sink", "exec_timeout"), FIELD(exec_timeout), .type = T_DURATION,
-	 .def = "30s", .min = 10, .max = HOURS(1), .flag = "--exec-timeout",
-	 .help = "Kill the exec sink's command after this long"},
-	{KEY("sink", "redis_url"), FIELD(redis_url), .type = T_STRING,
-	 .def = "redis://localhost:6379/0", .secret = true, .flag = "--redis",
-	 .help = "Redis of the redis sink and of consume: "
-		 "redis://[user:password@]host[:port][/db]"},
-	{KEY("sink", "redis_stream"), FIELD(redis_stream), .type = T_STRING,
-	 .def = "pgoutbox:{topic}", .flag = "--redis-stream",
-	 .help = "Stream an event is added to; {topic} and {queue} are "
-		 "replaced"},
-	{KEY("sink", "redis_maxlen"), FIELD(redis_maxlen), .type = T_INT,
-	 .def = "0", .min = 0, .max = 1000000000, .flag = "--redis-maxlen",
-	 .help = "XADD MAXLEN ~ N: trims old entries, read or not (0 = "
-		 "never trim)"},
-	{KEY("sink", "redis_timeout"), FIELD(redis_timeout), .type = T_DURATION,
-	 .def = "5s", .min = 10, .max = MINUTES(10), .flag = "--redis-timeout",
-	 .help = "A batch's XADD replies must arrive within this, or the "
-		 "connection is dropped"},
-	{KEY("sink", "redis_connect_timeout"), FIELD(redis_connect_timeout),
-	 .type = T_DURATION, .def = "2s", .min = 10, .max = MINUTES(1),
-	 .help = "Give up connecting to Redis (TCP, AUTH, SELECT) after "
-		 "this long"},
-	{KEY("sink", "redis_wait"), FIELD(redis_wait), .type = T_DURATION,
-	 .def = "0", .min = 0, .max = MINUTES(10), .flag = "--redis-wait",
-	 .help = "How long a batch waits for an unreachable Redis before it "
-		 "fails (0 = fail at once)"},
-	{KEY("sink", "bullmq_queue"), FIELD(bullmq_queue), .type = T_STRING,
-	 .def = "{topic}",
-	 .help = "BullMQ queue a job is added to; {topic} and {queue} are "
-		 "replaced"},
-	{KEY("sink", "bullmq_prefix"), FIELD(bullmq_prefix), .type = T_STRING,
-	 .def = "bull",
-	 .help = "Key prefix of the BullMQ queues (BullMQ's prefix option)"},
-	{KEY("sink", "bullmq_script"), FIELD(bullmq_script), .type = T_STRING,
-	 .def = "",
-	 .help = "File with the add script of your bullmq package, written "
-		 "by tools/bullmq-export.js"},
-	{KEY("sink", "bullmq_attempts"), FIELD(bullmq_attempts), .type = T_INT,
-	 .def = "1", .min = 1, .max = 1000000,
-	 .help = "BullMQ attempts option of the jobs: tries before a job "
-		 "fails for good"},
-	{KEY("sink", "bullmq_remove_on_complete"),
-	 FIELD(bullmq_remove_on_complete), .type = T_STRING, .def = "",
-	 .help = "BullMQ removeOnComplete option: true, false or a count "
-		 "to keep (empty: not sent); jobId dedup ends with the job"},
-
 	/* [worker] */
 	{KEY("worker", "queue"), FIELD(worker_queue), .type = T_STRING,
 	 .def = "",
@@ -297,7 +233,104 @@ static const struct conf_key keys[] = {
 	 .help = "Most verbose level logged"},
 };
 
-#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+#define NOWN (sizeof(own_keys) / sizeof(own_keys[0]))
+
+/* The order of the sections in `config show` and the reference. */
+static const char *const section_order[] = {"database", "relay", "sink",
+					    "worker",	"cron",	 "log"};
+
+/* Every key, conf.c's and the sinks', by section in section_order: a
+ * section's own keys first, then each sink's in registry order.  Built
+ * once by keys_init(); an index into keys[] names a key everywhere else. */
+static const pgo_conf_key_t *keys[KEYS_MAX];
+static size_t nkeys;
+static char keys_problem[160]; /* why the tables do not fit; "" = they do */
+static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
+
+static void keys_broken(const char *what, const char *name)
+{
+	if (!keys_problem[0])
+		snprintf(keys_problem, sizeof(keys_problem), "%s: %s", what,
+			 name);
+}
+
+static void add_key(const pgo_conf_key_t *k)
+{
+	for (size_t i = 0; i < nkeys; i++) {
+		if (strcmp(keys[i]->key, k->key) == 0) {
+			keys_broken("key declared twice", k->key);
+			return;
+		}
+	}
+	if (nkeys == KEYS_MAX)
+		keys_broken("more keys than KEYS_MAX", k->key);
+	else
+		keys[nkeys++] = k;
+}
+
+/* A sink's keys are in [sink], named after it (sink.redis_url for the
+ * redis sink), and live in no field of struct pgo_conf_values. */
+static bool sink_key_ok(const pgo_sink_def_t *d, const pgo_conf_key_t *k)
+{
+	size_t n = strlen(d->name);
+
+	return strcmp(k->section, "sink") == 0 &&
+	       strncmp(k->name, d->name, n) == 0 && k->name[n] == '_' &&
+	       !k->in_values;
+}
+
+static void keys_init(void)
+{
+	size_t nsinks = 0, used = 0, declared = NOWN;
+
+	for (const pgo_sink_def_t *d = pgo_sink_defs; d->name; d++) {
+		if (nsinks == SINKS_MAX) {
+			keys_broken("more sinks than SINKS_MAX", d->name);
+			break;
+		}
+		sink_choices[nsinks++] = d->name;
+		if (used < sizeof(sink_help))
+			used += (size_t)snprintf(
+				sink_help + used, sizeof(sink_help) - used,
+				"%s%s: %s",
+				nsinks > 1 ? "; " : "Where events go. ",
+				d->name, d->summary);
+		for (const pgo_conf_key_t *k = d->keys; k && k->key; k++) {
+			if (!sink_key_ok(d, k))
+				keys_broken("a sink key not named "
+					    "sink.<sink>_*",
+					    k->key);
+			declared++;
+		}
+	}
+	if (used >= sizeof(sink_help))
+		keys_broken("the sink summaries overflow", "relay.sink");
+	for (size_t s = 0; s < sizeof(section_order) / sizeof(*section_order);
+	     s++) {
+		for (size_t i = 0; i < NOWN; i++)
+			if (strcmp(own_keys[i].section, section_order[s]) == 0)
+				add_key(&own_keys[i]);
+		for (const pgo_sink_def_t *d = pgo_sink_defs; d->name; d++)
+			for (const pgo_conf_key_t *k = d->keys; k && k->key;
+			     k++)
+				if (strcmp(k->section, section_order[s]) == 0)
+					add_key(k);
+	}
+	if (nkeys != declared)
+		keys_broken("a key outside the sections of section_order",
+			    "conf.c");
+}
+
+/* Builds keys[] on first use; false (and logged) when the tables do not
+ * fit together, a bug that the unit tests catch. */
+static bool keys_ready(void)
+{
+	pthread_once(&keys_once, keys_init);
+	if (keys_problem[0])
+		pgo_log(PGO_LOG_ERROR, "config", "key tables: %s",
+			keys_problem);
+	return !keys_problem[0];
+}
 
 /* Prefix of every variable that names a key. */
 #define ENV_PREFIX "PGOUTBOX_"
@@ -311,6 +344,7 @@ static const struct conf_key keys[] = {
 /* What one key holds besides its typed value. */
 struct key_state {
 	pgo_conf_origin_t origin; /* source of the current value */
+	int64_t num; /* typed value: int, enum index, ms, bool (0/1) */
 	char *text;  /* canonical text of the value; never NULL after _new */
 	char *where; /* the source ("relay.ini:3", "--batch"); NULL: none */
 };
@@ -325,13 +359,13 @@ struct setting {
 };
 
 struct pgo_conf {
-	struct pgo_conf_values vals;   /* typed values the modules read */
-	struct key_state state[NKEYS]; /* per key, in keys[] order */
-	char *path;		       /* file read last, re-read on reload */
-	struct setting *settings;      /* replayed on reload, in set order */
-	size_t nsettings;	       /* used entries of settings */
-	size_t settings_cap;	       /* allocated entries of settings */
-	char errmsg[512];	       /* last error; "" when none yet */
+	struct pgo_conf_values vals; /* typed values the modules read */
+	struct key_state *state;     /* per key, in keys[] order */
+	char *path;		     /* file read last, re-read on reload */
+	struct setting *settings;    /* replayed on reload, in set order */
+	size_t nsettings;	     /* used entries of settings */
+	size_t settings_cap;	     /* allocated entries of settings */
+	char errmsg[512];	     /* last error; "" when none yet */
 };
 
 /* --- small helpers --- */
@@ -356,18 +390,18 @@ static int nomem(pgo_conf_t *conf)
 }
 
 /* The address of key k's value inside vals. */
-static void *field_of(struct pgo_conf_values *vals, const struct conf_key *k)
+static void *field_of(struct pgo_conf_values *vals, const pgo_conf_key_t *k)
 {
 	return (char *)vals + k->offset;
 }
 
-static bool holds_string(const struct conf_key *k)
+static bool holds_string(const pgo_conf_key_t *k)
 {
 	return k->type == T_STRING || k->type == T_IDENT;
 }
 
 /* Size of the C object a key's value is stored in. */
-static size_t field_size(const struct conf_key *k)
+static size_t field_size(const pgo_conf_key_t *k)
 {
 	switch (k->type) {
 	case T_STRING:
@@ -382,23 +416,23 @@ static size_t field_size(const struct conf_key *k)
 
 static int find_key(const char *key)
 {
-	for (size_t i = 0; i < NKEYS; i++)
-		if (strcmp(keys[i].key, key) == 0)
+	for (size_t i = 0; i < nkeys; i++)
+		if (strcmp(keys[i]->key, key) == 0)
 			return (int)i;
 	return -1;
 }
 
 static bool section_known(const char *name, size_t len)
 {
-	for (size_t i = 0; i < NKEYS; i++)
-		if (strlen(keys[i].section) == len &&
-		    memcmp(keys[i].section, name, len) == 0)
+	for (size_t i = 0; i < nkeys; i++)
+		if (strlen(keys[i]->section) == len &&
+		    memcmp(keys[i]->section, name, len) == 0)
 			return true;
 	return false;
 }
 
 /* The variable naming key k: PGOUTBOX_<SECTION>_<NAME> in upper case. */
-static void env_name(const struct conf_key *k, char *buf, size_t size)
+static void env_name(const pgo_conf_key_t *k, char *buf, size_t size)
 {
 	snprintf(buf, size, ENV_PREFIX "%s_%s", k->section, k->name);
 	for (char *p = buf; *p; p++)
@@ -457,27 +491,26 @@ static const char *closest(const char *s, const char *const *cand, size_t n)
 static const char *suggest_key(const char *key)
 {
 	const char *dot = strchr(key, '.');
-	const char *all[NKEYS];
+	const char *all[KEYS_MAX];
 
-	for (size_t i = 0; i < NKEYS; i++) {
-		if (dot && strcmp(keys[i].name, dot + 1) == 0)
-			return keys[i].key;
-		all[i] = keys[i].key;
+	for (size_t i = 0; i < nkeys; i++) {
+		if (dot && strcmp(keys[i]->name, dot + 1) == 0)
+			return keys[i]->key;
+		all[i] = keys[i]->key;
 	}
-	return closest(key, all, NKEYS);
+	return closest(key, all, nkeys);
 }
 
 static const char *suggest_section(const char *name)
 {
-	const char *all[NKEYS];
+	const char *all[KEYS_MAX];
 
-	for (size_t i = 0; i < NKEYS; i++)
-		all[i] = keys[i].section;
-	return closest(name, all, NKEYS);
+	for (size_t i = 0; i < nkeys; i++)
+		all[i] = keys[i]->section;
+	return closest(name, all, nkeys);
 }
 
-/* Formats ms in the largest unit that divides it: "0", "250ms", "5m". */
-static void format_duration(int64_t ms, char *buf, size_t size)
+void pgo_format_duration(int64_t ms, char *buf, size_t size)
 {
 	static const struct {
 		int64_t ms;
@@ -499,7 +532,7 @@ static void format_duration(int64_t ms, char *buf, size_t size)
 }
 
 /* The accepted values of key k, for messages and the reference. */
-static void format_range(const struct conf_key *k, char *buf, size_t size)
+static void format_range(const pgo_conf_key_t *k, char *buf, size_t size)
 {
 	char lo[32], hi[32];
 	size_t used = 0;
@@ -511,8 +544,8 @@ static void format_range(const struct conf_key *k, char *buf, size_t size)
 			 (long long)k->max);
 		break;
 	case T_DURATION:
-		format_duration(k->min, lo, sizeof(lo));
-		format_duration(k->max, hi, sizeof(hi));
+		pgo_format_duration(k->min, lo, sizeof(lo));
+		pgo_format_duration(k->max, hi, sizeof(hi));
 		snprintf(buf, size, "%s..%s", lo, hi);
 		break;
 	case T_ENUM:
@@ -802,7 +835,7 @@ bool pgo_conninfo_mask(const char *conninfo, pgo_buf_t *b)
 
 /* The value of key k as it may be shown: a password never appears.  The
  * result lives in b (or is a constant). */
-static const char *display(const struct conf_key *k, const char *text,
+static const char *display(const pgo_conf_key_t *k, const char *text,
 			   pgo_buf_t *b)
 {
 	if (!k->secret)
@@ -924,7 +957,7 @@ static int parse_bool(const char *s)
  * with where; subject is "relay.batch = " when where does not already name
  * the key (a file line) and "" when it does (a flag, a variable).
  */
-static int parse_value(pgo_conf_t *conf, const struct conf_key *k,
+static int parse_value(pgo_conf_t *conf, const pgo_conf_key_t *k,
 		       const char *value, const char *where,
 		       const char *subject, int64_t *num, char **text)
 {
@@ -983,7 +1016,7 @@ static int parse_value(pgo_conf_t *conf, const struct conf_key *k,
 			     subject, t, range);
 			break;
 		}
-		format_duration(*num, canon, sizeof(canon));
+		pgo_format_duration(*num, canon, sizeof(canon));
 		rc = PGO_OK;
 		break;
 	case T_BOOL:
@@ -1041,8 +1074,9 @@ static int parse_value(pgo_conf_t *conf, const struct conf_key *k,
 	return *text ? PGO_OK : nomem(conf);
 }
 
-/* Moves an already parsed value into vals, freeing a replaced string. */
-static void store_value(pgo_conf_t *conf, const struct conf_key *k, int64_t num,
+/* Moves an already parsed value into vals (a key of conf.c's own, with a
+ * field there), freeing a replaced string. */
+static void store_value(pgo_conf_t *conf, const pgo_conf_key_t *k, int64_t num,
 			char *str)
 {
 	void *field = field_of(&conf->vals, k);
@@ -1065,7 +1099,7 @@ static void store_value(pgo_conf_t *conf, const struct conf_key *k, int64_t num,
 static int set_key(pgo_conf_t *conf, size_t i, const char *value,
 		   pgo_conf_origin_t origin, const char *where)
 {
-	const struct conf_key *k = &keys[i];
+	const pgo_conf_key_t *k = keys[i];
 	struct key_state *st = &conf->state[i];
 	char subject[80] = "";
 	char *text, *str = NULL, *where_copy = NULL;
@@ -1086,9 +1120,11 @@ static int set_key(pgo_conf_t *conf, size_t i, const char *value,
 	}
 	if (where && !(where_copy = strdup(where)))
 		goto oom;
-	if (holds_string(k) && !(str = strdup(text)))
+	if (k->in_values && holds_string(k) && !(str = strdup(text)))
 		goto oom;
-	store_value(conf, k, num, str);
+	if (k->in_values)
+		store_value(conf, k, num, str);
+	st->num = num;
 	free(st->text);
 	free(st->where);
 	st->text = text;
@@ -1121,12 +1157,20 @@ static int set_by_name(pgo_conf_t *conf, const char *key, const char *value,
 
 pgo_conf_t *pgo_conf_new(void)
 {
-	pgo_conf_t *conf = calloc(1, sizeof(*conf));
+	pgo_conf_t *conf;
 
+	if (!keys_ready())
+		return NULL;
+	conf = calloc(1, sizeof(*conf));
 	if (!conf)
 		return NULL;
-	for (size_t i = 0; i < NKEYS; i++) {
-		if (set_key(conf, i, keys[i].def, PGO_CONF_DEFAULT, NULL)) {
+	conf->state = calloc(nkeys, sizeof(*conf->state));
+	if (!conf->state) {
+		free(conf);
+		return NULL;
+	}
+	for (size_t i = 0; i < nkeys; i++) {
+		if (set_key(conf, i, keys[i]->def, PGO_CONF_DEFAULT, NULL)) {
 			pgo_conf_destroy(conf);
 			return NULL;
 		}
@@ -1139,9 +1183,9 @@ void pgo_conf_destroy(pgo_conf_t *conf)
 {
 	if (!conf)
 		return;
-	for (size_t i = 0; i < NKEYS; i++) {
-		if (holds_string(&keys[i]))
-			free(*(char **)field_of(&conf->vals, &keys[i]));
+	for (size_t i = 0; i < nkeys; i++) {
+		if (keys[i]->in_values && holds_string(keys[i]))
+			free(*(char **)field_of(&conf->vals, keys[i]));
 		free(conf->state[i].text);
 		free(conf->state[i].where);
 	}
@@ -1150,6 +1194,7 @@ void pgo_conf_destroy(pgo_conf_t *conf)
 		free(conf->settings[i].where);
 	}
 	free(conf->settings);
+	free(conf->state);
 	free(conf->path);
 	free(conf);
 }
@@ -1345,16 +1390,16 @@ static const char *env_get(char *const *envp, const char *name)
 
 static int unknown_env(pgo_conf_t *conf, const char *name, size_t len)
 {
-	char names[NKEYS][64], given[64];
-	const char *all[NKEYS], *guess = NULL;
+	char names[KEYS_MAX][64], given[64];
+	const char *all[KEYS_MAX], *guess = NULL;
 
-	for (size_t i = 0; i < NKEYS; i++) {
-		env_name(&keys[i], names[i], sizeof(names[i]));
+	for (size_t i = 0; i < nkeys; i++) {
+		env_name(keys[i], names[i], sizeof(names[i]));
 		all[i] = names[i];
 	}
 	if (len < sizeof(given)) {
 		snprintf(given, sizeof(given), "%.*s", (int)len, name);
-		guess = closest(given, all, NKEYS);
+		guess = closest(given, all, nkeys);
 	}
 	return fail(conf, PGO_ERR_CONFIG,
 		    "unknown environment variable %.*s%s%s%s",
@@ -1386,14 +1431,14 @@ int pgo_conf_load_env(pgo_conf_t *conf, char *const *envp)
 	if (!envp)
 		return PGO_OK;
 	/* Aliases first, so that PGOUTBOX_* set together with one wins. */
-	for (size_t i = 0; i < NKEYS; i++) {
+	for (size_t i = 0; i < nkeys; i++) {
 		const char *v;
 
-		if (!keys[i].env_alias)
+		if (!keys[i]->env_alias)
 			continue;
-		v = env_get(envp, keys[i].env_alias);
-		if (v &&
-		    (rc = set_key(conf, i, v, PGO_CONF_ENV, keys[i].env_alias)))
+		v = env_get(envp, keys[i]->env_alias);
+		if (v && (rc = set_key(conf, i, v, PGO_CONF_ENV,
+				       keys[i]->env_alias)))
 			return rc;
 	}
 	for (char *const *e = envp; *e; e++) {
@@ -1405,12 +1450,12 @@ int pgo_conf_load_env(pgo_conf_t *conf, char *const *envp)
 		len = (size_t)(eq - *e);
 		if (env_exported(*e, len))
 			continue;
-		for (i = 0; i < NKEYS; i++) {
-			env_name(&keys[i], name, sizeof(name));
+		for (i = 0; i < nkeys; i++) {
+			env_name(keys[i], name, sizeof(name));
 			if (strlen(name) == len && memcmp(name, *e, len) == 0)
 				break;
 		}
-		if (i == NKEYS)
+		if (i == nkeys)
 			return unknown_env(conf, *e, len);
 		rc = set_key(conf, i, eq + 1, PGO_CONF_ENV, name);
 		if (rc)
@@ -1498,41 +1543,80 @@ const char *pgo_conf_get(const pgo_conf_t *conf, const char *key)
 	return i < 0 ? NULL : conf->state[i].text;
 }
 
+/* The state of key when it exists and has type a or b; else NULL, and the
+ * caller's bug is logged. */
+static const struct key_state *typed_state(const pgo_conf_t *conf,
+					   const char *key, pgo_conf_type_t a,
+					   pgo_conf_type_t b, const char *fn)
+{
+	int i = key ? find_key(key) : -1;
+
+	if (i >= 0 && (keys[i]->type == a || keys[i]->type == b))
+		return &conf->state[i];
+	pgo_log(PGO_LOG_ERROR, "config", "pgo_conf_get_%s(\"%s\"): %s", fn,
+		key ? key : "(null)",
+		i < 0 ? "no such key" : "the key is of another type");
+	return NULL;
+}
+
+int pgo_conf_get_int(const pgo_conf_t *conf, const char *key)
+{
+	const struct key_state *st =
+		typed_state(conf, key, T_INT, T_ENUM, "int");
+
+	return st ? (int)st->num : 0;
+}
+
+int64_t pgo_conf_get_duration(const pgo_conf_t *conf, const char *key)
+{
+	const struct key_state *st =
+		typed_state(conf, key, T_DURATION, T_DURATION, "duration");
+
+	return st ? st->num : 0;
+}
+
+bool pgo_conf_get_bool(const pgo_conf_t *conf, const char *key)
+{
+	const struct key_state *st =
+		typed_state(conf, key, T_BOOL, T_BOOL, "bool");
+
+	return st ? st->num != 0 : false;
+}
+
+const char *pgo_conf_get_str(const pgo_conf_t *conf, const char *key)
+{
+	const struct key_state *st =
+		typed_state(conf, key, T_STRING, T_IDENT, "str");
+
+	return st ? st->text : "";
+}
+
 const char *pgo_conf_key_for_flag(const char *flag)
 {
-	for (size_t i = 0; flag && i < NKEYS; i++)
-		if (keys[i].flag && strcmp(keys[i].flag, flag) == 0)
-			return keys[i].key;
+	if (!keys_ready())
+		return NULL;
+	for (size_t i = 0; flag && i < nkeys; i++)
+		if (keys[i]->flag && strcmp(keys[i]->flag, flag) == 0)
+			return keys[i]->key;
 	return NULL;
 }
 
 int pgo_conf_validate(pgo_conf_t *conf)
 {
 	const struct pgo_conf_values *v = &conf->vals;
+	const pgo_sink_def_t *sink = &pgo_sink_defs[v->sink];
+	pgo_error_t err;
 	char a[32], b[32];
 
-	if (v->sink == PGO_SINK_EXEC && !v->exec_command[0])
-		return fail(conf, PGO_ERR_CONFIG,
-			    "relay.sink = exec needs sink.exec_command "
-			    "(--exec)");
+	/* The chosen sink's own rules (the exec sink needs a command). */
+	if (sink->validate && sink->validate(conf, &err) != PGO_OK)
+		return fail(conf, PGO_ERR_CONFIG, "%s", err.msg);
 	if (v->retry_base > v->retry_max) {
-		format_duration(v->retry_base, a, sizeof(a));
-		format_duration(v->retry_max, b, sizeof(b));
+		pgo_format_duration(v->retry_base, a, sizeof(a));
+		pgo_format_duration(v->retry_max, b, sizeof(b));
 		return fail(conf, PGO_ERR_CONFIG,
 			    "relay.retry_base (%s) must not exceed "
 			    "relay.retry_max (%s)",
-			    a, b);
-	}
-	/* The exec sink publishes inside the claim transaction, idle as far
-	 * as PostgreSQL can tell; the command must time out first. */
-	if (v->sink == PGO_SINK_EXEC && v->idle_tx_timeout > 0 &&
-	    v->exec_timeout >= v->idle_tx_timeout) {
-		format_duration(v->exec_timeout, a, sizeof(a));
-		format_duration(v->idle_tx_timeout, b, sizeof(b));
-		return fail(conf, PGO_ERR_CONFIG,
-			    "sink.exec_timeout (%s) must be less than "
-			    "database.idle_tx_timeout (%s), or PostgreSQL "
-			    "ends the session while a batch is publishing",
 			    a, b);
 	}
 	return PGO_OK;
@@ -1569,14 +1653,20 @@ static void swap_key(pgo_conf_t *x, pgo_conf_t *y, size_t i)
 		int n;
 		bool b;
 	} tmp;
-	void *fx = field_of(&x->vals, &keys[i]);
-	void *fy = field_of(&y->vals, &keys[i]);
-	size_t n = field_size(&keys[i]);
 	pgo_conf_origin_t o = x->state[i].origin;
+	int64_t num = x->state[i].num;
 
-	memcpy(&tmp, fx, n);
-	memcpy(fx, fy, n);
-	memcpy(fy, &tmp, n);
+	if (keys[i]->in_values) {
+		void *fx = field_of(&x->vals, keys[i]);
+		void *fy = field_of(&y->vals, keys[i]);
+		size_t n = field_size(keys[i]);
+
+		memcpy(&tmp, fx, n);
+		memcpy(fx, fy, n);
+		memcpy(fy, &tmp, n);
+	}
+	x->state[i].num = y->state[i].num;
+	y->state[i].num = num;
 	swap_ptr(&x->state[i].text, &y->state[i].text);
 	swap_ptr(&x->state[i].where, &y->state[i].where);
 	x->state[i].origin = y->state[i].origin;
@@ -1609,7 +1699,7 @@ static int reread(const pgo_conf_t *conf, pgo_conf_t *fresh, char *const *envp)
  * it did. */
 static int take_key(pgo_conf_t *conf, pgo_conf_t *fresh, size_t i)
 {
-	const struct conf_key *k = &keys[i];
+	const pgo_conf_key_t *k = keys[i];
 	struct key_state *old = &conf->state[i], *new = &fresh->state[i];
 	pgo_buf_t b1, b2;
 	char from[600];
@@ -1656,7 +1746,7 @@ int pgo_conf_reload(pgo_conf_t *conf, char *const *envp, int *changed)
 		pgo_conf_destroy(fresh);
 		return rc;
 	}
-	for (size_t i = 0; i < NKEYS; i++)
+	for (size_t i = 0; i < nkeys; i++)
 		n += take_key(conf, fresh, i);
 	pgo_conf_destroy(fresh);
 	if (changed)
@@ -1674,8 +1764,8 @@ void pgo_conf_show(const pgo_conf_t *conf, FILE *out)
 	pgo_buf_t b;
 
 	pgo_buf_init(&b);
-	for (size_t i = 0; i < NKEYS; i++) {
-		const struct conf_key *k = &keys[i];
+	for (size_t i = 0; i < nkeys; i++) {
+		const pgo_conf_key_t *k = keys[i];
 		const struct key_state *st = &conf->state[i];
 		int len;
 
@@ -1711,11 +1801,12 @@ void pgo_conf_reference(FILE *out)
 {
 	char env[64], range[128];
 
+	keys_ready();
 	fprintf(out, "| Key | Type | Default | Range | Reloadable | Flag | "
 		     "Environment | Description |\n");
 	fprintf(out, "|---|---|---|---|---|---|---|---|\n");
-	for (size_t i = 0; i < NKEYS; i++) {
-		const struct conf_key *k = &keys[i];
+	for (size_t i = 0; i < nkeys; i++) {
+		const pgo_conf_key_t *k = keys[i];
 
 		env_name(k, env, sizeof(env));
 		format_range(k, range, sizeof(range));

@@ -17,11 +17,14 @@
  * zone over the stretch of time the ticks are computed in are asked of
  * pgoutbox.tz_offsets() (sql/009), so every instance uses the database's
  * tzdata, whatever the tzdata of its host.
+ *
+ * The scheduler runs on the event loop (loop.c) like the other runners:
+ * one timer for the next pass (the nearest due tick, max_sleep_ms, or the
+ * reconnect backoff while PostgreSQL is away), one for the history
+ * retention pass, and pgo_loop_wake() for a stop request.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +32,13 @@
 #include <unistd.h>
 
 #include "cronexpr.h"
+#include "loop.h"
 #include "pgo_int.h"
 
 #define MAX_DUE	     1000000 /* ticks examined per schedule and pass */
 #define MAX_RECORDED 1000    /* skipped ticks recorded per pass */
+#define EXPIRE_EVERY 600000  /* ms between history retention passes */
+#define PASS_MAX_MS  60000   /* a pass at least this often, whatever else */
 
 static PGresult *run(PGconn *conn, const char *what, const char *sql, int n,
 		     const char *const *params, pgo_error_t *err)
@@ -441,16 +447,22 @@ struct pgo_scheduler {
 	pgo_scheduler_opts_t o;
 	char name[96];
 	char subject[128];
-	PGconn *pg;
-	int64_t retry_at, backoff;
-	bool down_logged;
-	int wake_pipe[2];
-	volatile sig_atomic_t stop;
-	int64_t next_expire; /* history retention pass (monotonic ms) */
-	zone_cache_t zones;  /* the schedules' zones, asked of this pg */
+	PGconn *pg;			/* NULL while down */
+	int64_t retry_at;		/* down: reconnect at (monotonic ms) */
+	int64_t backoff;		/* ms: the next reconnect backoff */
+	bool down_logged;		/* "connection lost" said once */
+	pgo_loop_t *loop;		/* the one loop the scheduler runs on */
+	pgo_loop_timer_t *pass_timer;	/* the next pass over the schedules */
+	pgo_loop_timer_t *expire_timer; /* the next history retention pass */
+	bool expire_pending;		/* expiry came due while down */
+	volatile sig_atomic_t stop;	/* set by pgo_scheduler_request_stop */
+	zone_cache_t zones; /* the schedules' zones, asked of this pg */
 	pgo_scheduler_stats_t stats;
 	char errmsg[512];
 };
+
+static void on_pass(void *arg);
+static void on_expire(void *arg);
 
 int pgo_scheduler_opts_init(pgo_scheduler_opts_t *opts, size_t size)
 {
@@ -495,10 +507,18 @@ pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
 		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
 		return NULL;
 	}
-	if (pipe2(s->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-		pgo_error_set(err, PGO_ERR_IO, 1, "cron: wake-up pipe: %s",
+	if (!(s->loop = pgo_loop_new())) {
+		pgo_error_set(err, PGO_ERR_IO, 1,
+			      "cron: event loop (wake-up pipe): %s",
 			      strerror(errno));
 		free(s);
+		return NULL;
+	}
+	if (!(s->pass_timer = pgo_loop_timer_add(s->loop, 0, on_pass, s)) ||
+	    !(s->expire_timer = pgo_loop_timer_add(s->loop, 0, on_expire, s))) {
+		pgo_loop_destroy(s->loop);
+		free(s);
+		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
 		return NULL;
 	}
 	s->conf = conf;
@@ -526,18 +546,14 @@ void pgo_scheduler_destroy(pgo_scheduler_t *s)
 	if (s->pg)
 		PQfinish(s->pg);
 	zone_cache_clear(&s->zones);
-	close(s->wake_pipe[0]);
-	close(s->wake_pipe[1]);
+	pgo_loop_destroy(s->loop); /* and its timers */
 	free(s);
 }
 
 void pgo_scheduler_request_stop(pgo_scheduler_t *s)
 {
-	int saved = errno;
-
 	s->stop = 1;
-	(void)!write(s->wake_pipe[1], "s", 1);
-	errno = saved;
+	pgo_loop_wake(s->loop); /* async-signal-safe, keeps errno */
 }
 
 void pgo_scheduler_get_stats(const pgo_scheduler_t *s,
@@ -812,75 +828,113 @@ static void expire_history(pgo_scheduler_t *s)
 	}
 }
 
+/* One pass over the enabled schedules: fires what is due and returns how
+ * long to sleep until the next pass (ms).  now is when the pass began. */
+static int64_t pass(pgo_scheduler_t *s, int64_t now)
+{
+	int64_t sleep_ms = s->o.max_sleep_ms;
+	pgo_error_t err;
+	PGresult *res;
+
+	if (!s->pg && now >= s->retry_at)
+		sched_connect(s);
+	if (!s->pg)
+		return s->retry_at - now;
+	res = run(s->pg, "reading schedules",
+		  "SELECT extract(epoch FROM now())::float8, name, expr, tz, "
+		  "extract(epoch FROM last_tick)::bigint, missed, "
+		  "catch_up_max FROM pgoutbox.cron_schedules WHERE enabled "
+		  "ORDER BY name",
+		  0, NULL, &err);
+	if (!res) {
+		sched_down(s, err.msg);
+		return s->retry_at - pgo_now_ms();
+	}
+	for (int i = 0; i < PQntuples(res) && s->pg; i++) {
+		double dbnow = strtod(PQgetvalue(res, i, 0), NULL);
+		int64_t next = handle_schedule(s, res, i, dbnow);
+		int64_t ms;
+
+		if (next <= 0)
+			continue;
+		/* Time left by the database clock since the query; the work
+		 * above took some of it. */
+		ms = (int64_t)(((double)next - dbnow) * 1000.0) + 1 -
+		     (pgo_now_ms() - now);
+		if (ms < sleep_ms)
+			sleep_ms = ms;
+	}
+	PQclear(res);
+	if (s->pg && s->expire_pending) {
+		/* Expiry came due while PostgreSQL was away: now. */
+		s->expire_pending = false;
+		pgo_loop_timer_set(s->expire_timer, pgo_now_ms());
+	}
+	if (sleep_ms < 0)
+		sleep_ms = 0;
+	/* A skewed local clock wakes up early or late; the tick decision is
+	 * the database's either way.  Early wakers find nothing due and
+	 * sleep the rest. */
+	if (sleep_ms + s->o.clock_offset_ms > 5)
+		sleep_ms += s->o.clock_offset_ms;
+	else if (sleep_ms > 100)
+		sleep_ms = 100;
+	return sleep_ms;
+}
+
+/* The pass timer: a pass, then the timer is armed for the next one. */
+static void on_pass(void *arg)
+{
+	pgo_scheduler_t *s = arg;
+	int64_t sleep_ms;
+
+	if (s->stop)
+		return;
+	sleep_ms = pass(s, pgo_now_ms());
+	if (sleep_ms < 1)
+		sleep_ms = 1;
+	if (sleep_ms > PASS_MAX_MS)
+		sleep_ms = PASS_MAX_MS;
+	pgo_loop_timer_set(s->pass_timer, pgo_now_ms() + sleep_ms);
+}
+
+/* The history timer: a retention pass every EXPIRE_EVERY, on the pass's
+ * connection; while that is down, the next pass that connects asks for
+ * it. */
+static void on_expire(void *arg)
+{
+	pgo_scheduler_t *s = arg;
+
+	if (s->stop)
+		return;
+	if (!s->pg) {
+		s->expire_pending = true;
+		return;
+	}
+	expire_history(s);
+	pgo_loop_timer_set(s->expire_timer, pgo_now_ms() + EXPIRE_EVERY);
+}
+
 int pgo_scheduler_run(pgo_scheduler_t *s)
 {
+	int64_t now = pgo_now_ms();
+
 	pgo_log(PGO_LOG_INFO, s->subject,
 		"started (grace %" PRId64 " ms, clock offset %" PRId64 " ms)",
 		s->o.grace_ms, s->o.clock_offset_ms);
+	/* The first pass at once, then the first retention pass in the same
+	 * turn (timers due together run in the order they were added). */
+	pgo_loop_timer_set(s->pass_timer, now);
+	pgo_loop_timer_set(s->expire_timer, now);
 	while (!s->stop) {
-		int64_t now = pgo_now_ms(), sleep_ms = s->o.max_sleep_ms;
-		struct pollfd pfd = {.fd = s->wake_pipe[0], .events = POLLIN};
-		char buf[16];
+		int rc = pgo_loop_run_once(s->loop, 0);
 
-		if (!s->pg && now >= s->retry_at)
-			sched_connect(s);
-		if (!s->pg) {
-			sleep_ms = s->retry_at - now;
-		} else {
-			pgo_error_t err;
-			PGresult *res = run(s->pg, "reading schedules",
-					    "SELECT extract(epoch FROM "
-					    "now())::float8, name, "
-					    "expr, tz, extract(epoch FROM "
-					    "last_tick)::bigint, "
-					    "missed, catch_up_max FROM "
-					    "pgoutbox.cron_schedules WHERE "
-					    "enabled ORDER BY "
-					    "name",
-					    0, NULL, &err);
-
-			if (!res) {
-				sched_down(s, err.msg);
-				continue;
-			}
-			for (int i = 0; i < PQntuples(res) && s->pg; i++) {
-				double dbnow =
-					strtod(PQgetvalue(res, i, 0), NULL);
-				int64_t next =
-					handle_schedule(s, res, i, dbnow);
-				int64_t ms;
-
-				if (next <= 0)
-					continue;
-				/* Time left by the database clock since the
-				 * query; the work above took some of it. */
-				ms = (int64_t)(((double)next - dbnow) *
-					       1000.0) +
-				     1 - (pgo_now_ms() - now);
-				if (ms < sleep_ms)
-					sleep_ms = ms;
-			}
-			PQclear(res);
-			if (s->pg && now >= s->next_expire) {
-				expire_history(s);
-				s->next_expire = now + 600000;
-			}
-			if (sleep_ms < 0)
-				sleep_ms = 0;
-			/* A skewed local clock wakes up early or late; the
-			 * tick decision is the database's either way.  Early
-			 * wakers find nothing due and sleep the rest. */
-			if (sleep_ms + s->o.clock_offset_ms > 5)
-				sleep_ms += s->o.clock_offset_ms;
-			else if (sleep_ms > 100)
-				sleep_ms = 100;
+		if (rc < 0) {
+			snprintf(s->errmsg, sizeof(s->errmsg), "poll: %s",
+				 strerror(-rc));
+			pgo_log(PGO_LOG_ERROR, s->subject, "%s", s->errmsg);
+			return PGO_ERR_IO;
 		}
-		if (sleep_ms < 1)
-			sleep_ms = 1;
-		if (poll(&pfd, 1, (int)(sleep_ms > 60000 ? 60000 : sleep_ms)) >
-		    0)
-			while (read(s->wake_pipe[0], buf, sizeof(buf)) > 0)
-				;
 	}
 	pgo_log(PGO_LOG_INFO, s->subject,
 		"stopped: fired %" PRIu64 ", skipped %" PRIu64

@@ -86,14 +86,59 @@ void pgo_buf_json_str(pgo_buf_t *b, const char *s);
 /* Appends s as an element of a PostgreSQL array literal ("..." or NULL). */
 void pgo_buf_array_elem(pgo_buf_t *b, const char *s);
 
-/* --- config: the typed view the modules read --- */
+/* --- config: the key tables and the typed view the modules read --- */
 
-typedef enum pgo_sink_kind {
-	PGO_SINK_STDOUT = 0,
-	PGO_SINK_EXEC = 1,
-	PGO_SINK_REDIS = 2,
-	PGO_SINK_BULLMQ = 3
-} pgo_sink_kind_t;
+/* How a key's text is read, and what its typed value is. */
+typedef enum pgo_conf_type {
+	PGO_CONF_T_STRING,   /* any text, kept as given (pgo_conf_get_str) */
+	PGO_CONF_T_INT,	     /* whole number within [min, max] (_get_int) */
+	PGO_CONF_T_DURATION, /* "250ms", "30s", "5m", "1h" or "0" (ms) */
+	PGO_CONF_T_BOOL,     /* on/off, true/false, yes/no, 1/0 */
+	PGO_CONF_T_ENUM,     /* one of choices[]: its index (_get_int) */
+	PGO_CONF_T_IDENT     /* SQL identifier [a-z_][a-z0-9_]{0,47} */
+} pgo_conf_type_t;
+
+/*
+ * One configuration key, a row of a declarative table: conf.c's own
+ * table, or the keys a sink declares in its registry row (sink.c).  The
+ * same rows read the INI file, the PGOUTBOX_<SECTION>_<NAME> variables and
+ * the flags, and print `config show`, `--help` and the reference.
+ */
+typedef struct pgo_conf_key {
+	const char *key;       /* "section.name", as messages spell it */
+	const char *section;   /* INI section; part of the variable name */
+	const char *name;      /* name within the section */
+	pgo_conf_type_t type;  /* how the text is read and stored */
+	const char *def;       /* default, as text read like any other */
+	int64_t min;	       /* lowest value: int as is, duration in ms */
+	int64_t max;	       /* highest value, same units */
+	bool reloadable;       /* a running relay takes a new value (SIGHUP) */
+	bool secret;	       /* may hold a password: masked when written */
+	const char *flag;      /* command-line flag ("--batch") or NULL */
+	const char *env_alias; /* conventional variable also read, or NULL */
+	const char *const *choices; /* enum: the names, index = value */
+	const char *help; /* one line for `config show` and the docs */
+	/* conf.c's own keys only: the value is also kept in this field of
+	 * struct pgo_conf_values.  Other keys are read with pgo_conf_get_*. */
+	bool in_values;
+	size_t offset;
+} pgo_conf_key_t;
+
+/* The name fields of a key row: PGO_CONF_KEY("sink", "redis_maxlen"). */
+#define PGO_CONF_KEY(sec, nm) .key = sec "." nm, .section = sec, .name = nm
+#define PGO_SECONDS(n)	      (1000 * (int64_t)(n))
+#define PGO_MINUTES(n)	      (PGO_SECONDS(n) * 60)
+#define PGO_HOURS(n)	      (PGO_MINUTES(n) * 60)
+
+/* The typed value of any key, those the sinks declare included: the
+ * number (int, enum index), the duration in ms, the boolean, the text
+ * (string, identifier; valid until the key is set again or reloaded).
+ * Asking for a key that does not exist, or with the wrong type, is a bug:
+ * it is logged as an error and 0, false or "" is returned. */
+int pgo_conf_get_int(const pgo_conf_t *conf, const char *key);
+int64_t pgo_conf_get_duration(const pgo_conf_t *conf, const char *key);
+bool pgo_conf_get_bool(const pgo_conf_t *conf, const char *key);
+const char *pgo_conf_get_str(const pgo_conf_t *conf, const char *key);
 
 /* How a relay claims (relay.mode). */
 typedef enum pgo_mode {
@@ -118,7 +163,7 @@ struct pgo_conf_values {
 	/* [relay] */
 	char *queue;		   /* queue table in schema pgoutbox */
 	char *name;		   /* relay name in application_name and logs */
-	int sink;		   /* pgo_sink_kind_t */
+	int sink;		   /* index of the sink in pgo_sink_defs[] */
 	int mode;		   /* pgo_mode_t */
 	int poison;		   /* pgo_poison_t */
 	int64_t heartbeat;	   /* ms: membership heartbeat and rebalance */
@@ -134,20 +179,8 @@ struct pgo_conf_values {
 	int64_t reconnect_max;	   /* ms: reconnect backoff ceiling */
 	int64_t drain_timeout;	   /* ms: SIGTERM waits this long for sinks */
 	int64_t stats_interval;	   /* ms: periodic stats line; 0 = off */
-	/* [sink] */
-	char *exec_command;    /* sh -c command for the exec sink */
-	int64_t exec_timeout;  /* ms: a batch command is killed after this */
-	char *redis_url;       /* redis:// URL of the redis sink (secret) */
-	char *redis_stream;    /* stream name template: {topic}, {queue} */
-	int redis_maxlen;      /* XADD MAXLEN ~ N; 0 = no trimming */
-	int64_t redis_timeout; /* ms: replies of a batch */
-	int64_t redis_connect_timeout; /* ms: TCP connect + AUTH/SELECT */
-	int64_t redis_wait;  /* ms: a batch waits for Redis; 0 = fail */
-	char *bullmq_queue;  /* BullMQ queue name template: {topic}, {queue} */
-	char *bullmq_prefix; /* BullMQ key prefix ("bull") */
-	char *bullmq_script; /* file written by tools/bullmq-export.js */
-	int bullmq_attempts; /* the jobs' attempts option */
-	char *bullmq_remove_on_complete; /* "", true/false or a count */
+	/* [sink]: each sink declares its keys (pgo_sink_def_t.keys) and
+	 * reads them with pgo_conf_get_*(); none are fields here. */
 	/* [worker] (pgoutbox run, pgoutbox worker defaults) */
 	char *worker_queue;	      /* work queue; empty = no worker in run */
 	char *worker_exec;	      /* exec handler: sh -c command */
@@ -180,6 +213,9 @@ int pgo_parse_duration(const char *s, int64_t *ms, const char **why);
  * returns false. */
 bool pgo_conninfo_mask(const char *conninfo, pgo_buf_t *b);
 
+/* Formats ms in the largest unit that divides it: "0", "250ms", "5m". */
+void pgo_format_duration(int64_t ms, char *buf, size_t size);
+
 /* --- retry --- */
 
 /* Backoff before attempt `attempt` (1 = first retry): base * 2^(attempt-1)
@@ -208,13 +244,25 @@ struct pgo_sink {
 	char errmsg[512];
 };
 
-/* A row of the sink registry (sink.c): a built-in sink. */
+/*
+ * A row of the sink registry (sink.c): a built-in sink.  Everything about
+ * a sink that is not its code is here, so that adding one is its files,
+ * this row and a build option (docs/architecture.md, "Adding a sink").
+ */
 typedef struct pgo_sink_def {
-	const char *name;
+	const char *name; /* relay.sink value; its keys are sink.<name>_* */
 	const pgo_sink_ops_t *ops;
 	/* Reads the sink's keys of conf into the sink; NULL: none. */
 	int (*configure)(pgo_sink_t *sink, const pgo_conf_t *conf);
 	const char *summary; /* one line, for --help and the docs */
+	const char *details; /* more lines for `relay --help`, or NULL */
+	/* The keys the sink reads, in section [sink] and named
+	 * sink.<name>_*, ended by a row with key NULL; NULL: none. */
+	const pgo_conf_key_t *keys;
+	/* Cross-key rules pgo_conf_validate() checks when relay.sink is
+	 * this sink: PGO_OK, or PGO_ERR_CONFIG with err's message; NULL:
+	 * none. */
+	int (*validate)(const pgo_conf_t *conf, pgo_error_t *err);
 } pgo_sink_def_t;
 
 /* The registry, ended by a row with name NULL. */
@@ -232,7 +280,15 @@ void pgo_sink_cancel(pgo_sink_t *sink, pgo_batch_t *batch);
 void pgo_sink_drain(pgo_sink_t *sink, int64_t deadline_ms);
 
 extern const pgo_sink_ops_t pgo_sink_stdout_ops;
+
+/* --- exec sink --- */
+
 extern const pgo_sink_ops_t pgo_sink_exec_ops;
+/* sink_exec_conf.c: the sink.exec_* keys, the rules validate checks,
+ * and the configure step that reads them. */
+extern const pgo_conf_key_t pgo_sink_exec_keys[];
+int pgo_sink_exec_validate(const pgo_conf_t *conf, pgo_error_t *err);
+int pgo_sink_exec_conf_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
 
 /* The exec sink's configuration, copied at open. */
 struct pgo_exec_conf {
@@ -255,6 +311,9 @@ int pgo_schema_verdict(int db_version, pgo_error_t *err);
 /* --- redis sink --- */
 
 extern const pgo_sink_ops_t pgo_sink_redis_ops;
+/* sink_redis_conf.c: the sink.redis_* keys, read by the bullmq sink and
+ * by consume too. */
+extern const pgo_conf_key_t pgo_sink_redis_keys[];
 /* Reads the sink.redis_* keys (and relay.queue) into the sink; checks the
  * URL and the stream template. */
 int pgo_sink_redis_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
@@ -262,6 +321,8 @@ int pgo_sink_redis_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
 /* --- bullmq sink --- */
 
 extern const pgo_sink_ops_t pgo_sink_bullmq_ops;
+/* sink_bullmq_conf.c: the sink.bullmq_* keys. */
+extern const pgo_conf_key_t pgo_sink_bullmq_keys[];
 /* Reads the sink.bullmq_* keys (and the sink.redis_* connection keys) and
  * loads the exported add script; refuses untested bullmq majors. */
 int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf);

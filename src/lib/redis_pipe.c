@@ -448,27 +448,30 @@ static void on_timer(void *arg)
 
 /* --- the pipeline --- */
 
-pgo_redis_pipe_t *pgo_redis_pipe_new(pgo_sink_t *sink,
-				     const struct pgo_conf_values *v,
+pgo_redis_pipe_t *pgo_redis_pipe_new(pgo_sink_t *sink, const pgo_conf_t *conf,
 				     const pgo_redis_pipe_hooks_t *hooks,
 				     pgo_error_t *err)
 {
+	const struct pgo_conf_values *v = pgo_conf_values(conf);
+	int64_t timeout = pgo_conf_get_duration(conf, "sink.redis_timeout");
+	int64_t connect_timeout =
+		pgo_conf_get_duration(conf, "sink.redis_connect_timeout");
+	int64_t wait = pgo_conf_get_duration(conf, "sink.redis_wait");
 	pgo_redis_pipe_t *p;
 	pgo_redis_url_t url;
 
-	if (pgo_redis_url_parse(v->redis_url, &url, err) != PGO_OK ||
+	if (pgo_redis_url_parse(pgo_conf_get_str(conf, "sink.redis_url"), &url,
+				err) != PGO_OK ||
 	    pgo_redis_url_supported(&url, err) != PGO_OK)
 		return NULL;
-	if (v->idle_tx_timeout > 0 &&
-	    v->redis_wait + v->redis_timeout >= v->idle_tx_timeout) {
+	if (v->idle_tx_timeout > 0 && wait + timeout >= v->idle_tx_timeout) {
 		pgo_error_set(err, PGO_ERR_CONFIG, 0,
 			      "sink.redis_wait + sink.redis_timeout "
 			      "(%" PRId64 " ms) must be less than "
 			      "database.idle_tx_timeout (%" PRId64
 			      " ms): a batch waits for Redis inside its "
 			      "claim transaction",
-			      v->redis_wait + v->redis_timeout,
-			      v->idle_tx_timeout);
+			      wait + timeout, v->idle_tx_timeout);
 		return NULL;
 	}
 	p = calloc(1, sizeof(*p));
@@ -481,9 +484,9 @@ pgo_redis_pipe_t *pgo_redis_pipe_new(pgo_sink_t *sink,
 	p->url = url;
 	pgo_redis_url_describe(&p->url, p->where, sizeof(p->where));
 	pgo_redis_init(&p->redis, &p->url);
-	p->timeout_ms = v->redis_timeout;
-	p->connect_timeout_ms = v->redis_connect_timeout;
-	p->wait_ms = v->redis_wait;
+	p->timeout_ms = timeout;
+	p->connect_timeout_ms = connect_timeout;
+	p->wait_ms = wait;
 	p->backoff = BACKOFF_MIN_MS;
 	pgo_error_clear(err);
 	return p;

@@ -55,8 +55,7 @@ typedef struct pgo_redis_pipe_hooks {
  * URL and the timeouts, copied; hooks must outlive it).  NULL with *err
  * filled for a bad or unsupported URL, a sink.redis_wait that does not
  * fit in database.idle_tx_timeout, or OOM. */
-pgo_redis_pipe_t *pgo_redis_pipe_new(pgo_sink_t *sink,
-				     const struct pgo_conf_values *v,
+pgo_redis_pipe_t *pgo_redis_pipe_new(pgo_sink_t *sink, const pgo_conf_t *conf,
 				     const pgo_redis_pipe_hooks_t *hooks,
 				     pgo_error_t *err);
 /* Frees the pipeline and closes its connection (NULL: no-op).  Batches

@@ -17,23 +17,44 @@
 
 /* --- the registry --- */
 
-static int exec_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
-{
-	const struct pgo_conf_values *v = pgo_conf_values(conf);
-
-	return pgo_sink_exec_configure(sink, v->exec_command, v->exec_timeout);
-}
-
+/*
+ * One row per built-in sink: its name, ops, configure step, help and
+ * keys (see pgo_sink_def_t).  conf.c takes relay.sink's values and help
+ * and the sinks' keys from here; sinks that need a library are built only
+ * when its meson feature is on (PGO_HAVE_*).
+ */
 const pgo_sink_def_t pgo_sink_defs[] = {
-	{"stdout", &pgo_sink_stdout_ops, NULL,
-	 "one NDJSON line per event on standard output"},
-	{"exec", &pgo_sink_exec_ops, exec_configure,
-	 "runs sink.exec_command per batch, NDJSON on its stdin"},
-	{"redis", &pgo_sink_redis_ops, pgo_sink_redis_configure,
-	 "XADD per event to a Redis stream (sink.redis_*)"},
-	{"bullmq", &pgo_sink_bullmq_ops, pgo_sink_bullmq_configure,
-	 "a BullMQ job per event, jobId ob-<id> (sink.bullmq_*)"},
-	{NULL, NULL, NULL, NULL},
+	{.name = "stdout",
+	 .ops = &pgo_sink_stdout_ops,
+	 .summary = "one NDJSON line per event on standard output",
+	 .details = "(logs go to stderr)"},
+	{.name = "exec",
+	 .ops = &pgo_sink_exec_ops,
+	 .configure = pgo_sink_exec_conf_configure,
+	 .summary = "runs sink.exec_command once per batch, NDJSON on its "
+		    "stdin",
+	 .details = "exit 0 acks the batch, other exits retry it; lines on "
+		    "its stdout\n\"retry ID reason\" or \"dead ID reason\" "
+		    "fail single events.",
+	 .keys = pgo_sink_exec_keys,
+	 .validate = pgo_sink_exec_validate},
+#ifdef PGO_HAVE_REDIS
+	{.name = "redis",
+	 .ops = &pgo_sink_redis_ops,
+	 .configure = pgo_sink_redis_configure,
+	 .summary = "XADD per event to a Redis stream",
+	 .details = "an event is acked when Redis returns its entry id.",
+	 .keys = pgo_sink_redis_keys},
+	{.name = "bullmq",
+	 .ops = &pgo_sink_bullmq_ops,
+	 .configure = pgo_sink_bullmq_configure,
+	 .summary = "a BullMQ job per event, jobId ob-ID (the event id)",
+	 .details = "connects with the sink.redis_* keys and adds jobs with "
+		    "your bullmq\npackage's own script "
+		    "(tools/bullmq-export.js, docs/bullmq.md).",
+	 .keys = pgo_sink_bullmq_keys},
+#endif
+	{.name = NULL},
 };
 
 const char *pgo_sink_known(void)
@@ -49,6 +70,40 @@ const char *pgo_sink_known(void)
 						len ? ", " : "", d->name);
 	}
 	return known;
+}
+
+/* Writes text indented by `indent` columns, line by line. */
+static void put_indented(FILE *out, int indent, const char *text)
+{
+	while (*text) {
+		size_t n = strcspn(text, "\n");
+
+		fprintf(out, "%*s%.*s\n", indent, "", (int)n, text);
+		text += n + (text[n] == '\n');
+	}
+}
+
+void pgo_sink_list(FILE *out)
+{
+	int width = 0;
+
+	for (const pgo_sink_def_t *d = pgo_sink_defs; d->name; d++)
+		if ((int)strlen(d->name) > width)
+			width = (int)strlen(d->name);
+	for (const pgo_sink_def_t *d = pgo_sink_defs; d->name; d++) {
+		fprintf(out, "  %-*s  %s\n", width, d->name, d->summary);
+		if (d->details)
+			put_indented(out, width + 4, d->details);
+		for (const pgo_conf_key_t *k = d->keys; k && k->key; k++) {
+			char left[64];
+
+			if (!k->flag)
+				continue;
+			snprintf(left, sizeof(left), "%s VALUE", k->flag);
+			fprintf(out, "%*s%-22s %s (default: %s)\n", width + 4,
+				"", left, k->key, *k->def ? k->def : "none");
+		}
+	}
 }
 
 static pgo_sink_t *sink_alloc(const pgo_sink_ops_t *ops, void *priv)

@@ -481,14 +481,16 @@ static int load_export(struct bq_sink *s, const char *path, pgo_error_t *err)
 int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(conf);
+	const char *queue = pgo_conf_get_str(conf, "sink.bullmq_queue");
+	const char *prefix = pgo_conf_get_str(conf, "sink.bullmq_prefix");
 	struct bq_sink *s;
 	pgo_error_t err;
 
-	if (check_template(v->bullmq_queue, &err) != PGO_OK) {
+	if (check_template(queue, &err) != PGO_OK) {
 		pgo_sink_set_error(sink, "%s", err.msg);
 		return PGO_ERR_CONFIG;
 	}
-	if (!v->bullmq_prefix[0]) {
+	if (!prefix[0]) {
 		pgo_sink_set_error(sink, "sink.bullmq_prefix is empty");
 		return PGO_ERR_CONFIG;
 	}
@@ -504,7 +506,7 @@ int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 	bullmq_close(sink); /* a reconfigure replaces the old state */
 	sink->priv = s;
 	s->pipe =
-		pgo_redis_pipe_new(sink, v,
+		pgo_redis_pipe_new(sink, conf,
 				   &(pgo_redis_pipe_hooks_t){.subject = SUBJECT,
 							     .label = "bullmq",
 							     .send = bq_send,
@@ -512,16 +514,19 @@ int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 							     .arg = s},
 				   &err);
 	if (!s->pipe ||
-	    parse_roc(s, v->bullmq_remove_on_complete, &err) != PGO_OK ||
-	    load_export(s, v->bullmq_script, &err) != PGO_OK) {
+	    parse_roc(s,
+		      pgo_conf_get_str(conf, "sink.bullmq_remove_on_complete"),
+		      &err) != PGO_OK ||
+	    load_export(s, pgo_conf_get_str(conf, "sink.bullmq_script"),
+			&err) != PGO_OK) {
 		pgo_sink_set_error(sink, "%s", err.msg);
 		return err.code == PGO_ERR_NOMEM ? PGO_ERR_NOMEM
 						 : PGO_ERR_CONFIG;
 	}
-	s->queue_tmpl = strdup(v->bullmq_queue);
+	s->queue_tmpl = strdup(queue);
 	s->relay_queue = strdup(v->queue);
-	s->prefix = strdup(v->bullmq_prefix);
-	s->attempts = v->bullmq_attempts;
+	s->prefix = strdup(prefix);
+	s->attempts = pgo_conf_get_int(conf, "sink.bullmq_attempts");
 	if (!s->queue_tmpl || !s->relay_queue || !s->prefix) {
 		pgo_sink_set_error(sink, "bullmq: out of memory");
 		return PGO_ERR_NOMEM;

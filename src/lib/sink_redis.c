@@ -133,11 +133,13 @@ static void redis_close(pgo_sink_t *sink)
 int pgo_sink_redis_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(conf);
+	const char *stream = pgo_conf_get_str(conf, "sink.redis_stream");
+	int maxlen = pgo_conf_get_int(conf, "sink.redis_maxlen");
 	struct rs_sink *s;
 	pgo_error_t err;
 
-	if (pgo_redis_template_check("sink.redis_stream", v->redis_stream,
-				     &err) != PGO_OK) {
+	if (pgo_redis_template_check("sink.redis_stream", stream, &err) !=
+	    PGO_OK) {
 		pgo_sink_set_error(sink, "%s", err.msg);
 		return err.code;
 	}
@@ -150,7 +152,7 @@ int pgo_sink_redis_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 	redis_close(sink); /* a reconfigure replaces the old state */
 	sink->priv = s;
 	s->pipe =
-		pgo_redis_pipe_new(sink, v,
+		pgo_redis_pipe_new(sink, conf,
 				   &(pgo_redis_pipe_hooks_t){.subject = SUBJECT,
 							     .label = "redis",
 							     .send = rs_send,
@@ -161,10 +163,10 @@ int pgo_sink_redis_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 		pgo_sink_set_error(sink, "%s", err.msg);
 		return err.code;
 	}
-	s->stream_tmpl = strdup(v->redis_stream);
+	s->stream_tmpl = strdup(stream);
 	s->queue = strdup(v->queue);
-	if (v->redis_maxlen > 0)
-		snprintf(s->maxlen, sizeof(s->maxlen), "%d", v->redis_maxlen);
+	if (maxlen > 0)
+		snprintf(s->maxlen, sizeof(s->maxlen), "%d", maxlen);
 	if (!s->stream_tmpl || !s->queue) {
 		pgo_sink_set_error(sink, "redis: out of memory");
 		return PGO_ERR_NOMEM;

@@ -20,7 +20,15 @@
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Every key, in the order of the table in conf.c, with its default. */
+/* The sinks of the registry, as relay.sink's messages list them. */
+#ifdef PGO_HAVE_REDIS
+#define KNOWN_SINKS "stdout, exec, redis, bullmq"
+#else
+#define KNOWN_SINKS "stdout, exec"
+#endif
+
+/* Every key, in the order `config show` lists them, with its default: the
+ * [sink] keys are those the sinks declare in their registry rows. */
 static const struct {
 	const char *key;
 	const char *def;
@@ -50,6 +58,7 @@ static const struct {
 	{"relay.stats_interval", "1m"},
 	{"sink.exec_command", ""},
 	{"sink.exec_timeout", "30s"},
+#ifdef PGO_HAVE_REDIS
 	{"sink.redis_url", "redis://localhost:6379/0"},
 	{"sink.redis_stream", "pgoutbox:{topic}"},
 	{"sink.redis_maxlen", "0"},
@@ -61,6 +70,7 @@ static const struct {
 	{"sink.bullmq_script", ""},
 	{"sink.bullmq_attempts", "1"},
 	{"sink.bullmq_remove_on_complete", ""},
+#endif
 	{"worker.queue", ""},
 	{"worker.exec_command", ""},
 	{"worker.sql_function", ""},
@@ -116,8 +126,6 @@ static int64_t typed(const pgo_conf_t *conf, const char *key)
 		return v->listen;
 	if (!strcmp(key, "relay.claim_floor"))
 		return v->claim_floor;
-	if (!strcmp(key, "relay.sink"))
-		return v->sink;
 	if (!strcmp(key, "log.level"))
 		return v->log_level;
 	if (!strcmp(key, "database.idle_tx_timeout"))
@@ -334,11 +342,14 @@ static void test_values(void **state)
 		{"relay.sink", PGO_CONF_FLAG, "--sink", "STDOUT", "stdout",
 		 NULL},
 		{"relay.sink", PGO_CONF_FLAG, "--sink", "kafka", NULL,
-		 "--sink: \"kafka\" is not one of stdout, exec, redis, bullmq"},
+		 "--sink: \"kafka\" is not one of " KNOWN_SINKS},
 		{"relay.sink", PGO_CONF_FLAG, "--sink", "stdot", NULL,
-		 "--sink: \"stdot\" is not one of stdout, exec, redis, "
-		 "bullmq "
-		 "(did you mean \"stdout\"?)"},
+		 "--sink: \"stdot\" is not one of " KNOWN_SINKS
+		 " (did you mean \"stdout\"?)"},
+		{"relay.sink", PGO_CONF_ENV, "PGOUTBOX_RELAY_SINK", "exek",
+		 NULL,
+		 "PGOUTBOX_RELAY_SINK: \"exek\" is not one of " KNOWN_SINKS
+		 " (did you mean \"exec\"?)"},
 		{"log.level", PGO_CONF_FLAG, "--log-level", "debug", "debug",
 		 NULL},
 		{"log.level", PGO_CONF_FLAG, "--log-level", "error", "error",
@@ -439,8 +450,6 @@ static void test_typed_values(void **state)
 		{"relay.stats_interval", "0", 0},
 		{"relay.listen", "off", 0},
 		{"relay.listen", "yes", 1},
-		{"relay.sink", "exec", PGO_SINK_EXEC},
-		{"relay.sink", "stdout", PGO_SINK_STDOUT},
 		{"log.level", "debug", PGO_LOG_DEBUG},
 		{"log.level", "warn", PGO_LOG_WARN},
 	};
@@ -459,6 +468,17 @@ static void test_typed_values(void **state)
 				      PGO_CONF_FLAG, "--queue"),
 			 PGO_OK);
 	assert_string_equal(pgo_conf_values(conf)->queue, "emails");
+	/* relay.sink: the row of the sink registry. */
+	for (const pgo_sink_def_t *d = pgo_sink_defs; d->name; d++) {
+		assert_int_equal(pgo_conf_set(conf, "relay.sink", d->name,
+					      PGO_CONF_FLAG, "--sink"),
+				 PGO_OK);
+		assert_string_equal(
+			pgo_sink_defs[pgo_conf_values(conf)->sink].name,
+			d->name);
+		assert_int_equal(pgo_conf_get_int(conf, "relay.sink"),
+				 pgo_conf_values(conf)->sink);
+	}
 	pgo_conf_destroy(conf);
 }
 
@@ -484,7 +504,7 @@ static void test_defaults(void **state)
 	assert_int_equal(v->idle_tx_timeout, 60000);
 	assert_string_equal(v->queue, "outbox");
 	assert_string_equal(v->name, "");
-	assert_int_equal(v->sink, PGO_SINK_STDOUT);
+	assert_string_equal(pgo_sink_defs[v->sink].name, "stdout");
 	assert_int_equal(v->batch, 500);
 	assert_int_equal(v->in_flight, 2);
 	assert_true(v->listen);
@@ -494,8 +514,9 @@ static void test_defaults(void **state)
 	assert_int_equal(v->retry_max, 300000);
 	assert_int_equal(v->reconnect_max, 10000);
 	assert_int_equal(v->stats_interval, 60000);
-	assert_string_equal(v->exec_command, "");
-	assert_int_equal(v->exec_timeout, 30000);
+	assert_string_equal(pgo_conf_get_str(conf, "sink.exec_command"), "");
+	assert_int_equal(pgo_conf_get_duration(conf, "sink.exec_timeout"),
+			 30000);
 	assert_int_equal(v->log_level, PGO_LOG_INFO);
 	assert_int_equal(pgo_conf_validate(conf), PGO_OK);
 	pgo_conf_destroy(conf);
@@ -576,8 +597,9 @@ static void test_file_good(void **state)
 	assert_int_equal(v->in_flight, 4);
 	assert_int_equal(v->poll_interval, 250);
 	assert_false(v->listen);
-	assert_int_equal(v->sink, PGO_SINK_EXEC);
-	assert_string_equal(v->exec_command, "./publish.sh --fast");
+	assert_string_equal(pgo_sink_defs[v->sink].name, "exec");
+	assert_string_equal(pgo_conf_get_str(conf, "sink.exec_command"),
+			    "./publish.sh --fast");
 	assert_int_equal(v->log_level, PGO_LOG_DEBUG);
 	assert_string_equal(v->queue, "outbox");
 	assert_int_equal(pgo_conf_validate(conf), PGO_OK);
@@ -617,8 +639,7 @@ static void test_file_errors(void **state)
 		 "unknown key \"relay.exec_command\" (did you mean "
 		 "\"sink.exec_command\"?)"},
 		{"[relay]\nsink = kafka\n", 2,
-		 "relay.sink = \"kafka\" is not one of stdout, exec, redis, "
-		 "bullmq"},
+		 "relay.sink = \"kafka\" is not one of " KNOWN_SINKS},
 		{"batch = 5\n[relay]\n", 1,
 		 "\"batch\" comes before any [section]"},
 		{"[relay]\nbatch = 5\njust words\nbatch = 6\n", 3,
@@ -1312,6 +1333,239 @@ static void test_reference(void **state)
 	free(text);
 }
 
+/* --- keys the sinks declare --- */
+
+/* A key a sink declares in its registry row is read like any other: from
+ * the file, the environment and its flag, ranked, shown, reloaded, and
+ * read back through the pgo_conf_get_*() accessors. */
+static void test_sink_keys(void **state)
+{
+	const char *path = write_file("sink.ini", "[sink]\n"
+						  "exec_timeout = 20s\n"
+						  "exec_command = ./a.sh\n"
+						  "redis_maxlen = 100\n");
+	char *envp[] = {"PGOUTBOX_SINK_EXEC_COMMAND=cat", NULL};
+	pgo_conf_t *conf = pgo_conf_new();
+	char want[600];
+	char *text;
+
+	(void)state;
+	assert_non_null(conf);
+#ifndef PGO_HAVE_REDIS
+	path = write_file("sink.ini", "[sink]\n"
+				      "exec_timeout = 20s\n"
+				      "exec_command = ./a.sh\n");
+#endif
+	assert_string_equal(pgo_conf_key_for_flag("--exec-timeout"),
+			    "sink.exec_timeout");
+	/* The file, then the environment over it, then a flag over both. */
+	assert_int_equal(pgo_conf_load_file(conf, path), PGO_OK);
+	assert_int_equal(pgo_conf_get_duration(conf, "sink.exec_timeout"),
+			 20000);
+	assert_string_equal(pgo_conf_get_str(conf, "sink.exec_command"),
+			    "./a.sh");
+	assert_int_equal(pgo_conf_load_env(conf, envp), PGO_OK);
+	assert_string_equal(pgo_conf_get_str(conf, "sink.exec_command"), "cat");
+	assert_int_equal(pgo_conf_set(conf, "sink.exec_timeout", "15s",
+				      PGO_CONF_FLAG, "--exec-timeout"),
+			 PGO_OK);
+	assert_int_equal(pgo_conf_get_duration(conf, "sink.exec_timeout"),
+			 15000);
+	assert_string_equal(pgo_conf_get(conf, "sink.exec_timeout"), "15s");
+	/* Bounds and messages come from the sink's row. */
+	assert_int_equal(pgo_conf_set(conf, "sink.exec_timeout", "2h",
+				      PGO_CONF_FLAG, "--exec-timeout"),
+			 PGO_ERR_CONFIG);
+	assert_string_equal(pgo_conf_errmsg(conf),
+			    "--exec-timeout: 2h is out of range (10ms..1h)");
+	/* An outranked value is still checked. */
+	assert_int_equal(pgo_conf_set(conf, "sink.exec_timeout", "x",
+				      PGO_CONF_FILE, "x.ini:1"),
+			 PGO_ERR_CONFIG);
+	assert_string_equal(pgo_conf_errmsg(conf),
+			    "x.ini:1: sink.exec_timeout = \"x\" is not a "
+			    "duration (like 250ms, 30s, 5m, 1h)");
+	assert_int_equal(pgo_conf_get_duration(conf, "sink.exec_timeout"),
+			 15000);
+#ifdef PGO_HAVE_REDIS
+	{
+		char *env2[] = {"PGOUTBOX_SINK_REDIS_MAXLEN=200", NULL};
+
+		assert_int_equal(pgo_conf_get_int(conf, "sink.redis_maxlen"),
+				 100);
+		assert_int_equal(pgo_conf_load_env(conf, env2), PGO_OK);
+		assert_int_equal(pgo_conf_get_int(conf, "sink.redis_maxlen"),
+				 200);
+		assert_string_equal(pgo_conf_key_for_flag("--redis-maxlen"),
+				    "sink.redis_maxlen");
+		assert_int_equal(pgo_conf_set(conf, "sink.redis_maxlen", "300",
+					      PGO_CONF_FLAG, "--redis-maxlen"),
+				 PGO_OK);
+		assert_int_equal(pgo_conf_get_int(conf, "sink.redis_maxlen"),
+				 300);
+		assert_int_equal(pgo_conf_set(conf, "sink.redis_maxlen", "-1",
+					      PGO_CONF_FLAG, "--redis-maxlen"),
+				 PGO_ERR_CONFIG);
+		assert_string_equal(pgo_conf_errmsg(conf),
+				    "--redis-maxlen: -1 is out of range "
+				    "(0..1000000000)");
+		assert_int_equal(pgo_conf_get_int(conf, "sink.redis_maxlen"),
+				 300);
+	}
+#endif
+	text = show(conf);
+	assert_show_line(text, "exec_timeout = 15s", "flag --exec-timeout");
+	assert_show_line(text, "exec_command = cat",
+			 "env PGOUTBOX_SINK_EXEC_COMMAND");
+#ifdef PGO_HAVE_REDIS
+	assert_show_line(text, "redis_maxlen = 300", "flag --redis-maxlen");
+	assert_show_line(text, "redis_wait = 0", "default");
+#endif
+	free(text);
+
+	/* Reload: the file is read again; the flag keeps winning, and a
+	 * sink key that is not reloadable keeps its value. */
+	write_file("sink.ini", "[sink]\nexec_command = ./b.sh\n");
+	logged[0] = '\0';
+	assert_int_equal(pgo_conf_reload(conf, envp, NULL), PGO_OK);
+	assert_int_equal(pgo_conf_get_duration(conf, "sink.exec_timeout"),
+			 15000);
+	assert_string_equal(pgo_conf_get_str(conf, "sink.exec_command"), "cat");
+#ifdef PGO_HAVE_REDIS
+	assert_int_equal(pgo_conf_get_int(conf, "sink.redis_maxlen"), 300);
+#endif
+	assert_string_equal(logged, "");
+	{
+		char *env3[] = {"PGOUTBOX_SINK_EXEC_COMMAND=tee", NULL};
+
+		assert_int_equal(pgo_conf_reload(conf, env3, NULL), PGO_OK);
+	}
+	assert_string_equal(pgo_conf_get_str(conf, "sink.exec_command"), "cat");
+	assert_string_equal(logged,
+			    "WARN config: sink.exec_command changed to tee "
+			    "(env PGOUTBOX_SINK_EXEC_COMMAND) but needs a "
+			    "restart; keeping cat\n");
+
+	/* Typos in a sink's keys get a guess like any other. */
+	assert_int_equal(pgo_conf_set(conf, "sink.exec_comand", "x",
+				      PGO_CONF_FILE, "s.ini:3"),
+			 PGO_ERR_CONFIG);
+	assert_string_equal(pgo_conf_errmsg(conf),
+			    "s.ini:3: unknown key \"sink.exec_comand\" (did "
+			    "you mean \"sink.exec_command\"?)");
+	{
+		char *env4[] = {"PGOUTBOX_SINK_EXEC_TIMOUT=1s", NULL};
+
+		assert_int_equal(pgo_conf_load_env(conf, env4), PGO_ERR_CONFIG);
+		assert_string_equal(pgo_conf_errmsg(conf),
+				    "unknown environment variable "
+				    "PGOUTBOX_SINK_EXEC_TIMOUT (did you mean "
+				    "PGOUTBOX_SINK_EXEC_TIMEOUT?)");
+	}
+
+	/* Asking for a key that is not there, or as another type, is a bug:
+	 * logged, and a zero value. */
+	logged[0] = '\0';
+	assert_int_equal(pgo_conf_get_int(conf, "sink.exec_command"), 0);
+	assert_string_equal(pgo_conf_get_str(conf, "sink.exec_timeout"), "");
+	assert_int_equal(pgo_conf_get_duration(conf, "sink.nope"), 0);
+	assert_false(pgo_conf_get_bool(conf, NULL));
+	snprintf(want, sizeof(want),
+		 "ERROR config: pgo_conf_get_int(\"sink.exec_command\"): the "
+		 "key is of another type\n"
+		 "ERROR config: pgo_conf_get_str(\"sink.exec_timeout\"): the "
+		 "key is of another type\n"
+		 "ERROR config: pgo_conf_get_duration(\"sink.nope\"): no such "
+		 "key\n"
+		 "ERROR config: pgo_conf_get_bool(\"(null)\"): no such key\n");
+	assert_string_equal(logged, want);
+	/* The accessors read conf.c's own keys too. */
+	assert_int_equal(pgo_conf_get_int(conf, "relay.batch"), 500);
+	assert_true(pgo_conf_get_bool(conf, "relay.listen"));
+	assert_string_equal(pgo_conf_get_str(conf, "relay.queue"), "outbox");
+	assert_int_equal(pgo_conf_get_int(conf, "log.level"), PGO_LOG_INFO);
+	pgo_conf_destroy(conf);
+}
+
+/* The registry drives relay.sink: its values, its help (names and
+ * summaries), the key list, the "unknown sink" error and `relay --help`. */
+static void test_sink_registry(void **state)
+{
+	char *ref = NULL, *list = NULL, want[4096];
+	size_t len = 0, used = 0, nsinks = 0;
+	FILE *f = open_memstream(&ref, &len);
+	pgo_conf_t *conf = pgo_conf_new();
+	pgo_error_t err;
+
+	(void)state;
+	assert_non_null(f);
+	pgo_conf_reference(f);
+	fclose(f);
+	/* relay.sink's row, range and help from the registry. */
+	used = (size_t)snprintf(want, sizeof(want),
+				"| `relay.sink` | enum | `stdout` | %s | no | "
+				"`--sink` | `PGOUTBOX_RELAY_SINK` | Where "
+				"events go.",
+				KNOWN_SINKS);
+	for (const pgo_sink_def_t *d = pgo_sink_defs; d->name; d++)
+		used += (size_t)snprintf(want + used, sizeof(want) - used,
+					 "%s %s: %s", nsinks++ ? ";" : "",
+					 d->name, d->summary);
+	snprintf(want + used, sizeof(want) - used, " |\n");
+	if (!strstr(ref, want))
+		fail_msg("reference lacks\n%s", want);
+	assert_non_null(strstr(ref,
+			       "Where events go. stdout: one NDJSON line per "
+			       "event on standard output; exec: runs "
+			       "sink.exec_command once per batch, NDJSON on "
+			       "its stdin"));
+	assert_string_equal(pgo_sink_known(), KNOWN_SINKS);
+
+	/* Every key of every row: named sink.<sink>_*, at its default, in
+	 * the reference once, with a help line. */
+	for (const pgo_sink_def_t *d = pgo_sink_defs; d->name; d++) {
+		for (const pgo_conf_key_t *k = d->keys; k && k->key; k++) {
+			char cell[96];
+			const char *at;
+
+			snprintf(cell, sizeof(cell), "| `sink.%s_", d->name);
+			assert_memory_equal(k->key, cell + 3, strlen(cell + 3));
+			assert_string_equal(pgo_conf_get(conf, k->key), k->def);
+			assert_non_null(k->help);
+			snprintf(cell, sizeof(cell), "| `%s` |", k->key);
+			at = strstr(ref, cell);
+			assert_non_null(at);
+			assert_null(strstr(at + 1, cell));
+		}
+	}
+
+	/* The error of an unknown name lists the registry. */
+	assert_null(pgo_sink_new("stdot", conf, &err));
+	assert_string_equal(err.msg,
+			    "unknown sink \"stdot\" (known: " KNOWN_SINKS ")");
+
+	/* `relay --help`: a line per sink, its details, its flags. */
+	f = open_memstream(&list, &len);
+	assert_non_null(f);
+	pgo_sink_list(f);
+	fclose(f);
+	assert_non_null(strstr(list, "  stdout  one NDJSON line per event on "
+				     "standard output\n"));
+	assert_non_null(strstr(list, "\n  exec    runs sink.exec_command once "
+				     "per batch, NDJSON on its stdin\n"));
+	assert_non_null(strstr(list, "\n          --exec-timeout VALUE   "
+				     "sink.exec_timeout (default: 30s)\n"));
+	for (const pgo_sink_def_t *d = pgo_sink_defs; d->name; d++) {
+		snprintf(want, sizeof(want), "  %-6s  %s\n", d->name,
+			 d->summary);
+		if (!strstr(list, want))
+			fail_msg("sink list lacks \"%s\" in\n%s", want, list);
+	}
+	free(list);
+	free(ref);
+	pgo_conf_destroy(conf);
+}
+
 static int make_tmpdir(void **state)
 {
 	(void)state;
@@ -1324,9 +1578,9 @@ static int make_tmpdir(void **state)
 
 static int remove_tmpdir(void **state)
 {
-	static const char *const files[] = {"good.ini",	 "bad.ini", "stop.ini",
-					    "long.ini",	 "env.ini", "rank.ini",
-					    "reload.ini"};
+	static const char *const files[] = {"good.ini",	  "bad.ini", "stop.ini",
+					    "long.ini",	  "env.ini", "rank.ini",
+					    "reload.ini", "sink.ini"};
 	char path[256];
 
 	(void)state;
@@ -1362,6 +1616,8 @@ int main(void)
 		cmocka_unit_test(test_show_masks_redis),
 		cmocka_unit_test(test_show_layout),
 		cmocka_unit_test(test_reference),
+		cmocka_unit_test(test_sink_keys),
+		cmocka_unit_test(test_sink_registry),
 	};
 
 	return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
