@@ -55,14 +55,16 @@ chaos: asan
 chaos-bullmq: asan
 	tests/chaos/chat.sh --build $(ASAN_BUILD) --runs 5 --consumer bullmq $(if $(SEED),--seed $(SEED))
 
+FORMAT_FILES = $(shell find include src tests/unit examples bench -name '*.[ch]' | sort)
+
 install: build
 	meson install -C $(BUILD)
 
 format:
-	clang-format -i include/*.h src/lib/*.[ch] src/cli/*.[ch] tests/unit/*.c bench/*.c
+	clang-format -i $(FORMAT_FILES)
 
 format-check:
-	clang-format --dry-run --Werror include/*.h src/lib/*.[ch] src/cli/*.[ch] tests/unit/*.c bench/*.c
+	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

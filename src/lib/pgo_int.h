@@ -100,8 +100,8 @@ typedef enum pgo_conf_type {
 
 /*
  * One configuration key, a row of a declarative table: conf.c's own
- * table, or the keys a sink declares in its registry row (sink.c).  The
- * same rows read the INI file, the PGOUTBOX_<SECTION>_<NAME> variables and
+ * table, or the keys a sink declares in its registry row (sinks/registry.c).
+ * The same rows read the INI file, the PGOUTBOX_<SECTION>_<NAME> variables and
  * the flags, and print `config show`, `--help` and the reference.
  */
 typedef struct pgo_conf_key {
@@ -245,8 +245,8 @@ struct pgo_sink {
 };
 
 /*
- * A row of the sink registry (sink.c): a built-in sink.  Everything about
- * a sink that is not its code is here, so that adding one is its files,
+ * A row of the sink registry (sinks/registry.c): a built-in sink.  Everything
+ * about a sink that is not its code is here, so that adding one is its files,
  * this row and a build option (docs/architecture.md, "Adding a sink").
  */
 typedef struct pgo_sink_def {
@@ -284,7 +284,7 @@ extern const pgo_sink_ops_t pgo_sink_stdout_ops;
 /* --- exec sink --- */
 
 extern const pgo_sink_ops_t pgo_sink_exec_ops;
-/* sink_exec_conf.c: the sink.exec_* keys, the rules validate checks,
+/* sinks/exec_conf.c: the sink.exec_* keys, the rules validate checks,
  * and the configure step that reads them. */
 extern const pgo_conf_key_t pgo_sink_exec_keys[];
 int pgo_sink_exec_validate(const pgo_conf_t *conf, pgo_error_t *err);
@@ -311,8 +311,8 @@ int pgo_schema_verdict(int db_version, pgo_error_t *err);
 /* --- redis sink --- */
 
 extern const pgo_sink_ops_t pgo_sink_redis_ops;
-/* sink_redis_conf.c: the sink.redis_* keys, read by the bullmq sink and
- * by consume too. */
+/* sinks/redis/streams_conf.c: the sink.redis_* keys, read by the bullmq sink
+ * and by consume too. */
 extern const pgo_conf_key_t pgo_sink_redis_keys[];
 /* Reads the sink.redis_* keys (and relay.queue) into the sink; checks the
  * URL and the stream template. */
@@ -321,7 +321,7 @@ int pgo_sink_redis_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
 /* --- bullmq sink --- */
 
 extern const pgo_sink_ops_t pgo_sink_bullmq_ops;
-/* sink_bullmq_conf.c: the sink.bullmq_* keys. */
+/* sinks/redis/bullmq_conf.c: the sink.bullmq_* keys. */
 extern const pgo_conf_key_t pgo_sink_bullmq_keys[];
 /* Reads the sink.bullmq_* keys (and the sink.redis_* connection keys) and
  * loads the exported add script; refuses untested bullmq majors. */

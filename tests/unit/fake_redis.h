@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "loop.h"
+#include "loop/loop.h"
 #include "pgo_int.h"
 
 #define FAKE_MAX_CMDS 4096

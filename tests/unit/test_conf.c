@@ -1,5 +1,5 @@
 /*
- * test_conf.c — unit tests of the configuration (src/lib/conf.c): value
+ * test_conf.c — unit tests of the configuration (src/lib/conf/conf.c): value
  * parsing per type, the INI file with its line numbers, the environment,
  * the ranking of sources, cross-key rules, reload, `config show` (never a
  * password) and the reference.  Table-driven where the cases are data.
@@ -1210,7 +1210,7 @@ static void test_mask_as_libpq_reads_it(void **state)
 	}
 }
 
-/* Redis URLs are not libpq's: their own masker (redis.c). */
+/* Redis URLs are not libpq's: their own masker (sinks/redis/conn.c). */
 static void test_show_masks_redis(void **state)
 {
 	static const struct {

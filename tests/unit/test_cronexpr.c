@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "cronexpr.h"
+#include "cron/cronexpr.h"
 #include "pgo_int.h"
 
 /* "2027-03-28T01:00:00Z" -> seconds since the epoch. */

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "loop.h"
+#include "loop/loop.h"
 #include "pgo_int.h"
 
 /* What the callbacks saw, in order. */

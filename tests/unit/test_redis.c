@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "fake_redis.h"
-#include "redis.h"
+#include "sinks/redis/conn.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "relay_int.h"
+#include "relay/relay_int.h"
 
 #define MAXN 6
 

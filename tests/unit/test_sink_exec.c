@@ -27,7 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "loop.h"
+#include "loop/loop.h"
 #include "pgo_int.h"
 
 static char tmp_dir[64];

@@ -1,0 +1,358 @@
+/*
+ * conn.c — one non-blocking PostgreSQL connection as an explicit state
+ * machine: connect with PQconnectStartParams/PQconnectPoll, run a setup
+ * round (session timeouts, LISTEN, prepared statements, schema check) in
+ * pipeline mode, then carry the owner's rounds.  Nothing here blocks; a lost
+ * server sends the connection to DOWN with an exponential backoff.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/conn.h"
+
+#define BACKOFF_MIN_MS 100
+
+void pgo_conn_init(pgo_conn_t *c, const pgo_conf_t *conf,
+		   const pgo_conn_setup_t *setup)
+{
+	memset(c, 0, sizeof(*c));
+	c->conf = conf;
+	c->setup = setup;
+	c->state = PGO_CONN_DOWN;
+	c->backoff = BACKOFF_MIN_MS;
+}
+
+void pgo_conn_round_clear(pgo_conn_t *c)
+{
+	for (int i = 0; i < PGO_ROUND_MAX; i++) {
+		PQclear(c->round.res[i]);
+		c->round.res[i] = NULL;
+	}
+	c->round.nq = 0;
+	c->round.got = 0;
+	c->round.failed = false;
+	c->round.sqlstate[0] = '\0';
+	c->round.err[0] = '\0';
+}
+
+void pgo_conn_close(pgo_conn_t *c)
+{
+	pgo_conn_round_clear(c);
+	if (c->pg)
+		PQfinish(c->pg);
+	c->pg = NULL;
+	c->state = PGO_CONN_DOWN;
+	c->need_flush = false;
+}
+
+void pgo_conn_drop(pgo_conn_t *c, const char *why)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(c->conf);
+	int64_t now = pgo_now_ms();
+
+	/* Log a failure once, not at every retry of the same outage. */
+	if (strcmp(why, c->last_err) != 0) {
+		pgo_log(PGO_LOG_WARN, c->setup->subject,
+			"connection lost: %s; reconnecting with backoff", why);
+		snprintf(c->last_err, sizeof(c->last_err), "%s", why);
+	} else {
+		pgo_log(PGO_LOG_DEBUG, c->setup->subject,
+			"still cannot connect: %s", why);
+	}
+	pgo_conn_close(c);
+	c->retry_at = now + c->backoff;
+	c->backoff *= 2;
+	if (c->backoff > v->reconnect_max)
+		c->backoff = v->reconnect_max;
+}
+
+void pgo_conn_kick(pgo_conn_t *c, int64_t now)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(c->conf);
+	char timeout[24];
+	const char *keys[] = {"connect_timeout",  "keepalives",
+			      "keepalives_idle",  "keepalives_interval",
+			      "keepalives_count", "dbname",
+			      "application_name", NULL};
+	const char *vals[8];
+
+	if (c->state != PGO_CONN_DOWN || now < c->retry_at)
+		return;
+	snprintf(timeout, sizeof(timeout), "%lld",
+		 (long long)(v->connect_timeout + 999) / 1000);
+	/* Defaults come before dbname so that a URL can override them;
+	 * application_name comes after so that status can find relays. */
+	vals[0] = timeout;
+	vals[1] = "1";
+	vals[2] = "10";
+	vals[3] = "5";
+	vals[4] = "3";
+	vals[5] = v->db_url && *v->db_url ? v->db_url : NULL;
+	vals[6] = c->setup->app_name;
+	vals[7] = NULL;
+	if (!vals[5]) {
+		keys[5] = "application_name";
+		vals[5] = c->setup->app_name;
+		keys[6] = NULL;
+	}
+	c->pg = PQconnectStartParams(keys, vals, 1);
+	if (!c->pg) {
+		pgo_conn_drop(c, "out of memory");
+		return;
+	}
+	if (PQstatus(c->pg) == CONNECTION_BAD) {
+		pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
+		return;
+	}
+	c->state = PGO_CONN_CONNECTING;
+	c->poll = PGRES_POLLING_WRITING;
+}
+
+void pgo_conn_pollfd(const pgo_conn_t *c, struct pollfd *pfd)
+{
+	pfd->fd = -1;
+	pfd->events = 0;
+	pfd->revents = 0;
+	if (c->state == PGO_CONN_DOWN || !c->pg)
+		return;
+	pfd->fd = PQsocket(c->pg);
+	if (c->state == PGO_CONN_CONNECTING)
+		pfd->events =
+			c->poll == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+	else
+		pfd->events = POLLIN | (c->need_flush ? POLLOUT : 0);
+}
+
+void pgo_conn_query(pgo_conn_t *c, const char *sql, int n,
+		    const char *const *values)
+{
+	if (c->round.nq >= PGO_ROUND_MAX)
+		return;
+	if (!PQsendQueryParams(c->pg, sql, n, NULL, values, NULL, NULL, 0))
+		c->round.failed = true;
+	c->round.nq++;
+}
+
+void pgo_conn_exec_prepared(pgo_conn_t *c, const char *name, int n,
+			    const char *const *values)
+{
+	if (c->round.nq >= PGO_ROUND_MAX)
+		return;
+	if (!PQsendQueryPrepared(c->pg, name, n, values, NULL, NULL, 0))
+		c->round.failed = true;
+	c->round.nq++;
+}
+
+static void flush(pgo_conn_t *c)
+{
+	int r = PQflush(c->pg);
+
+	if (r < 0)
+		c->round.failed = true;
+	c->need_flush = r == 1;
+}
+
+int pgo_conn_send(pgo_conn_t *c)
+{
+	if (c->round.failed || !PQpipelineSync(c->pg)) {
+		pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
+		return PGO_ERR_CONNECT;
+	}
+	flush(c);
+	if (c->round.failed) {
+		pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
+		return PGO_ERR_CONNECT;
+	}
+	if (c->state == PGO_CONN_READY)
+		c->state = PGO_CONN_BUSY;
+	return PGO_OK;
+}
+
+PGresult *pgo_conn_take(pgo_conn_t *c, int i)
+{
+	PGresult *r = c->round.res[i];
+
+	c->round.res[i] = NULL;
+	return r;
+}
+
+/* Queues the setup round right after the connection is established. */
+static void send_setup(pgo_conn_t *c)
+{
+	const pgo_conn_setup_t *s = c->setup;
+
+	if (PQsetnonblocking(c->pg, 1) != 0 || !PQenterPipelineMode(c->pg)) {
+		pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
+		return;
+	}
+	pgo_conn_round_clear(c);
+	c->state = PGO_CONN_SETUP;
+	for (int i = 0; s->sql[i]; i++)
+		pgo_conn_query(c, s->sql[i], 0, NULL);
+	if (s->check_schema)
+		pgo_conn_query(c,
+			       "SELECT coalesce(max(version), 0) FROM "
+			       "pgoutbox.migrations",
+			       0, NULL);
+	for (int i = 0; s->prep_name[i]; i++) {
+		if (!PQsendPrepare(c->pg, s->prep_name[i], s->prep_sql[i], 0,
+				   NULL))
+			c->round.failed = true;
+		c->round.nq++;
+	}
+	(void)pgo_conn_send(c);
+}
+
+/* The setup round finished: check it.  A schema that is too old or missing
+ * is retried (a deploy may be migrating right now); a newer one is fatal. */
+static pgo_conn_event_t finish_setup(pgo_conn_t *c)
+{
+	const pgo_conn_setup_t *s = c->setup;
+	int nsql = 0;
+
+	while (s->sql[nsql])
+		nsql++;
+	if (s->check_schema && c->round.res[nsql]) {
+		PGresult *r = c->round.res[nsql];
+		const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		int version = -1;
+		pgo_error_t err;
+
+		if (PQresultStatus(r) == PGRES_TUPLES_OK)
+			version = atoi(PQgetvalue(r, 0, 0));
+		else if (code && (strcmp(code, "42P01") == 0 ||
+				  strcmp(code, "3F000") == 0))
+			version = 0; /* no table or no schema */
+		if (version < 0)
+			goto failed;
+
+		if (pgo_schema_verdict(version, &err) != PGO_OK) {
+			if (!err.retriable) {
+				c->fatal = err;
+				pgo_conn_close(c);
+				return PGO_CONN_EV_FATAL;
+			}
+			pgo_conn_drop(c, err.msg);
+			return PGO_CONN_EV_NONE;
+		}
+	}
+failed:
+	if (c->round.failed) {
+		char why[600];
+
+		snprintf(why, sizeof(why), "session setup failed: %s",
+			 c->round.err);
+		pgo_conn_drop(c, why);
+		return PGO_CONN_EV_NONE;
+	}
+	pgo_conn_round_clear(c);
+	if (c->last_err[0] || c->ever_connected)
+		pgo_log(PGO_LOG_INFO, s->subject, "connected to %s on %s:%s",
+			PQdb(c->pg), PQhost(c->pg), PQport(c->pg));
+	c->last_err[0] = '\0';
+	c->backoff = BACKOFF_MIN_MS;
+	c->ever_connected = true;
+	c->state = PGO_CONN_READY;
+	return PGO_CONN_EV_READY;
+}
+
+/* Records one statement's result in the round. */
+static void collect(pgo_conn_t *c, PGresult *r)
+{
+	ExecStatusType st = PQresultStatus(r);
+
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK &&
+	    !c->round.failed) {
+		const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+		c->round.failed = true;
+		snprintf(c->round.sqlstate, sizeof(c->round.sqlstate), "%s",
+			 code ? code : "");
+		snprintf(c->round.err, sizeof(c->round.err), "%s",
+			 st == PGRES_PIPELINE_ABORTED ? "pipeline aborted"
+			 : st == PGRES_EMPTY_QUERY    ? "empty statement"
+						      : pgo_pq_msg(c->pg, r));
+	}
+	if (c->round.got < PGO_ROUND_MAX && !c->round.res[c->round.got])
+		c->round.res[c->round.got] = r;
+	else
+		PQclear(r);
+}
+
+/* Reads whatever results are complete; true once the sync arrived. */
+static bool read_round(pgo_conn_t *c)
+{
+	int nulls = 0;
+
+	while (!PQisBusy(c->pg)) {
+		PGresult *r = PQgetResult(c->pg);
+
+		if (!r) {
+			/* One NULL ends each statement's results; two in a
+			 * row mean nothing more has arrived. */
+			if (++nulls > 1)
+				return false;
+			continue;
+		}
+		nulls = 0;
+		if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+			PQclear(r);
+			return true;
+		}
+		collect(c, r);
+		c->round.got++;
+	}
+	return false;
+}
+
+pgo_conn_event_t pgo_conn_step(pgo_conn_t *c, short revents)
+{
+	PGnotify *n;
+
+	switch (c->state) {
+	case PGO_CONN_DOWN: return PGO_CONN_EV_NONE;
+	case PGO_CONN_CONNECTING:
+		if (!revents)
+			return PGO_CONN_EV_NONE;
+		c->poll = PQconnectPoll(c->pg);
+		if (c->poll == PGRES_POLLING_FAILED) {
+			pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
+			return PGO_CONN_EV_LOST;
+		}
+		if (c->poll == PGRES_POLLING_OK)
+			send_setup(c);
+		return PGO_CONN_EV_NONE;
+	default: break;
+	}
+	if (revents & (POLLERR | POLLHUP | POLLNVAL))
+		revents |= POLLIN;
+	if ((revents & POLLOUT) && c->need_flush) {
+		flush(c);
+		if (c->round.failed && c->state != PGO_CONN_SETUP) {
+			pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
+			return PGO_CONN_EV_LOST;
+		}
+	}
+	if (revents & POLLIN) {
+		if (!PQconsumeInput(c->pg)) {
+			pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
+			return PGO_CONN_EV_LOST;
+		}
+	}
+	while ((n = PQnotifies(c->pg)) != NULL) {
+		c->notifies++;
+		PQfreemem(n);
+	}
+	if (PQstatus(c->pg) == CONNECTION_BAD) {
+		pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
+		return PGO_CONN_EV_LOST;
+	}
+	if (c->state != PGO_CONN_BUSY && c->state != PGO_CONN_SETUP)
+		return PGO_CONN_EV_NONE;
+	if (!read_round(c))
+		return PGO_CONN_EV_NONE;
+	if (c->state == PGO_CONN_SETUP)
+		return finish_setup(c);
+	c->state = PGO_CONN_READY;
+	return PGO_CONN_EV_ROUND;
+}

@@ -1,0 +1,221 @@
+/*
+ * schema.c — the pgoutbox schema: applying the embedded migrations,
+ * checking that a database matches this build, and validating the
+ * identifiers (queue names) that end up in SQL.
+ *
+ * Migrations run in ONE transaction under a transaction-level advisory lock
+ * in pgoutbox's own key space, so concurrent `pgoutbox migrate` runs
+ * serialize and a failed one leaves nothing behind.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/migrations.h"
+#include "pgo_int.h"
+
+/* Advisory lock key space of pgoutbox (two-integer form): 'pgox'. */
+#define PGO_LOCK_NS	 1885826936
+#define PGO_LOCK_MIGRATE 1
+
+int pgo_schema_version(void)
+{
+	return pgo_migrations[pgo_migrations_count - 1].version;
+}
+
+int pgo_ident_check(const char *name, pgo_error_t *err)
+{
+	size_t n;
+
+	if (!name || !*name)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "name must not be empty");
+	n = strlen(name);
+	if (n > 48)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "name \"%.60s\" is %zu characters long; "
+				     "the limit is 48",
+				     name, n);
+	if (!((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_'))
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "name \"%s\" must start with a lower-case "
+				     "letter or '_'",
+				     name);
+	for (size_t i = 1; i < n; i++) {
+		char c = name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '_'))
+			return pgo_error_set(err, PGO_ERR_INVALID, 0,
+					     "name \"%s\" has '%c' at position "
+					     "%zu; use a-z, 0-9 and '_'",
+					     name, c, i + 1);
+	}
+	if (strncmp(name, "pg_", 3) == 0)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "name \"%s\" must not start with pg_",
+				     name);
+	pgo_error_clear(err);
+	return PGO_OK;
+}
+
+/* Runs one command; PGO_OK or PGO_ERR_DB with the server's message. */
+static int exec_ok(PGconn *conn, const char *sql, const char *what,
+		   pgo_error_t *err)
+{
+	PGresult *res = PQexec(conn, sql);
+	ExecStatusType st = PQresultStatus(res);
+	int rc = PGO_OK;
+
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+		const char *detail =
+			PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+
+		rc = pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
+				   "%s: %s%s%s%s", what, pgo_pq_msg(conn, res),
+				   detail ? " (" : "", detail ? detail : "",
+				   detail ? ")" : "");
+	}
+	PQclear(res);
+	return rc;
+}
+
+int pgo_schema_verdict(int db_version, pgo_error_t *err)
+{
+	int known = pgo_schema_version();
+
+	if (db_version > known)
+		return pgo_error_set(
+			err, PGO_ERR_SCHEMA, 0,
+			"the database schema is version %d but this pgoutbox "
+			"(%s) knows up to version %d: upgrade pgoutbox",
+			db_version, PGO_VERSION, known);
+	if (db_version == 0)
+		return pgo_error_set(err, PGO_ERR_SCHEMA, 1,
+				     "schema pgoutbox is not installed in this "
+				     "database: run `pgoutbox migrate`");
+	if (db_version < known)
+		return pgo_error_set(
+			err, PGO_ERR_SCHEMA, 1,
+			"the database schema is version %d, this "
+			"pgoutbox needs %d: run `pgoutbox migrate`",
+			db_version, known);
+	pgo_error_clear(err);
+	return PGO_OK;
+}
+
+int pgo_schema_read_version(PGconn *conn, int *version, pgo_error_t *err)
+{
+	/* Two steps: a query naming a missing table fails at parse time. */
+	PGresult *res =
+		PQexec(conn, "SELECT to_regclass('pgoutbox.migrations') "
+			     "IS NOT NULL");
+	int rc = PGO_OK;
+
+	*version = 0;
+	if (PQresultStatus(res) == PGRES_TUPLES_OK &&
+	    strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
+		PQclear(res);
+		res = PQexec(conn, "SELECT coalesce(max(version), 0) "
+				   "FROM pgoutbox.migrations");
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		rc = pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
+				   "reading the schema version: %s",
+				   pgo_pq_msg(conn, res));
+	else if (PQftype(res, 0) != 16 /* bool: no table */)
+		*version = atoi(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return rc;
+}
+
+int pgo_schema_check(PGconn *conn, pgo_error_t *err)
+{
+	int version = 0;
+	int rc = pgo_schema_read_version(conn, &version, err);
+
+	if (rc != PGO_OK)
+		return rc;
+	return pgo_schema_verdict(version, err);
+}
+
+int pgo_migrate(PGconn *conn, int *from, int *to, pgo_error_t *err)
+{
+	return pgo_migrate_to(conn, pgo_schema_version(), from, to, err);
+}
+
+int pgo_migrate_to(PGconn *conn, int target, int *from, int *to,
+		   pgo_error_t *err)
+{
+	char sql[256];
+	int current = 0;
+	int rc;
+
+	if (target < 1 || target > pgo_schema_version())
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "no schema version %d: this pgoutbox "
+				     "knows 1 to %d",
+				     target, pgo_schema_version());
+	if (PQtransactionStatus(conn) != PQTRANS_IDLE)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "migrate needs an idle connection, "
+				     "not one inside a transaction");
+	rc = exec_ok(conn, "BEGIN", "begin", err);
+	if (rc != PGO_OK)
+		return rc;
+	snprintf(sql, sizeof(sql), "SELECT pg_advisory_xact_lock(%d, %d)",
+		 PGO_LOCK_NS, PGO_LOCK_MIGRATE);
+	rc = exec_ok(conn, sql, "taking the migration lock", err);
+	if (rc == PGO_OK) /* no "already exists, skipping" notices */
+		rc = exec_ok(conn, "SET LOCAL client_min_messages = warning",
+			     "set", err);
+	if (rc == PGO_OK)
+		rc = pgo_schema_read_version(conn, &current, err);
+	if (rc == PGO_OK && current > pgo_schema_version())
+		rc = pgo_schema_verdict(current, err);
+	if (rc == PGO_OK)
+		rc = exec_ok(conn,
+			     "CREATE SCHEMA IF NOT EXISTS pgoutbox;"
+			     "CREATE TABLE IF NOT EXISTS pgoutbox.migrations ("
+			     " version integer PRIMARY KEY,"
+			     " name text NOT NULL,"
+			     " applied_at timestamptz NOT NULL DEFAULT now())",
+			     "creating schema pgoutbox", err);
+	if (from)
+		*from = current;
+	for (int i = 0; rc == PGO_OK && i < pgo_migrations_count; i++) {
+		const struct pgo_migration *m = &pgo_migrations[i];
+		const char *params[2];
+		char version[16];
+		PGresult *res;
+
+		if (m->version <= current || m->version > target)
+			continue;
+		pgo_log(PGO_LOG_INFO, "migrate", "applying %s", m->name);
+		rc = exec_ok(conn, m->sql, m->name, err);
+		if (rc != PGO_OK)
+			break;
+		snprintf(version, sizeof(version), "%d", m->version);
+		params[0] = version;
+		params[1] = m->name;
+		res = PQexecParams(conn,
+				   "INSERT INTO pgoutbox.migrations "
+				   "(version, name) VALUES ($1, $2)",
+				   2, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			rc = pgo_error_set(err, PGO_ERR_DB,
+					   pgo_pq_retriable(conn, res),
+					   "recording %s: %s", m->name,
+					   pgo_pq_msg(conn, res));
+		PQclear(res);
+	}
+	if (rc != PGO_OK) {
+		PGresult *res = PQexec(conn, "ROLLBACK");
+
+		PQclear(res);
+		return rc;
+	}
+	rc = exec_ok(conn, "COMMIT", "commit", err);
+	if (rc == PGO_OK && to)
+		*to = current > target ? current : target;
+	return rc;
+}

@@ -1,0 +1,455 @@
+/*
+ * claim.c — what a relay slot claims and how, in the three modes.
+ *
+ * Round 1 claims: BEGIN; DELETE ... WHERE id = ANY(ARRAY(SELECT ...))
+ * RETURNING the rows.  The rows leave the queue inside the claim
+ * transaction, so anything that ends it without COMMIT (a crash, a lost
+ * connection, a failed settle) puts them back.
+ *   concurrent  the oldest due rows, FOR UPDATE SKIP LOCKED: relays and
+ *               slots never wait for each other; no order.
+ *   ordered     the oldest due rows of the shards this connection leases,
+ *               with the lease epochs checked (fencing: a stale epoch
+ *               claims nothing; no lock is needed, since a lease lives on
+ *               this very connection and cannot move while its
+ *               transaction is open);
+ *               a row waits while an older row of its key waits for a
+ *               retry, and a halted shard gives nothing.
+ *   strict      the oldest due rows of the whole queue for the one leader;
+ *               any row waiting for a retry holds back every later row.
+ * Every mode claims from the claim floor up (sql/006_claim_floor.sql): no
+ * fresh row has a lower id, so the index scan skips the entries of rows
+ * already deleted, which a held xmin keeps from being cleaned; rows that
+ * failed before are taken below it from a small partial index.  A probe
+ * that moves the floor rides in front of a claim at most every few ms,
+ * outside its transaction.
+ * Round 2 settles: retried rows go back in with their ids (attempts + 1,
+ * a later run_at, the error), dead ones go to dead letters, then COMMIT.
+ *
+ * This file only builds: the SQL texts, each claim's parameters, the batch
+ * from the claimed rows, the settle statements' parameters.  The rules
+ * are in settle.c; cycle.c sends the rounds and moves the slot along.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay/relay_int.h"
+
+/* The columns a claim returns, in this order. */
+enum {
+	COL_ID,
+	COL_TOPIC,
+	COL_KEY,
+	COL_TYPE,
+	COL_PAYLOAD,
+	COL_HEADERS,
+	COL_CREATED,
+	COL_ATTEMPTS,
+	COL_SHARD
+};
+
+#define RETURNING                                                              \
+	" RETURNING id, topic, key, type, payload, headers, created_at, "      \
+	"attempts, shard"
+
+/* Rows that went back to the queue after a failure (retried, held back,
+ * halted, or put back from dead letters): claimed below the floor. */
+#define BEHIND	 "(attempts > 0 OR last_error IS NOT NULL)"
+#define BEHIND_C "(c.attempts > 0 OR c.last_error IS NOT NULL)"
+
+/* The ordered modes: the oldest due rows at or above the floor, and those
+ * failed before below it, so the batch stays the oldest due rows of each
+ * shard (no fresh row is below the floor). */
+static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
+			const char *floor)
+{
+	snprintf(r->claim_sql, sizeof(r->claim_sql),
+		 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY("
+		 "SELECT u.id FROM ("
+		 "(SELECT c.id FROM pgoutbox.\"%s\" c WHERE c.id >= %s AND "
+		 "%s ORDER BY c.id LIMIT $1) UNION ALL "
+		 "(SELECT c.id FROM pgoutbox.\"%s\" c WHERE " BEHIND_C
+		 " AND c.id < %s AND %s ORDER BY c.id LIMIT $1)"
+		 ") u ORDER BY u.id LIMIT $1))" RETURNING,
+		 q, q, floor, cond, q, floor, cond);
+}
+
+void pgo_claim_build_sql(pgo_relay_t *r)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	const char *q = v->queue;
+
+	char cond[1024];
+
+	switch (r->mode) {
+	case PGO_MODE_CONCURRENT:
+		/* $2: the floor.  Rows failed before come first, from the
+		 * small partial index below the floor. */
+		snprintf(r->claim_sql, sizeof(r->claim_sql),
+			 "WITH behind AS (SELECT id FROM pgoutbox.\"%s\" "
+			 "WHERE " BEHIND " AND id < $2 AND run_at <= now() "
+			 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) "
+			 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY("
+			 "ARRAY(SELECT id FROM behind) || ARRAY("
+			 "SELECT id FROM pgoutbox.\"%s\" WHERE id >= $2 AND "
+			 "run_at <= now() ORDER BY id LIMIT $1 - (SELECT "
+			 "count(*) FROM behind) FOR UPDATE SKIP "
+			 "LOCKED))" RETURNING,
+			 q, q, q);
+		break;
+	case PGO_MODE_ORDERED:
+		/* $2 shards and $3 epochs of this connection's leases, $4
+		 * the floor. */
+		snprintf(cond, sizeof(cond),
+			 "c.shard = ANY(ARRAY("
+			 "SELECT l.shard FROM pgoutbox.shard_leases l "
+			 "JOIN unnest($2::int[], $3::bigint[]) AS m(shard, "
+			 "epoch) "
+			 "ON l.shard = m.shard AND l.epoch = m.epoch "
+			 "WHERE l.queue = '%s')) "
+			 "AND c.shard <> ALL(ARRAY(SELECT h.shard FROM "
+			 "pgoutbox.\"%s\" h WHERE h.attempts > 0 AND "
+			 "h.run_at = 'infinity')) "
+			 "AND c.run_at <= now() "
+			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
+			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
+			 "c.id AND b.run_at > now())",
+			 q, q, q);
+		claim_union(r, q, cond, "$4");
+		break;
+	default:
+		/* $2: the epoch of the leader lease (pseudo-shard -1), $3
+		 * the floor. */
+		snprintf(cond, sizeof(cond),
+			 "EXISTS (SELECT 1 FROM pgoutbox.shard_leases l "
+			 "WHERE l.queue = '%s' AND l.shard = -1 AND "
+			 "l.epoch = $2::bigint) "
+			 "AND c.run_at <= now() "
+			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
+			 "WHERE b.attempts > 0 AND b.id < c.id "
+			 "AND b.run_at > now())",
+			 q, q);
+		claim_union(r, q, cond, "$3");
+		break;
+	}
+	snprintf(r->listen_sql, sizeof(r->listen_sql),
+		 "LISTEN \"" PGO_CHANNEL_PREFIX "%s\"", q);
+	snprintf(r->set_sql[0], sizeof(r->set_sql[0]),
+		 "SET statement_timeout = %lld",
+		 (long long)v->statement_timeout);
+	snprintf(r->set_sql[1], sizeof(r->set_sql[1]),
+		 "SET lock_timeout = %lld", (long long)v->lock_timeout);
+	snprintf(r->set_sql[2], sizeof(r->set_sql[2]),
+		 "SET idle_in_transaction_session_timeout = %lld",
+		 (long long)v->idle_tx_timeout);
+	/* A retried event goes back in with its id, its attempts, a later
+	 * run_at (never, for a halted one) and the error. */
+	snprintf(
+		r->retry_sql, sizeof(r->retry_sql),
+		"INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
+		"headers, created_at, run_at, attempts, last_error) "
+		"SELECT id, topic, key, type, payload, headers, created_at, "
+		"CASE WHEN delay_ms < 0 THEN 'infinity'::timestamptz ELSE "
+		"now() + delay_ms * interval '1 millisecond' END, attempts, "
+		"err "
+		"FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], "
+		"$5::jsonb[], $6::jsonb[], $7::timestamptz[], $8::bigint[], "
+		"$9::int[], $10::text[]) AS u(id, topic, key, type, payload, "
+		"headers, created_at, delay_ms, attempts, err)",
+		q);
+	snprintf(
+		r->dead_sql, sizeof(r->dead_sql),
+		"INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, "
+		"type, payload, headers, created_at, attempts, last_error) "
+		"SELECT id, '%s', topic, key, type, payload, headers, "
+		"created_at, attempts, err FROM unnest($1::bigint[], "
+		"$2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], "
+		"$7::timestamptz[], $8::bigint[], $9::int[], $10::text[]) AS "
+		"u(id, topic, key, type, payload, headers, created_at, unused, "
+		"attempts, err) ON CONFLICT (queue, id) DO UPDATE SET "
+		"attempts = EXCLUDED.attempts, last_error = "
+		"EXCLUDED.last_error, failed_at = now()",
+		q);
+}
+
+/* How often the floor moves at most: each probe reads pg_locks. */
+#define FLOOR_PROBE_MS 5
+/* How often a slot claims from id 0 at least (or every poll_interval if
+ * shorter): a row inserted with an explicit id below the floor (an event
+ * re-sent by hand with its old id) is found within this time.  A sweep
+ * walks what the floor skips, so it is rare, and rarer when it is slow:
+ * at most 1/FLOOR_SWEEP_SHARE of a slot's time. */
+#define FLOOR_SWEEP_MS	  30000
+#define FLOOR_SWEEP_SHARE 50
+
+void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
+		       pgo_claim_req_t *q)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+
+	memset(q, 0, sizeof(*q));
+	s->batch_limit = v->batch;
+	snprintf(q->limit, sizeof(q->limit), "%d", v->batch);
+	snprintf(q->floor, sizeof(q->floor), "%lld", (long long)r->floor);
+	if (now >= s->sweep_at)
+		s->sweeping = true;
+	s->sweep = s->sweeping && v->claim_floor;
+	s->sweep_floor = r->floor;
+	snprintf(q->from, sizeof(q->from), "%lld",
+		 s->sweep ? 0LL : (long long)r->floor);
+	s->probe = false;
+	if (v->claim_floor && !r->floor_off && !r->floor_probing &&
+	    now >= r->floor_next) {
+		/* Outside the claim transaction: rows this slot claims
+		 * must not look gone to the probe until they are. */
+		q->probe[0] = v->queue;
+		q->probe[1] = q->floor;
+		q->probe[2] = r->floor_line[0] ? r->floor_line : NULL;
+		q->probe[3] = r->floor_writers;
+		s->probe = true;
+		r->floor_probing = true;
+		r->floor_next = now + FLOOR_PROBE_MS;
+	}
+	q->params[0] = q->limit;
+	if (r->mode == PGO_MODE_CONCURRENT) {
+		q->params[1] = q->from;
+		q->nparams = 2;
+	} else if (r->mode == PGO_MODE_STRICT) {
+		q->params[1] = s->leader_epoch;
+		q->params[2] = q->from;
+		q->nparams = 3;
+	} else {
+		q->params[1] = s->owned_shards;
+		q->params[2] = s->owned_epochs;
+		q->params[3] = q->from;
+		q->nparams = 4;
+	}
+}
+
+void pgo_claim_unprobe(pgo_relay_t *r, slot_t *s)
+{
+	if (s->probe)
+		r->floor_probing = false;
+	s->probe = false;
+}
+
+int64_t pgo_claim_poll_ms(const pgo_relay_t *r)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+
+	return v->claim_floor && v->poll_interval > FLOOR_SWEEP_MS
+		       ? FLOOR_SWEEP_MS
+		       : v->poll_interval;
+}
+
+void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res)
+{
+	int n = PQntuples(res);
+	int64_t now = pgo_now_ms(), wait;
+
+	if (!s->sweep)
+		return;
+	s->sweep = false;
+	if (n >= s->batch_limit) {
+		/* Full, and all of it below the floor: there may be more. */
+		bool below = true;
+
+		for (int i = 0; i < n && below; i++)
+			below = strtoll(PQgetvalue(res, i, COL_ID), NULL, 10) <
+				s->sweep_floor;
+		if (below)
+			return;
+	}
+	s->sweeping = false;
+	/* A sweep walks everything the floor skips (under a held xmin,
+	 * millions of dead entries, about 1 s per 2 million). */
+	wait = pgo_claim_poll_ms(r);
+	if (wait < FLOOR_SWEEP_SHARE * (now - s->claim_started))
+		wait = FLOOR_SWEEP_SHARE * (now - s->claim_started);
+	s->sweep_at = now + wait;
+}
+
+int pgo_claim_index(const slot_t *s)
+{
+	return s->probe ? 2 : 1;
+}
+
+void pgo_claim_floor_done(pgo_relay_t *r, slot_t *s)
+{
+	PGresult *res;
+
+	if (!s->probe)
+		return;
+	s->probe = false;
+	r->floor_probing = false;
+	res = s->conn.round.res[0];
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK ||
+	    PQntuples(res) != 1) {
+		/* The claim behind it did not run either.  A floor that
+		 * cannot move is still safe: claims go on from where it
+		 * is, as they did before there was one. */
+		if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
+			r->floor_off = true;
+			pgo_log(PGO_LOG_WARN, r->subject,
+				"the claim floor stays at %lld: "
+				"pgoutbox.claim_floor() failed: %s",
+				(long long)r->floor,
+				PQresultErrorField(res,
+						   PG_DIAG_MESSAGE_PRIMARY));
+		}
+		return;
+	}
+	{
+		int64_t f = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		char *w = strdup(PQgetvalue(res, 0, 2));
+
+		if (!w)
+			return; /* no memory: probe again later */
+		if (f > r->floor) {
+			pgo_log(PGO_LOG_DEBUG, r->subject,
+				"claim floor %lld -> %lld", (long long)r->floor,
+				(long long)f);
+			r->floor = f;
+		}
+		snprintf(r->floor_line, sizeof(r->floor_line), "%s",
+			 PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+		free(r->floor_writers);
+		r->floor_writers = w;
+	}
+}
+
+double pgo_relay_jitter(pgo_relay_t *r)
+{
+	r->rnd = r->rnd * 1103515245u + 12345u;
+	return (double)((r->rnd >> 8) & 0xffffff) / (double)0x1000000;
+}
+
+/* "2026-11-30 16:53:33.123456+00" -> "2026-11-30T16:53:33.123456Z" */
+static const char *rfc3339(pgo_arena_t *a, const char *pg)
+{
+	size_t n = strlen(pg);
+	char *out = pgo_arena_alloc(a, n + 2);
+
+	if (!out)
+		return pg;
+	memcpy(out, pg, n + 1);
+	if (n > 10 && out[10] == ' ')
+		out[10] = 'T';
+	if (n > 3 && strcmp(out + n - 3, "+00") == 0)
+		strcpy(out + n - 3, "Z");
+	return out;
+}
+
+static int by_id(const void *a, const void *b)
+{
+	const pgo_event_t *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res)
+{
+	pgo_batch_t *b = &s->batch;
+	int n = PQntuples(res);
+
+	(void)r;
+	s->claimed = res;
+	b->n = (size_t)n;
+	b->arena = s->arena;
+	b->events = pgo_arena_alloc(s->arena, sizeof(*b->events) * b->n);
+	b->acks = pgo_arena_alloc(s->arena, sizeof(*b->acks) * b->n);
+	b->errors = pgo_arena_alloc(s->arena, sizeof(*b->errors) * b->n);
+	s->fix = pgo_arena_alloc(s->arena, sizeof(*s->fix) * b->n);
+	if (!b->events || !b->acks || !b->errors || !s->fix)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		pgo_event_t *e = &b->events[i];
+
+		e->id = strtoll(PQgetvalue(res, i, COL_ID), NULL, 10);
+		e->topic = PQgetvalue(res, i, COL_TOPIC);
+		e->key = PQgetisnull(res, i, COL_KEY)
+				 ? NULL
+				 : PQgetvalue(res, i, COL_KEY);
+		e->type = PQgetvalue(res, i, COL_TYPE);
+		e->payload = PQgetvalue(res, i, COL_PAYLOAD);
+		e->headers = PQgetvalue(res, i, COL_HEADERS);
+		e->created_at =
+			rfc3339(s->arena, PQgetvalue(res, i, COL_CREATED));
+		/* The row, until sorting: kept in attempts' neighbour. */
+		e->attempts = i;
+	}
+	/* RETURNING order is the executor's; the sink gets id order. */
+	qsort(b->events, b->n, sizeof(*b->events), by_id);
+	for (size_t i = 0; i < b->n; i++) {
+		int row = b->events[i].attempts;
+
+		s->fix[i].row = row;
+		b->events[i].attempts =
+			atoi(PQgetvalue(res, row, COL_ATTEMPTS));
+		b->acks[i] = PGO_ACK_NONE;
+		b->errors[i] = NULL;
+	}
+	return n;
+}
+
+/* --- settling: the statements' parameters --- */
+
+int pgo_claim_rows_params(const slot_t *s, pgo_ack_t kind, pgo_buf_t col[10])
+{
+	const pgo_batch_t *b = &s->batch;
+	PGresult *res = s->claimed;
+	int count = 0;
+
+	for (int c = 0; c < 10; c++) {
+		pgo_buf_init(&col[c]);
+		pgo_buf_puts(&col[c], "{");
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		int row = s->fix[i].row;
+		char num[32];
+
+		if (b->acks[i] != kind)
+			continue;
+		if (count++ > 0)
+			for (int c = 0; c < 10; c++)
+				pgo_buf_puts(&col[c], ",");
+		pgo_buf_puts(&col[0], PQgetvalue(res, row, COL_ID));
+		for (int c = COL_TOPIC; c <= COL_HEADERS; c++)
+			pgo_buf_array_elem(&col[c],
+					   PQgetisnull(res, row, c)
+						   ? NULL
+						   : PQgetvalue(res, row, c));
+		pgo_buf_array_elem(&col[6], PQgetvalue(res, row, COL_CREATED));
+		snprintf(num, sizeof(num), "%lld",
+			 (long long)s->fix[i].delay_ms);
+		pgo_buf_puts(&col[7], num);
+		snprintf(num, sizeof(num), "%d", s->fix[i].attempts);
+		pgo_buf_puts(&col[8], num);
+		pgo_buf_array_elem(&col[9],
+				   b->errors[i] ? b->errors[i] : "failed");
+	}
+	for (int c = 0; c < 10; c++) {
+		pgo_buf_puts(&col[c], "}");
+		if (col[c].oom)
+			count = -1;
+	}
+	return count;
+}
+
+bool pgo_claim_unsent_ids(const pgo_batch_t *b, pgo_buf_t *ids)
+{
+	pgo_buf_init(ids);
+	pgo_buf_puts(ids, "{");
+	for (size_t i = 0; i < b->n; i++) {
+		if (b->acks[i] == PGO_ACK_OK)
+			continue;
+		pgo_buf_printf(ids, "%s%lld", ids->len > 1 ? "," : "",
+			       (long long)b->events[i].id);
+	}
+	pgo_buf_puts(ids, "}");
+	return !ids->oom;
+}
+
+const char *pgo_claim_shard_of(const slot_t *s, size_t i)
+{
+	return PQgetvalue(s->claimed, s->fix[i].row, COL_SHARD);
+}

@@ -1,0 +1,430 @@
+/*
+ * cycle.c — a relay slot's state machine, the only code that moves
+ * slot->state:
+ *
+ *   IDLE -> CLAIMING      round 1: [floor probe;] BEGIN; claim
+ *        -> PUBLISHING    the sink holds the batch (submit ... done)
+ *        -> SETTLING      round 2: retries, dead letters, COMMIT
+ *        -> IDLE
+ *   IDLE -> REBALANCING   a lease round (ordered, strict)  -> IDLE
+ *   IDLE -> CHORE         maintenance or a health check (slot 0) -> IDLE
+ *
+ * A claim that comes back empty, failed or without memory ends its
+ * transaction (COMMIT or ROLLBACK) through SETTLING as well.  Losing the
+ * connection anywhere ends the cycle: the server rolls the claim back, so
+ * the batch is claimed again later.  claim.c builds the statements,
+ * settle.c decides, shards.c keeps the leases; this file sends and moves.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay/relay_int.h"
+
+/* Ends a cycle: frees the batch and the claimed rows. */
+static void end_cycle(slot_t *s)
+{
+	PQclear(s->claimed);
+	s->claimed = NULL;
+	memset(&s->batch, 0, sizeof(s->batch));
+	s->fix = NULL;
+	pgo_arena_reset(s->arena);
+	s->state = SLOT_IDLE;
+}
+
+/* Sends the round queued on the slot and moves it to `next`; a failed
+ * send (the connection went down) ends the cycle. */
+static bool send_round(slot_t *s, slot_state_t next)
+{
+	if (pgo_conn_send(&s->conn) != PGO_OK) {
+		end_cycle(s);
+		return false;
+	}
+	s->state = next;
+	return true;
+}
+
+/* Ends a claim round that cannot go on (failed, empty, no memory). */
+static void finish_tx(slot_t *s, const char *how)
+{
+	pgo_conn_query(&s->conn, how, 0, NULL);
+	send_round(s, SLOT_SETTLING);
+}
+
+void pgo_cycle_claim(pgo_relay_t *r, slot_t *s)
+{
+	int64_t now = pgo_now_ms();
+	pgo_claim_req_t q;
+
+	pgo_claim_prepare(r, s, now, &q);
+	if (q.probe[0])
+		pgo_conn_exec_prepared(&s->conn, "pgoutbox_floor", 4, q.probe);
+	pgo_conn_query(&s->conn, "BEGIN", 0, NULL);
+	pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", q.nparams, q.params);
+	if (!send_round(s, SLOT_CLAIMING)) {
+		pgo_claim_unprobe(r, s);
+		return;
+	}
+	s->claim_started = now;
+	r->next_poll = now + pgo_claim_poll_ms(r);
+}
+
+void pgo_cycle_rebalance(pgo_relay_t *r, slot_t *s)
+{
+	if (pgo_shards_send(r, s))
+		s->state = SLOT_REBALANCING;
+}
+
+/* --- publishing and settling --- */
+
+static void settle(pgo_relay_t *r, slot_t *s);
+
+/* Round 1 came back: build the batch and hand it to the sink. */
+static void claimed(pgo_relay_t *r, slot_t *s)
+{
+	pgo_batch_t *b = &s->batch;
+	PGresult *res;
+	int n, rc, ci = pgo_claim_index(s);
+
+	pgo_claim_floor_done(r, s);
+	if (s->conn.round.failed) {
+		pgo_log(PGO_LOG_WARN, r->subject, "claim failed: %s",
+			s->conn.round.err);
+		pgo_conn_round_clear(&s->conn);
+		finish_tx(s, "ROLLBACK");
+		return;
+	}
+	res = pgo_conn_take(&s->conn, ci);
+	pgo_conn_round_clear(&s->conn);
+	n = PQntuples(res);
+	pgo_claim_swept(r, s, res);
+	/* A full batch says more is waiting: claim again at once.  In
+	 * concurrent mode every slot shares the queue, so all may help; in
+	 * the ordered modes only this slot's shards are known to be busy. */
+	s->more = n >= s->batch_limit;
+	if (r->mode == PGO_MODE_CONCURRENT)
+		r->more = s->more;
+	if (n == 0) {
+		PQclear(res);
+		finish_tx(s, "COMMIT");
+		return;
+	}
+	if (pgo_claim_batch(r, s, res) < 0) {
+		/* Without memory nothing can be published: roll back. */
+		pgo_log(PGO_LOG_ERROR, r->subject, "out of memory for a batch");
+		finish_tx(s, "ROLLBACK");
+		return;
+	}
+	s->state = SLOT_PUBLISHING;
+	/* The sink calls done() when every verdict is set, perhaps before
+	 * submit returns; the slot is not touched here after that. */
+	rc = pgo_sink_submit(r->sink, b);
+	if (rc == PGO_OK)
+		return;
+	pgo_batch_fail_rest(b, PGO_ACK_RETRY,
+			    r->sink->errmsg[0] ? r->sink->errmsg
+					       : pgo_strerror(rc));
+	settle(r, s);
+}
+
+void pgo_cycle_sink_done(void *ctx, pgo_batch_t *batch)
+{
+	pgo_relay_t *r = ctx;
+
+	for (int i = 0; i < r->nslots; i++) {
+		slot_t *s = &r->slots[i];
+
+		if (&s->batch == batch && s->state == SLOT_PUBLISHING) {
+			settle(r, s);
+			return;
+		}
+	}
+	pgo_log(PGO_LOG_ERROR, r->subject,
+		"sink %s: done() for a batch it does not hold (ignored)",
+		pgo_sink_name(r->sink));
+}
+
+static double jitter(void *ctx)
+{
+	return pgo_relay_jitter(ctx);
+}
+
+/* Queues the retry or dead-letter INSERT of the events with verdict
+ * kind. */
+static void queue_rows(slot_t *s, pgo_ack_t kind, const char *sql)
+{
+	pgo_buf_t col[10];
+	const char *params[10];
+	int count = pgo_claim_rows_params(s, kind, col);
+
+	for (int c = 0; c < 10; c++)
+		params[c] = col[c].data;
+	if (count < 0)
+		s->conn.round.failed = true; /* forces a rollback */
+	else if (count > 0)
+		pgo_conn_query(&s->conn, sql, 10, params);
+	for (int c = 0; c < 10; c++)
+		pgo_buf_free(&col[c]);
+}
+
+/* Events that go back to the queue or to dead letters were not
+ * published: an archiving queue's trigger copied them at the claim, so
+ * they leave the archive again (a no-op for a deleting queue). */
+static void queue_unarchive(pgo_relay_t *r, slot_t *s)
+{
+	const char *params[2];
+	pgo_buf_t ids;
+
+	if (pgo_claim_unsent_ids(&s->batch, &ids)) {
+		params[0] = pgo_conf_values(r->conf)->queue;
+		params[1] = ids.data;
+		pgo_conn_query(&s->conn,
+			       "SELECT pgoutbox.unarchive($1, $2::bigint[])", 2,
+			       params);
+	} else {
+		s->conn.round.failed = true; /* forces a rollback */
+	}
+	pgo_buf_free(&ids);
+}
+
+/* The sink said the downstream is down: roll the batch back untouched
+ * and pause claiming with a backoff. */
+static void unavailable(pgo_relay_t *r, slot_t *s, size_t i)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	pgo_batch_t *b = &s->batch;
+
+	r->sink_backoff = r->sink_backoff ? r->sink_backoff * 2 : 100;
+	if (r->sink_backoff > v->reconnect_max)
+		r->sink_backoff = v->reconnect_max;
+	pgo_log(r->sink_backoff == 100 ? PGO_LOG_WARN : PGO_LOG_DEBUG,
+		r->subject,
+		"sink unavailable (%s): a batch of %zu goes back untouched; "
+		"claiming again in %lld ms",
+		b->errors[i] ? b->errors[i] : "down", b->n,
+		(long long)r->sink_backoff);
+	r->sink_pause_until = pgo_now_ms() + r->sink_backoff;
+	s->n_ok = s->n_retry = s->n_dead = 0;
+	b->n = 0; /* nothing to count when the ROLLBACK returns */
+	pgo_conn_query(&s->conn, "ROLLBACK", 0, NULL);
+}
+
+/* Logs what the plan decided beyond plain acks. */
+static void log_plan(pgo_relay_t *r, slot_t *s, const pgo_settle_plan_t *p)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	pgo_batch_t *b = &s->batch;
+	size_t first = p->first_failed;
+
+	for (size_t i = 0; p->n_halted && i < b->n; i++) {
+		pgo_event_t *e = &b->events[i];
+
+		if (s->fix[i].delay_ms != -1)
+			continue;
+		pgo_log(PGO_LOG_ERROR, r->subject,
+			"shard %s halted: event %lld (key %s) failed %d "
+			"times: %s; fix the cause, then UPDATE "
+			"pgoutbox.\"%s\" SET run_at = now() WHERE id = %lld",
+			pgo_claim_shard_of(s, i), (long long)e->id,
+			e->key ? e->key : "-", s->fix[i].attempts,
+			b->errors[i] ? b->errors[i] : "failed", v->queue,
+			(long long)e->id);
+	}
+	if (p->n_retry || p->n_dead)
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"batch of %zu: %d published, %d to retry, %d "
+			"dead-lettered; event %lld: %s",
+			b->n, p->n_ok, p->n_retry, p->n_dead,
+			(long long)b->events[first].id,
+			b->errors[first] ? b->errors[first] : "failed");
+}
+
+/* The sink gave its verdicts: send round 2 (fix-ups and COMMIT). */
+static void settle(pgo_relay_t *r, slot_t *s)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	pgo_settle_rules_t rules = {
+		.mode = r->mode,
+		.poison = v->poison,
+		.max_attempts = v->max_attempts,
+		.retry_base = v->retry_base,
+		.retry_max = v->retry_max,
+	};
+	pgo_batch_t *b = &s->batch;
+	size_t *failed = pgo_arena_alloc(s->arena, sizeof(*failed) * b->n);
+	pgo_settle_plan_t plan;
+	size_t n = b->n;
+
+	if (!failed) {
+		pgo_log(PGO_LOG_ERROR, r->subject,
+			"out of memory settling a batch of %zu: rolled back",
+			b->n);
+		b->n = 0;
+		finish_tx(s, "ROLLBACK");
+		return;
+	}
+	pgo_settle_plan(&rules, b, s->fix, failed, jitter, r, &plan);
+	if (plan.unavailable) {
+		unavailable(r, s, plan.first_failed);
+	} else {
+		int64_t now = pgo_now_ms();
+
+		r->sink_backoff = 0;
+		s->n_ok = plan.n_ok;
+		s->n_retry = plan.n_retry;
+		s->n_dead = plan.n_dead;
+		for (size_t i = 0; i < b->n; i++)
+			if (b->acks[i] == PGO_ACK_RETRY &&
+			    s->fix[i].delay_ms > 0)
+				pgo_relay_retry_at(r, now + s->fix[i].delay_ms);
+		log_plan(r, s, &plan);
+		if (plan.n_retry || plan.n_dead)
+			queue_unarchive(r, s);
+		if (plan.n_retry)
+			queue_rows(s, PGO_ACK_RETRY, r->retry_sql);
+		if (plan.n_dead)
+			queue_rows(s, PGO_ACK_DEAD, r->dead_sql);
+		pgo_conn_query(&s->conn, "COMMIT", 0, NULL);
+	}
+	if (!send_round(s, SLOT_SETTLING))
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"lost the connection before COMMIT: %zu events go "
+			"back to the queue and will be sent again",
+			n);
+}
+
+/* Round 2 came back. */
+static void settled(pgo_relay_t *r, slot_t *s)
+{
+	if (s->conn.round.failed) {
+		if (s->batch.n)
+			pgo_log(PGO_LOG_WARN, r->subject,
+				"settling a batch of %zu failed (%s): the "
+				"events stay queued and will be sent again",
+				s->batch.n, s->conn.round.err);
+		/* The transaction is aborted: end it. */
+		pgo_conn_round_clear(&s->conn);
+		end_cycle(s);
+		finish_tx(s, "ROLLBACK");
+		return;
+	}
+	pgo_conn_round_clear(&s->conn);
+	if (s->batch.n) {
+		r->stats.published += (uint64_t)s->n_ok;
+		r->stats.retried += (uint64_t)s->n_retry;
+		r->stats.dead += (uint64_t)s->n_dead;
+		r->stats.batches++;
+		pgo_log(PGO_LOG_DEBUG, r->subject,
+			"slot %d: batch of %zu settled in %lld ms", s->idx,
+			s->batch.n,
+			(long long)(pgo_now_ms() - s->claim_started));
+	}
+	end_cycle(s);
+}
+
+void pgo_cycle_lost(pgo_relay_t *r, slot_t *s)
+{
+	if (s->state == SLOT_PUBLISHING)
+		pgo_sink_cancel(r->sink, &s->batch);
+	if (s->state != SLOT_IDLE && s->batch.n)
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"connection lost with a batch of %zu in flight: it "
+			"was rolled back and will be sent again",
+			s->batch.n);
+	pgo_claim_unprobe(r, s);
+	end_cycle(s);
+	pgo_shards_reset(r, s);
+	r->stats.reconnects++;
+}
+
+void pgo_cycle_abandon(pgo_relay_t *r, slot_t *s)
+{
+	if (s->state != SLOT_PUBLISHING)
+		return;
+	pgo_log(PGO_LOG_WARN, r->subject,
+		"slot %d: the sink did not finish a batch of %zu within "
+		"relay.drain_timeout: rolled back, it will be sent again",
+		s->idx, s->batch.n);
+	pgo_sink_cancel(r->sink, &s->batch);
+	end_cycle(s);
+	pgo_conn_drop(&s->conn, "stopping");
+	pgo_shards_reset(r, s);
+}
+
+/* --- chores: maintenance and health, on slot 0 between cycles --- */
+
+bool pgo_cycle_chore(pgo_relay_t *r, slot_t *s, int64_t now)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	bool health;
+
+	if (s->state != SLOT_IDLE || s->conn.state != PGO_CONN_READY)
+		return false;
+	if (v->maintain_interval && now >= r->next_maintain)
+		health = false;
+	else if (v->stats_interval && now >= r->next_health)
+		health = true;
+	else
+		return false;
+	if (health) {
+		r->next_health = now + v->stats_interval;
+		pgo_conn_query(&s->conn,
+			       "SELECT kind, subject, detail FROM "
+			       "pgoutbox.health('5 minutes')",
+			       0, NULL);
+	} else {
+		r->next_maintain = now + v->maintain_interval;
+		pgo_conn_query(&s->conn,
+			       "SELECT done, created, dropped FROM "
+			       "pgoutbox.maintain()",
+			       0, NULL);
+	}
+	if (pgo_conn_send(&s->conn) != PGO_OK)
+		return false;
+	r->chore_health = health;
+	s->state = SLOT_CHORE;
+	return true;
+}
+
+/* A chore's round came back: report what it found or did. */
+static void chore_done(pgo_relay_t *r, slot_t *s)
+{
+	PGresult *res = s->conn.round.res[0];
+
+	if (s->conn.round.failed || !res) {
+		pgo_log(PGO_LOG_WARN, r->subject, "%s failed: %s",
+			r->chore_health ? "health check" : "maintenance",
+			s->conn.round.err);
+	} else if (r->chore_health) {
+		/* What keeps vacuum from reclaiming the queue's rows. */
+		for (int i = 0; i < PQntuples(res); i++)
+			pgo_log(PGO_LOG_WARN, r->subject, "health: %s %s: %s",
+				PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+				PQgetvalue(res, i, 2));
+	} else if (strcmp(PQgetvalue(res, 0, 0), "t") == 0 &&
+		   (strcmp(PQgetvalue(res, 0, 1), "0") != 0 ||
+		    strcmp(PQgetvalue(res, 0, 2), "0") != 0)) {
+		pgo_log(PGO_LOG_INFO, r->subject,
+			"maintenance: %s partition%s created, %s dropped",
+			PQgetvalue(res, 0, 1),
+			strcmp(PQgetvalue(res, 0, 1), "1") == 0 ? "" : "s",
+			PQgetvalue(res, 0, 2));
+	}
+	pgo_conn_round_clear(&s->conn);
+}
+
+void pgo_cycle_round(pgo_relay_t *r, slot_t *s)
+{
+	switch (s->state) {
+	case SLOT_CLAIMING: claimed(r, s); break;
+	case SLOT_SETTLING: settled(r, s); break;
+	case SLOT_REBALANCING:
+		s->state = SLOT_IDLE;
+		pgo_shards_done(r, s);
+		break;
+	case SLOT_CHORE:
+		s->state = SLOT_IDLE;
+		chore_done(r, s);
+		break;
+	default: pgo_conn_round_clear(&s->conn); break;
+	}
+}

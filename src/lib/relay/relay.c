@@ -1,0 +1,514 @@
+/*
+ * relay.c — the relay loop: slots, wake-ups, timers, signals and stats.
+ *
+ * A relay runs relay.in_flight slots; each slot is one connection running
+ * one cycle at a time (claim.c): claim a batch in a transaction, hand it to
+ * the sink, settle and COMMIT.  In the ordered and strict modes a slot is
+ * also a lease holder (shards.c) and claims only what its leases cover.
+ *
+ * Wake-up: every slot LISTENs on the queue's channel; a notification, the
+ * fallback poll timer, a retry coming due, a new lease or a full batch
+ * starts a claim.  A lost notification costs latency (up to the poll
+ * interval), never an event.  Signals only set flags and wake the loop.
+ *
+ * One event loop (loop.c) waits for everything: each slot's socket, the
+ * sink's own descriptors and timers (attached through the sink host), and
+ * the wake-ups.  Each turn the relay schedules its work (claims, lease
+ * rounds, chores), lets the loop wait until the nearest deadline, then
+ * steps every connection.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "relay/relay_int.h"
+
+static void relay_error(pgo_relay_t *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void relay_error(pgo_relay_t *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->errmsg, sizeof(r->errmsg), fmt, ap);
+	va_end(ap);
+}
+
+static void sink_health(void *ctx, int up, const char *reason);
+static void slot_io(void *arg, int fd, short revents);
+
+pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
+{
+	const struct pgo_conf_values *v;
+	pgo_relay_t *r;
+	int n = 0, rc;
+
+	if (!conf || !sink) {
+		pgo_error_set(err, PGO_ERR_INVALID, 0,
+			      "pgo_relay_new: conf and sink are required");
+		return NULL;
+	}
+	v = pgo_conf_values(conf);
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->loop = pgo_loop_new())) {
+		free(r);
+		pgo_error_set(err, PGO_ERR_NOMEM, 1,
+			      "out of memory (or no pipe) for a relay");
+		return NULL;
+	}
+	r->conf = conf;
+	r->sink = sink;
+	snprintf(r->subject, sizeof(r->subject), "relay %s -> %s", v->queue,
+		 pgo_sink_name(sink));
+	snprintf(r->app_name, sizeof(r->app_name), "pgoutbox relay %s",
+		 v->name && *v->name ? v->name : "");
+	r->mode = v->mode;
+	pgo_claim_build_sql(r);
+	r->setup.subject = r->subject;
+	r->setup.app_name = r->app_name;
+	r->setup.sql[n++] = "SET TimeZone = 'UTC'";
+	r->setup.sql[n++] = "SET DateStyle = 'ISO, YMD'";
+	r->setup.sql[n++] = "SET extra_float_digits = 3";
+	/* A queue table swings between empty and a large backlog, and
+	 * between few and millions of dead rows, so its statistics mislead
+	 * the planner, and each time it turned a backlog into a collapse: a
+	 * cached plan made while the table looked tiny scanned the whole heap
+	 * once per claimed row (the NOT EXISTS of the ordered claim); with a
+	 * floor past the histogram's last id, a bitmap scan read the whole
+	 * backlog and sorted it to keep 1,000 rows.  A claim is an index
+	 * scan in id order and every table it reads has the index it needs.
+	 * (enable_sort = off as well cost a fifth of the drain rate.) */
+	r->setup.sql[n++] =
+		"SELECT set_config('enable_seqscan', 'off', false), "
+		"set_config('enable_bitmapscan', 'off', false)";
+	r->setup.sql[n++] = r->set_sql[0];
+	r->setup.sql[n++] = r->set_sql[1];
+	r->setup.sql[n++] = r->set_sql[2];
+	if (v->listen)
+		r->setup.sql[n++] = r->listen_sql;
+	r->setup.sql[n] = NULL;
+	r->setup.prep_name[0] = "pgoutbox_claim";
+	r->setup.prep_sql[0] = r->claim_sql;
+	r->setup.prep_name[1] = "pgoutbox_floor";
+	r->setup.prep_sql[1] = "SELECT new_floor, new_line, new_writers FROM "
+			       "pgoutbox.claim_floor($1, $2::bigint, "
+			       "$3::bigint, $4::text[])";
+	r->setup.prep_name[2] = NULL;
+	r->setup.check_schema = true;
+	r->setup_quiet = r->setup;
+	if (v->listen)
+		r->setup_quiet.sql[n - 1] = NULL; /* the same, minus LISTEN */
+	r->nslots = v->in_flight < 1	       ? 1
+		    : v->in_flight > MAX_SLOTS ? MAX_SLOTS
+					       : v->in_flight;
+	for (int i = 0; i < r->nslots; i++) {
+		slot_t *s = &r->slots[i];
+
+		s->idx = i;
+		/* One connection LISTENs: a wake-up goes to every slot
+		 * anyway, and each listener costs producers at commit. */
+		pgo_conn_init(&s->conn, conf,
+			      i == 0 ? &r->setup : &r->setup_quiet);
+		pgo_shards_init(r, s);
+		s->arena = pgo_arena_new(64 * 1024);
+		s->io = pgo_loop_io_add(r->loop, -1, 0, slot_io, s);
+		if (!s->arena || !s->owned_shards || !s->owned_epochs ||
+		    !s->io) {
+			pgo_relay_destroy(r);
+			pgo_error_set(err, PGO_ERR_NOMEM, 1,
+				      "out of memory for a relay");
+			return NULL;
+		}
+	}
+	r->rnd = (unsigned)getpid() ^ (unsigned)pgo_wall_us();
+	r->host.loop = r->loop;
+	r->host.done = pgo_cycle_sink_done;
+	r->host.health = sink_health;
+	r->host.ctx = r;
+	rc = pgo_sink_attach(sink, &r->host);
+	if (rc != PGO_OK) {
+		pgo_error_set(err, rc, 0, "sink %s: %s", pgo_sink_name(sink),
+			      pgo_sink_errmsg(sink)[0] ? pgo_sink_errmsg(sink)
+						       : pgo_strerror(rc));
+		r->sink = NULL; /* not attached: nothing to detach */
+		pgo_relay_destroy(r);
+		return NULL;
+	}
+	pgo_error_clear(err);
+	return r;
+}
+
+void pgo_relay_destroy(pgo_relay_t *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; i < r->nslots; i++) {
+		slot_t *s = &r->slots[i];
+
+		if (s->state == SLOT_PUBLISHING && r->sink)
+			pgo_sink_cancel(r->sink, &s->batch);
+		PQclear(s->claimed);
+		pgo_conn_close(&s->conn);
+		pgo_arena_destroy(s->arena);
+		pgo_shards_free(s);
+	}
+	if (r->sink)
+		pgo_sink_detach(r->sink);
+	pgo_loop_destroy(r->loop);
+	free(r->floor_writers);
+	free(r);
+}
+
+void pgo_relay_request_stop(pgo_relay_t *r)
+{
+	r->stop = 1;
+	pgo_loop_wake(r->loop);
+}
+
+void pgo_relay_request_reload(pgo_relay_t *r)
+{
+	r->reload = 1;
+	pgo_loop_wake(r->loop);
+}
+
+void pgo_relay_get_stats(const pgo_relay_t *r, pgo_relay_stats_t *out)
+{
+	*out = r->stats;
+}
+
+const char *pgo_relay_errmsg(const pgo_relay_t *r)
+{
+	return r->errmsg;
+}
+
+/* The sink host's health(): pause claiming while the downstream is
+ * down. */
+static void sink_health(void *ctx, int up, const char *reason)
+{
+	pgo_relay_t *r = ctx;
+
+	if (!up) {
+		if (!r->sink_down)
+			pgo_log(PGO_LOG_WARN, r->subject,
+				"sink down (%s): claiming paused",
+				reason && *reason ? reason : "no reason given");
+		r->sink_down = true;
+		snprintf(r->sink_down_why, sizeof(r->sink_down_why), "%s",
+			 reason ? reason : "");
+		return;
+	}
+	if (r->sink_down) {
+		pgo_log(PGO_LOG_INFO, r->subject, "sink up again: claiming");
+		/* The sink knows: no need to wait out the backoff that
+		 * batches refused during the outage built up. */
+		r->sink_pause_until = 0;
+		r->sink_backoff = 0;
+		r->kick = true;
+		pgo_loop_wake(r->loop);
+	}
+	r->sink_down = false;
+	r->sink_down_why[0] = '\0';
+}
+
+/* A slot's socket was ready: stepped after the loop's turn. */
+static void slot_io(void *arg, int fd, short revents)
+{
+	slot_t *s = arg;
+
+	(void)fd;
+	s->revents |= revents;
+}
+
+void pgo_relay_retry_at(pgo_relay_t *r, int64_t due)
+{
+	int worst = 0;
+
+	if (r->nretry_due <
+	    (int)(sizeof(r->retry_due) / sizeof(r->retry_due[0]))) {
+		r->retry_due[r->nretry_due++] = due;
+		return;
+	}
+	/* Full: keep the earliest; a later one is found by a claim anyway
+	 * (or, at worst, by the fallback poll). */
+	for (int i = 1; i < r->nretry_due; i++)
+		if (r->retry_due[i] > r->retry_due[worst])
+			worst = i;
+	if (due < r->retry_due[worst])
+		r->retry_due[worst] = due;
+}
+
+/* The earliest remembered retry (0: none); drops those already due and
+ * says so through *due_now. */
+static int64_t next_retry(pgo_relay_t *r, int64_t now, bool *due_now)
+{
+	int64_t next = 0;
+	int n = 0;
+
+	*due_now = false;
+	for (int i = 0; i < r->nretry_due; i++) {
+		if (r->retry_due[i] <= now) {
+			*due_now = true;
+			continue;
+		}
+		r->retry_due[n++] = r->retry_due[i];
+		if (!next || r->retry_due[i] < next)
+			next = r->retry_due[i];
+	}
+	r->nretry_due = n;
+	return next;
+}
+
+/* --- the loop --- */
+
+static void log_stats(pgo_relay_t *r, int64_t now)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	pgo_relay_stats_t *a = &r->stats, *b = &r->stats_last;
+	double secs = (double)(now - r->stats_last_at) / 1000.0;
+
+	pgo_log(PGO_LOG_INFO, r->subject,
+		"stats: published %llu (%.0f/s), retried %llu, dead %llu, "
+		"batches %llu, notifications %llu, connections lost %llu",
+		(unsigned long long)a->published,
+		secs > 0 ? (double)(a->published - b->published) / secs : 0.0,
+		(unsigned long long)a->retried, (unsigned long long)a->dead,
+		(unsigned long long)a->batches, (unsigned long long)a->wakeups,
+		(unsigned long long)a->reconnects);
+	r->stats_last = *a;
+	r->stats_last_at = now;
+	r->next_stats = v->stats_interval ? now + v->stats_interval : 0;
+}
+
+static void do_reload(pgo_relay_t *r)
+{
+	extern char **environ;
+	int changed = 0;
+
+	r->reload = 0;
+	if (pgo_conf_reload(r->conf, environ, &changed) != PGO_OK) {
+		pgo_log(PGO_LOG_ERROR, r->subject,
+			"reload failed, keeping the running configuration: %s",
+			pgo_conf_errmsg(r->conf));
+		return;
+	}
+	pgo_log_max = (pgo_log_level_t)pgo_conf_values(r->conf)->log_level;
+	pgo_log(PGO_LOG_INFO, r->subject,
+		"configuration reloaded: %d key%s "
+		"changed",
+		changed, changed == 1 ? "" : "s");
+}
+
+/* Stopping: the sink had relay.drain_timeout to finish; roll back the
+ * batches it still holds (they are claimed again later). */
+static void drain_expired(pgo_relay_t *r)
+{
+	for (int i = 0; i < r->nslots; i++)
+		pgo_cycle_abandon(r, &r->slots[i]);
+}
+
+/* Stop requested: claim nothing more and let the sink drain. */
+static void begin_stop(pgo_relay_t *r, int64_t now)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+
+	r->stop = 2;
+	r->drain_until = now + v->drain_timeout;
+	pgo_log(PGO_LOG_INFO, r->subject,
+		"stopping: finishing the batches in flight");
+	pgo_sink_drain(r->sink, r->drain_until);
+}
+
+/* What one turn waits for at most: the relay's own deadlines (the sink's
+ * timers are in the loop already). */
+static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	int64_t deadline = 0;
+
+	for (int i = 0; i < r->nslots; i++) {
+		slot_t *s = &r->slots[i];
+		struct pollfd pfd;
+
+		pgo_conn_pollfd(&s->conn, &pfd);
+		pgo_loop_io_set(s->io, pfd.fd, pfd.events);
+		s->revents = 0;
+		if (s->conn.state == PGO_CONN_DOWN)
+			deadline = pgo_deadline_min(deadline, s->conn.retry_at);
+		/* A lease round waits for the slot to be idle: a past due
+		 * time must not spin the loop meanwhile. */
+		if (r->mode != PGO_MODE_CONCURRENT && s->state == SLOT_IDLE &&
+		    s->conn.state == PGO_CONN_READY && !r->stop)
+			deadline = pgo_deadline_min(
+				deadline,
+				s->next_rebalance ? s->next_rebalance : 1);
+	}
+	if (r->stop)
+		return pgo_deadline_min(deadline, r->drain_until);
+	deadline = pgo_deadline_min(deadline, r->next_poll);
+	deadline = pgo_deadline_min(deadline, retry_next);
+	/* Chores wait for slot 0 (no busy loop while it is down or
+	 * working). */
+	if (r->slots[0].state == SLOT_IDLE &&
+	    r->slots[0].conn.state == PGO_CONN_READY) {
+		if (v->maintain_interval)
+			deadline = pgo_deadline_min(deadline, r->next_maintain);
+		if (v->stats_interval)
+			deadline = pgo_deadline_min(deadline, r->next_health);
+	}
+	if (paused && !r->sink_down)
+		deadline = pgo_deadline_min(deadline, r->sink_pause_until);
+	return pgo_deadline_min(deadline, r->next_stats);
+}
+
+/* After the loop's turn: drive every connection and react to what it
+ * reports.  Returns false when a fatal error ends the relay. */
+static bool step_slots(pgo_relay_t *r)
+{
+	bool ok = true;
+
+	for (int i = 0; i < r->nslots; i++) {
+		slot_t *s = &r->slots[i];
+		pgo_conn_event_t ev = pgo_conn_step(&s->conn, s->revents);
+
+		s->revents = 0;
+		switch (ev) {
+		case PGO_CONN_EV_ROUND: pgo_cycle_round(r, s); break;
+		case PGO_CONN_EV_LOST: pgo_cycle_lost(r, s); break;
+		case PGO_CONN_EV_READY:
+			pgo_shards_reset(r, s);
+			r->kick = true;
+			break;
+		case PGO_CONN_EV_FATAL:
+			relay_error(r, "%s", s->conn.fatal.msg);
+			pgo_log(PGO_LOG_ERROR, r->subject, "%s",
+				s->conn.fatal.msg);
+			ok = false;
+			break;
+		default: break;
+		}
+		/* A drop inside pgo_conn_step() mid-cycle: the server rolls
+		 * the claim back, so cancel the publish too. */
+		if (s->conn.state == PGO_CONN_DOWN && s->state != SLOT_IDLE)
+			pgo_cycle_lost(r, s);
+	}
+	return ok;
+}
+
+int pgo_relay_run(pgo_relay_t *r)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	int64_t now = pgo_now_ms();
+	bool fatal = false;
+
+	r->kick = true;
+	r->stats_last_at = now;
+	r->next_maintain = now; /* once at start, then on the interval */
+	r->next_health = now + (v->stats_interval ? v->stats_interval : 0);
+	r->next_poll = now + pgo_claim_poll_ms(r);
+	r->next_stats = v->stats_interval ? now + v->stats_interval : 0;
+	pgo_log(PGO_LOG_INFO, r->subject,
+		"starting: %s mode, batch %d, %d connection%s, %s, fallback "
+		"poll %lld ms",
+		r->mode == PGO_MODE_CONCURRENT ? "concurrent"
+		: r->mode == PGO_MODE_ORDERED  ? "ordered"
+					       : "strict",
+		v->batch, r->nslots, r->nslots == 1 ? "" : "s",
+		v->listen ? "LISTEN" : "no LISTEN (poll only)",
+		(long long)v->poll_interval);
+	for (;;) {
+		int64_t retry_next = 0;
+		int busy = 0, rc;
+		bool paused;
+
+		now = pgo_now_ms();
+		if (r->stop == 1)
+			begin_stop(r, now);
+		if (r->reload)
+			do_reload(r);
+		v = pgo_conf_values(r->conf);
+		if (r->next_stats && now >= r->next_stats)
+			log_stats(r, now);
+		if (now >= r->next_poll) {
+			r->kick = true;
+			r->next_poll = now + pgo_claim_poll_ms(r);
+		}
+		{
+			bool due_now;
+
+			retry_next = next_retry(r, now, &due_now);
+			if (due_now)
+				r->kick = true;
+		}
+		/* Lease rounds, then claims on idle, connected slots.  In
+		 * the ordered modes a wake-up goes to every slot, since the
+		 * event may be in any slot's shards. */
+		paused = r->sink_down || now < r->sink_pause_until;
+		for (int i = 0; i < r->nslots && !r->stop; i++) {
+			slot_t *s = &r->slots[i];
+
+			pgo_conn_kick(&s->conn, now);
+			if (s->conn.notifies) {
+				r->stats.wakeups += (uint64_t)s->conn.notifies;
+				s->conn.notifies = 0;
+				r->kick = true;
+			}
+			if (pgo_shards_due(r, s, now)) {
+				pgo_cycle_rebalance(r, s);
+				continue;
+			}
+			if (i == 0 && pgo_cycle_chore(r, s, now))
+				continue;
+			if (s->state != SLOT_IDLE ||
+			    s->conn.state != PGO_CONN_READY || paused ||
+			    (r->mode != PGO_MODE_CONCURRENT && !s->nowned))
+				continue;
+			if (r->kick || r->more || s->more || s->wants_claim) {
+				s->wants_claim = false;
+				if (r->mode == PGO_MODE_CONCURRENT)
+					r->kick = false;
+				pgo_cycle_claim(r, s);
+			}
+		}
+		if (r->mode != PGO_MODE_CONCURRENT && r->kick && !paused) {
+			/* Busy slots claim once their cycle ends. */
+			for (int i = 0; i < r->nslots; i++)
+				if (r->slots[i].state != SLOT_IDLE)
+					r->slots[i].wants_claim = true;
+			r->kick = false;
+		}
+		if (r->stop && now >= r->drain_until)
+			drain_expired(r);
+		/* Stop once every batch in flight has settled. */
+		for (int i = 0; i < r->nslots; i++)
+			if (r->slots[i].state != SLOT_IDLE)
+				busy++;
+		if ((r->stop && busy == 0) || fatal)
+			break;
+
+		/* The sink's watchers and timers run inside this turn (and
+		 * may settle batches); the slots' sockets are stepped after
+		 * it. */
+		rc = pgo_loop_run_once(r->loop,
+				       turn_deadline(r, retry_next, paused));
+		if (rc < 0) {
+			relay_error(r, "poll: %s", strerror(-rc));
+			return PGO_ERR_IO;
+		}
+		if (!step_slots(r))
+			fatal = true;
+	}
+	for (int i = 0; i < r->nslots; i++) {
+		if (!fatal)
+			pgo_shards_leave(r, &r->slots[i]);
+		pgo_conn_close(&r->slots[i].conn);
+	}
+	if (fatal)
+		return PGO_ERR_SCHEMA;
+	log_stats(r, pgo_now_ms());
+	pgo_log(PGO_LOG_INFO, r->subject, "stopped");
+	return PGO_OK;
+}

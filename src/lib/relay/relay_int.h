@@ -1,0 +1,220 @@
+/*
+ * relay_int.h — what the relay's modules share: the relay handle, its
+ * slots (one connection each, one claim/publish/settle cycle at a time)
+ * and the claim, settle and shard-lease steps of a cycle.
+ *
+ *   relay.c   wiring and the loop: slots, wake-ups, timers, signals, stats
+ *   cycle.c   a slot's state machine: claim -> publish -> settle, lease
+ *             rounds and chores; the only writer of slot->state
+ *   claim.c   the claim SQL of each mode, its parameters, the batch built
+ *             from the claimed rows, the settle statements' parameters
+ *   settle.c  the settle rules: a plan from the sink's verdicts (pure)
+ *   shards.c  ordered and strict modes: membership and shard leases
+ */
+#ifndef PGO_RELAY_INT_H
+#define PGO_RELAY_INT_H
+
+#include <signal.h>
+
+#include "db/conn.h"
+#include "loop/loop.h"
+
+#define MAX_SLOTS 16
+
+typedef enum slot_state {
+	SLOT_IDLE = 0,	  /* no cycle running (connection READY or not) */
+	SLOT_REBALANCING, /* the lease round is in flight */
+	SLOT_CLAIMING,	  /* round 1 (BEGIN + claim) in flight */
+	SLOT_PUBLISHING,  /* the sink has the batch */
+	SLOT_SETTLING,	  /* round 2 (fix-ups + COMMIT) in flight */
+	SLOT_CHORE	  /* maintenance or a health check in flight */
+} slot_state_t;
+
+/* What settling does with one event (beyond the sink's verdict). */
+typedef struct settle_row {
+	int row;	  /* row of the claim result */
+	int attempts;	  /* attempts to store */
+	int64_t delay_ms; /* retry after this long; -1: never (halted) */
+} settle_row_t;
+
+typedef struct slot {
+	int idx;
+	pgo_conn_t conn;
+	slot_state_t state;
+	PGresult *claimed;     /* rows of the batch: events point into it */
+	pgo_batch_t batch;     /* the batch the sink works on */
+	settle_row_t *fix;     /* per event, filled when settling */
+	pgo_arena_t *arena;    /* per-cycle memory, reset after settling */
+	pgo_loop_io_t *io;     /* the connection's socket in the loop */
+	short revents;	       /* what the loop saw on it this turn */
+	int64_t claim_started; /* monotonic ms, for the stats */
+	int batch_limit;       /* batch size asked for in this claim */
+	int n_ok, n_retry, n_dead;
+	bool wants_claim;    /* woken while busy: claim after this cycle */
+	bool more;	     /* its last batch was full: claim again */
+	bool probe;	     /* its claim round starts with the floor probe */
+	bool sweep;	     /* its claim in flight starts from id 0 */
+	bool sweeping;	     /* claims start from 0 until one is not full */
+	int64_t sweep_at;    /* monotonic ms: the next sweep */
+	int64_t sweep_floor; /* the floor when the sweep was sent */
+	/* Ordered and strict modes: this connection's leases. */
+	char member[96];	/* "<relay name>/<slot>" */
+	int nowned;		/* shards owned (strict: 1 = leader) */
+	char *owned_shards;	/* PostgreSQL array literal "{0,1,...}" */
+	char *owned_epochs;	/* their epochs, same order */
+	char leader_epoch[24];	/* strict mode: epoch of the leader lease */
+	int64_t next_rebalance; /* monotonic ms */
+} slot_t;
+
+struct pgo_relay {
+	pgo_conf_t *conf;
+	pgo_sink_t *sink;
+	int mode;	   /* pgo_mode_t, fixed at start */
+	char subject[160]; /* log prefix "relay outbox -> stdout" */
+	char app_name[64]; /* application_name of the sessions */
+	char claim_sql[4096];
+	char retry_sql[1024];
+	char dead_sql[1024];
+	char listen_sql[96];
+	char set_sql[3][96];
+	pgo_conn_setup_t setup;	      /* slot 0: with LISTEN */
+	pgo_conn_setup_t setup_quiet; /* the other slots: without */
+	slot_t slots[MAX_SLOTS];
+	int nslots;
+	pgo_loop_t *loop;	      /* the one loop: slots, sink, wake-ups */
+	pgo_sink_host_t host;	      /* what the sink is attached with */
+	bool sink_down;		      /* the sink said its downstream is down */
+	char sink_down_why[256];      /* ... and why */
+	int64_t drain_until;	      /* stopping: batches get until then */
+	volatile sig_atomic_t stop;   /* SIGTERM/SIGINT seen (2: logged) */
+	volatile sig_atomic_t reload; /* SIGHUP seen */
+	bool kick;		      /* start a claim on an idle slot */
+	bool more;		      /* last batch was full: claim on all */
+	int64_t next_poll;	      /* fallback poll (monotonic ms) */
+	int64_t retry_due[32];	      /* retries this relay scheduled (ms) */
+	int nretry_due;
+	int64_t sink_pause_until; /* the sink is down: no claims before */
+	int64_t sink_backoff;	  /* current pause after an outage, ms */
+	int64_t next_maintain;	  /* pgoutbox.maintain() due (ms) */
+	int64_t next_health;	  /* pgoutbox.health() due (ms) */
+	bool chore_health;	  /* the chore in flight: health (else
+				   * maintenance) */
+	int64_t next_stats;
+	pgo_relay_stats_t stats;
+	pgo_relay_stats_t stats_last; /* at the previous stats line */
+	int64_t stats_last_at;	      /* when that line was written */
+	/* The claim floor (claim.c): no fresh row of the queue has a lower
+	 * id, now or later; claims start there. */
+	int64_t floor;
+	char floor_line[24]; /* pending line ("" = none), see 006 */
+	char *floor_writers; /* its writers: a text[] literal */
+	bool floor_probing;  /* a probe rides on some slot's claim */
+	int64_t floor_next;  /* monotonic ms: the next probe */
+	bool floor_off;	     /* the probe failed: floor stays put */
+	unsigned rnd;	     /* jitter state */
+	char errmsg[512];
+};
+
+/* claim.c: SQL texts, parameters and the batch (no I/O) */
+
+/* The parameters of one claim round, pointing into itself and the slot. */
+typedef struct pgo_claim_req {
+	char limit[16], floor[24], from[24];
+	const char *params[4]; /* of the prepared claim */
+	int nparams;
+	const char *probe[4]; /* of the floor probe; probe[0] NULL: none */
+} pgo_claim_req_t;
+
+/* Builds every SQL text of the relay: session settings, LISTEN, claim,
+ * retry and dead-letter statements for the configured queue and mode. */
+void pgo_claim_build_sql(pgo_relay_t *r);
+/* Fills the next claim's parameters; decides whether it sweeps from id 0
+ * and whether the floor probe rides in front of it. */
+void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
+		       pgo_claim_req_t *q);
+/* The claim could not be sent: the probe did not go out either. */
+void pgo_claim_unprobe(pgo_relay_t *r, slot_t *s);
+/* The claim round's statement index of the claim (after the probe). */
+int pgo_claim_index(const slot_t *s);
+/* Takes the floor probe's result out of a finished claim round. */
+void pgo_claim_floor_done(pgo_relay_t *r, slot_t *s);
+/* The fallback poll's interval: relay.poll_interval, at most the sweep
+ * interval of the claim floor. */
+int64_t pgo_claim_poll_ms(const pgo_relay_t *r);
+/* A claim came back: ends a sweep that reached the floor. */
+void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res);
+/* Builds s->batch from the claim result (taken over by the slot), in id
+ * order.  Returns the number of events, or -1 without memory. */
+int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res);
+/* The 10 array parameters of the retry or dead-letter INSERT for the
+ * events whose verdict is kind (col[] initialized here; free them).
+ * Returns how many, or -1 without memory. */
+int pgo_claim_rows_params(const slot_t *s, pgo_ack_t kind, pgo_buf_t col[10]);
+/* The ids not published, as a bigint[] literal (ids initialized here);
+ * false without memory. */
+bool pgo_claim_unsent_ids(const pgo_batch_t *b, pgo_buf_t *ids);
+/* The shard of event i of the slot's batch (text). */
+const char *pgo_claim_shard_of(const slot_t *s, size_t i);
+
+/* settle.c: the settle rules (pure) */
+
+typedef struct pgo_settle_rules {
+	int mode;   /* pgo_mode_t */
+	int poison; /* pgo_poison_t */
+	int max_attempts;
+	int64_t retry_base, retry_max; /* ms */
+} pgo_settle_rules_t;
+
+typedef struct pgo_settle_plan {
+	bool unavailable; /* roll everything back, spend nothing */
+	int n_ok, n_retry, n_dead;
+	int n_halted;	     /* of n_retry: kept with no run time */
+	size_t first_failed; /* first event not OK (n: none), for the log */
+} pgo_settle_plan_t;
+
+/* Decides each event's fate from the sink's verdicts: b->acks[i] ends as
+ * OK, RETRY or DEAD (b->errors[i] says why), fix[i] gets the attempts to
+ * store and the retry delay (-1: halted).  failed is scratch of b->n
+ * entries (ordered modes).  jitter(ctx) returns a value in [0,1). */
+void pgo_settle_plan(const pgo_settle_rules_t *rules, pgo_batch_t *b,
+		     settle_row_t *fix, size_t *failed,
+		     double (*jitter)(void *ctx), void *ctx,
+		     pgo_settle_plan_t *plan);
+
+/* cycle.c: a slot's state machine (the only writer of slot->state) */
+
+/* Starts a claim round on an idle, ready slot. */
+void pgo_cycle_claim(pgo_relay_t *r, slot_t *s);
+/* Starts a lease round (ordered, strict) on an idle, ready slot. */
+void pgo_cycle_rebalance(pgo_relay_t *r, slot_t *s);
+/* Starts a chore (maintenance or health) on slot 0 when one is due;
+ * true when it did. */
+bool pgo_cycle_chore(pgo_relay_t *r, slot_t *s, int64_t now);
+/* The slot's round came back: go on with the cycle. */
+void pgo_cycle_round(pgo_relay_t *r, slot_t *s);
+/* The sink host's done(). */
+void pgo_cycle_sink_done(void *ctx, pgo_batch_t *batch);
+/* The connection was lost: cancel the publish, forget the batch. */
+void pgo_cycle_lost(pgo_relay_t *r, slot_t *s);
+/* Stopping and out of time: roll back a batch the sink still holds. */
+void pgo_cycle_abandon(pgo_relay_t *r, slot_t *s);
+
+double pgo_relay_jitter(pgo_relay_t *r);
+/* Remembers that a retry comes due at `due` (monotonic ms). */
+void pgo_relay_retry_at(pgo_relay_t *r, int64_t due);
+
+/* shards.c */
+void pgo_shards_init(pgo_relay_t *r, slot_t *s);
+void pgo_shards_free(slot_t *s);
+/* The slot's leases are gone (connection lost or new). */
+void pgo_shards_reset(pgo_relay_t *r, slot_t *s);
+/* True when the slot should run a lease round now. */
+bool pgo_shards_due(pgo_relay_t *r, slot_t *s, int64_t now);
+/* Queues the lease round; false when it could not be sent. */
+bool pgo_shards_send(pgo_relay_t *r, slot_t *s);
+/* The lease round came back: adopt the owned shards. */
+void pgo_shards_done(pgo_relay_t *r, slot_t *s);
+/* Shutdown: releases the slot's leases and member row (blocking, short). */
+void pgo_shards_leave(pgo_relay_t *r, slot_t *s);
+
+#endif
