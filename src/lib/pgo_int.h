@@ -34,6 +34,11 @@ int pgo_error_set(pgo_error_t *err, int code, int retriable, const char *fmt,
 void pgo_error_clear(pgo_error_t *err);
 /* The primary message of a failed result or connection, one line. */
 const char *pgo_pq_msg(const PGconn *conn, const PGresult *res);
+/* Runs one statement with text parameters on a blocking connection (the
+ * operator commands); NULL with err filled (what: the step, in the
+ * message; retriable by the one rule) on an error. */
+PGresult *pgo_pq_run(PGconn *conn, const char *what, const char *sql, int n,
+		     const char *const *params, pgo_error_t *err);
 /* The one rule for "may trying again succeed?" after PostgreSQL failed,
  * for every module (a pgo_error_t's retriable, whether an outcome is sent
  * again).  Retriable: a lost connection (conn NULL or CONNECTION_BAD, or

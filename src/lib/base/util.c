@@ -422,3 +422,18 @@ int64_t pgo_backoff_ms(int attempt, int64_t base, int64_t max, double rnd)
 		return 0;
 	return d / 2 + (int64_t)((double)(d - d / 2) * rnd);
 }
+
+PGresult *pgo_pq_run(PGconn *conn, const char *what, const char *sql, int n,
+		     const char *const *params, pgo_error_t *err)
+{
+	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+	ExecStatusType st = PQresultStatus(res);
+
+	if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+		pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
+			      "%s: %s", what, pgo_pq_msg(conn, res));
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}

@@ -40,21 +40,6 @@
 #define EXPIRE_EVERY 600000  /* ms between history retention passes */
 #define PASS_MAX_MS  60000   /* a pass at least this often, whatever else */
 
-static PGresult *run(PGconn *conn, const char *what, const char *sql, int n,
-		     const char *const *params, pgo_error_t *err)
-{
-	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-	ExecStatusType st = PQresultStatus(res);
-
-	if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-		pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
-			      "%s: %s", what, pgo_pq_msg(conn, res));
-		PQclear(res);
-		return NULL;
-	}
-	return res;
-}
-
 static bool name_ok(const char *s)
 {
 	size_t n = s ? strlen(s) : 0;
@@ -233,10 +218,11 @@ static int tz_check(PGconn *conn, const char *tz, pgo_error_t *err)
 
 	if (is_utc(tz))
 		return PGO_OK;
-	res = run(conn, "checking the time zone",
-		  "SELECT name FROM pg_timezone_names WHERE lower(name) = "
-		  "lower($1) ORDER BY name = $1 DESC, name LIMIT 1",
-		  1, &tz, err);
+	res = pgo_pq_run(
+		conn, "checking the time zone",
+		"SELECT name FROM pg_timezone_names WHERE lower(name) = "
+		"lower($1) ORDER BY name = $1 DESC, name LIMIT 1",
+		1, &tz, err);
 	if (!res)
 		return PGO_ERR_DB;
 	if (PQntuples(res) == 0)
@@ -302,10 +288,11 @@ int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *schedule,
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
 				     "catch-up-max must be 1 to 1000, not %d",
 				     s->catch_up_max);
-	res = run(conn, "checking the queue",
-		  "SELECT 1 FROM pgoutbox.queues WHERE name = $1 AND kind = "
-		  "'work'",
-		  1, &s->queue, err);
+	res = pgo_pq_run(
+		conn, "checking the queue",
+		"SELECT 1 FROM pgoutbox.queues WHERE name = $1 AND kind = "
+		"'work'",
+		1, &s->queue, err);
 	if (!res)
 		return PGO_ERR_DB;
 	if (PQntuples(res) == 0) {
@@ -327,17 +314,18 @@ int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *schedule,
 	p[6] = missed;
 	p[7] = cmax;
 	/* Adding again replaces the definition; ticks count from now. */
-	res = run(conn, "adding the schedule",
-		  "INSERT INTO pgoutbox.cron_schedules AS c (name, expr, tz, "
-		  "queue, payload, overlap, missed, catch_up_max, last_tick) "
-		  "VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8::integer, "
-		  "date_trunc('second', now())) "
-		  "ON CONFLICT (name) DO UPDATE SET expr = EXCLUDED.expr, "
-		  "tz = EXCLUDED.tz, queue = EXCLUDED.queue, payload = "
-		  "EXCLUDED.payload, overlap = EXCLUDED.overlap, missed = "
-		  "EXCLUDED.missed, catch_up_max = EXCLUDED.catch_up_max, "
-		  "last_tick = EXCLUDED.last_tick, enabled = true",
-		  8, p, err);
+	res = pgo_pq_run(
+		conn, "adding the schedule",
+		"INSERT INTO pgoutbox.cron_schedules AS c (name, expr, tz, "
+		"queue, payload, overlap, missed, catch_up_max, last_tick) "
+		"VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8::integer, "
+		"date_trunc('second', now())) "
+		"ON CONFLICT (name) DO UPDATE SET expr = EXCLUDED.expr, "
+		"tz = EXCLUDED.tz, queue = EXCLUDED.queue, payload = "
+		"EXCLUDED.payload, overlap = EXCLUDED.overlap, missed = "
+		"EXCLUDED.missed, catch_up_max = EXCLUDED.catch_up_max, "
+		"last_tick = EXCLUDED.last_tick, enabled = true",
+		8, p, err);
 	if (!res)
 		return PGO_ERR_DB;
 	PQclear(res);
@@ -347,10 +335,10 @@ int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *schedule,
 
 int pgo_cron_remove(PGconn *conn, const char *name, pgo_error_t *err)
 {
-	PGresult *res =
-		run(conn, "removing the schedule",
-		    "DELETE FROM pgoutbox.cron_schedules WHERE name = $1", 1,
-		    &name, err);
+	PGresult *res = pgo_pq_run(
+		conn, "removing the schedule",
+		"DELETE FROM pgoutbox.cron_schedules WHERE name = $1", 1, &name,
+		err);
 	int rc = PGO_OK;
 
 	if (!res)
@@ -365,7 +353,7 @@ int pgo_cron_remove(PGconn *conn, const char *name, pgo_error_t *err)
 int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err)
 {
 	zone_cache_t zones = {0};
-	PGresult *res = run(
+	PGresult *res = pgo_pq_run(
 		conn, "cron list",
 		"SELECT name, expr, tz, queue, overlap, missed, catch_up_max, "
 		"extract(epoch FROM last_tick)::bigint, enabled "
@@ -417,14 +405,14 @@ int pgo_cron_history(PGconn *conn, const char *name, int limit, FILE *out,
 	PGresult *res;
 
 	snprintf(lim, sizeof(lim), "%d", limit > 0 ? limit : 50);
-	res = run(conn, "cron history",
-		  "SELECT to_char(tick AT TIME ZONE 'UTC', "
-		  "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), outcome, "
-		  "coalesce(job_id::text, '-'), coalesce(reason, ''), "
-		  "to_char(recorded_at AT TIME ZONE 'UTC', "
-		  "'HH24:MI:SS.MS') FROM pgoutbox.cron_history "
-		  "WHERE name = $1 ORDER BY tick DESC LIMIT $2::integer",
-		  2, p, err);
+	res = pgo_pq_run(conn, "cron history",
+			 "SELECT to_char(tick AT TIME ZONE 'UTC', "
+			 "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), outcome, "
+			 "coalesce(job_id::text, '-'), coalesce(reason, ''), "
+			 "to_char(recorded_at AT TIME ZONE 'UTC', "
+			 "'HH24:MI:SS.MS') FROM pgoutbox.cron_history "
+			 "WHERE name = $1 ORDER BY tick DESC LIMIT $2::integer",
+			 2, p, err);
 	if (!res)
 		return PGO_ERR_DB;
 	fprintf(out, "%-20s %-8s %-10s %-13s %s\n", "TICK", "OUTCOME", "JOB",
@@ -666,7 +654,8 @@ static int64_t handle_schedule(pgo_scheduler_t *s, PGresult *res, int row,
 	if (PQgetisnull(res, row, 4)) {
 		const char *p[1] = {name};
 
-		r = run(s->pg, "starting a schedule",
+		r = pgo_pq_run(
+			s->pg, "starting a schedule",
 			"UPDATE pgoutbox.cron_schedules SET last_tick = "
 			"date_trunc('second', now()) WHERE name = $1 AND "
 			"last_tick IS NULL",
@@ -767,10 +756,10 @@ static int64_t handle_schedule(pgo_scheduler_t *s, PGresult *res, int row,
 	params[4] = d.reasons.data;
 	r = d.ticks.oom || d.fire.oom || d.reasons.oom
 		    ? NULL
-		    : run(s->pg, "firing",
-			  "SELECT pgoutbox.cron_fire($1, $2::bigint, "
-			  "$3::bigint[], $4::boolean[], $5::text[])",
-			  5, params, &err);
+		    : pgo_pq_run(s->pg, "firing",
+				 "SELECT pgoutbox.cron_fire($1, $2::bigint, "
+				 "$3::bigint[], $4::boolean[], $5::text[])",
+				 5, params, &err);
 	pgo_buf_free(&d.ticks);
 	pgo_buf_free(&d.fire);
 	pgo_buf_free(&d.reasons);
@@ -808,7 +797,8 @@ static void expire_history(pgo_scheduler_t *s)
 	PGresult *r;
 
 	snprintf(keep, sizeof(keep), "%" PRId64, s->o.history_keep_ms);
-	r = run(s->pg, "expiring history",
+	r = pgo_pq_run(
+		s->pg, "expiring history",
 		"SELECT created, dropped FROM pgoutbox.cron_history_maintain("
 		"CASE WHEN $1::bigint > 0 THEN $1::bigint * interval "
 		"'1 millisecond' END)",
@@ -840,12 +830,13 @@ static int64_t pass(pgo_scheduler_t *s, int64_t now)
 		sched_connect(s);
 	if (!s->pg)
 		return s->retry_at - now;
-	res = run(s->pg, "reading schedules",
-		  "SELECT extract(epoch FROM now())::float8, name, expr, tz, "
-		  "extract(epoch FROM last_tick)::bigint, missed, "
-		  "catch_up_max FROM pgoutbox.cron_schedules WHERE enabled "
-		  "ORDER BY name",
-		  0, NULL, &err);
+	res = pgo_pq_run(
+		s->pg, "reading schedules",
+		"SELECT extract(epoch FROM now())::float8, name, expr, tz, "
+		"extract(epoch FROM last_tick)::bigint, missed, "
+		"catch_up_max FROM pgoutbox.cron_schedules WHERE enabled "
+		"ORDER BY name",
+		0, NULL, &err);
 	if (!res) {
 		sched_down(s, err.msg);
 		return s->retry_at - pgo_now_ms();

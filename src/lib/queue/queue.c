@@ -21,22 +21,6 @@ struct pgo_enqueuer {
 
 #define ENQUEUE_STMT "pgoutbox_enqueue"
 
-/* Runs one statement with text parameters; NULL (err filled) on error. */
-static PGresult *run(PGconn *conn, const char *what, const char *sql, int n,
-		     const char *const *params, pgo_error_t *err)
-{
-	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-	ExecStatusType st = PQresultStatus(res);
-
-	if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-		pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
-			      "%s: %s", what, pgo_pq_msg(conn, res));
-		PQclear(res);
-		return NULL;
-	}
-	return res;
-}
-
 int pgo_queue_create(PGconn *conn, const char *name, int shards,
 		     pgo_error_t *err)
 {
@@ -51,9 +35,9 @@ int pgo_queue_create(PGconn *conn, const char *name, int shards,
 			err, PGO_ERR_INVALID, 0,
 			"shards must be between 1 and 4096, not %d", shards);
 	snprintf(nshards, sizeof(nshards), "%d", shards);
-	res = run(conn, "creating the queue",
-		  "SELECT pgoutbox.create_queue($1, $2::integer)", 2, params,
-		  err);
+	res = pgo_pq_run(conn, "creating the queue",
+			 "SELECT pgoutbox.create_queue($1, $2::integer)", 2,
+			 params, err);
 	if (!res)
 		return PGO_ERR_DB;
 	PQclear(res);
@@ -192,12 +176,13 @@ int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
 
 int pgo_queue_list(PGconn *conn, FILE *out, pgo_error_t *err)
 {
-	PGresult *res = run(conn, "queue list",
-			    "SELECT q.name, q.kind, q.shards, "
-			    "(SELECT count(*) FROM pgoutbox.dead_letters d "
-			    "  WHERE d.queue = q.name) "
-			    "FROM pgoutbox.queues q ORDER BY q.name",
-			    0, NULL, err);
+	PGresult *res =
+		pgo_pq_run(conn, "queue list",
+			   "SELECT q.name, q.kind, q.shards, "
+			   "(SELECT count(*) FROM pgoutbox.dead_letters d "
+			   "  WHERE d.queue = q.name) "
+			   "FROM pgoutbox.queues q ORDER BY q.name",
+			   0, NULL, err);
 
 	if (!res)
 		return PGO_ERR_DB;
@@ -216,7 +201,7 @@ int pgo_queue_list(PGconn *conn, FILE *out, pgo_error_t *err)
 			 "OR locked_until < now()), count(*) FILTER (WHERE "
 			 "locked_until >= now()) FROM pgoutbox.\"%s\"",
 			 name);
-		c = run(conn, "queue list", sql, 0, NULL, err);
+		c = pgo_pq_run(conn, "queue list", sql, 0, NULL, err);
 		if (!c) {
 			PQclear(res);
 			return PGO_ERR_DB;
@@ -240,9 +225,9 @@ static int check_queue(PGconn *conn, const char *queue, bool work_only,
 
 	if (pgo_ident_check(queue, err) != PGO_OK)
 		return PGO_ERR_INVALID;
-	res = run(conn, "queue",
-		  "SELECT kind FROM pgoutbox.queues WHERE name = $1", 1, &queue,
-		  err);
+	res = pgo_pq_run(conn, "queue",
+			 "SELECT kind FROM pgoutbox.queues WHERE name = $1", 1,
+			 &queue, err);
 	if (!res)
 		return PGO_ERR_DB;
 	if (PQntuples(res) == 0)
@@ -285,7 +270,7 @@ int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
 		"(SELECT count(*) FROM pgoutbox.dead_letters WHERE queue = $1) "
 		"FROM pgoutbox.\"%s\"",
 		queue);
-	res = run(conn, "queue stats", sql, 1, p, err);
+	res = pgo_pq_run(conn, "queue stats", sql, 1, p, err);
 	if (!res)
 		return PGO_ERR_DB;
 	fprintf(out,
@@ -306,7 +291,7 @@ int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
 		 "SELECT locked_by, count(*) FROM pgoutbox.\"%s\" WHERE "
 		 "locked_until >= now() GROUP BY 1 ORDER BY 1",
 		 queue);
-	res = run(conn, "queue stats", sql, 0, NULL, err);
+	res = pgo_pq_run(conn, "queue stats", sql, 0, NULL, err);
 	if (!res)
 		return PGO_ERR_DB;
 	for (int i = 0; i < PQntuples(res); i++)
@@ -327,13 +312,14 @@ int pgo_queue_dead(PGconn *conn, const char *queue, int limit, FILE *out,
 	if (rc != PGO_OK)
 		return rc;
 	snprintf(lim, sizeof(lim), "%d", limit > 0 ? limit : 50);
-	res = run(conn, "queue dead",
-		  "SELECT id, attempts, to_char(failed_at AT TIME ZONE 'UTC', "
-		  "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
-		  "left(payload::text, 60), coalesce(last_error, '') "
-		  "FROM pgoutbox.dead_letters WHERE queue = $1 "
-		  "ORDER BY failed_at DESC, id DESC LIMIT $2::integer",
-		  2, p, err);
+	res = pgo_pq_run(
+		conn, "queue dead",
+		"SELECT id, attempts, to_char(failed_at AT TIME ZONE 'UTC', "
+		"'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+		"left(payload::text, 60), coalesce(last_error, '') "
+		"FROM pgoutbox.dead_letters WHERE queue = $1 "
+		"ORDER BY failed_at DESC, id DESC LIMIT $2::integer",
+		2, p, err);
 	if (!res)
 		return PGO_ERR_DB;
 	fprintf(out, "%-10s %-8s %-20s %s\n", "ID", "ATTEMPTS", "FAILED_AT",
@@ -380,7 +366,7 @@ int pgo_queue_retry(PGconn *conn, const char *queue, int64_t id,
 		"payload, headers, created_at, coalesce(last_error, 'put back "
 		"from dead letters') FROM d RETURNING id",
 		queue);
-	res = run(conn, "queue retry", sql, 2, p, err);
+	res = pgo_pq_run(conn, "queue retry", sql, 2, p, err);
 	if (!res)
 		return PGO_ERR_DB;
 	if (PQntuples(res) == 0)
@@ -407,7 +393,8 @@ int pgo_queue_purge(PGconn *conn, const char *queue, int dead, int64_t *count,
 	else
 		snprintf(sql, sizeof(sql), "DELETE FROM pgoutbox.\"%s\"",
 			 queue);
-	res = run(conn, "queue purge", sql, dead ? 1 : 0, dead ? p : NULL, err);
+	res = pgo_pq_run(conn, "queue purge", sql, dead ? 1 : 0,
+			 dead ? p : NULL, err);
 	if (!res)
 		return PGO_ERR_DB;
 	if (count)
