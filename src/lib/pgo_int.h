@@ -336,6 +336,19 @@ extern const pgo_conf_key_t pgo_sink_bullmq_keys[];
 /* Reads the sink.bullmq_* keys (and the sink.redis_* connection keys) and
  * loads the exported add script; refuses untested bullmq majors. */
 int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
+
+/* --- nats sink (sinks/nats/) --- */
+
+extern const pgo_sink_ops_t pgo_sink_nats_ops;
+/* sinks/nats/nats_conf.c: the sink.nats_* keys. */
+extern const pgo_conf_key_t pgo_sink_nats_keys[];
+/* Reads the sink.nats_* keys (and relay.queue) into the sink; checks the
+ * subject template, the URL and the files named. */
+int pgo_sink_nats_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
+/* Appends a nats:// or tls:// URL (or a comma-separated list of them) to
+ * b with every password or token as "***"; false (nothing appended) when
+ * url is not one. */
+bool pgo_nats_url_mask(const char *url, pgo_buf_t *b);
 /* Writes the 40 lower-case hex digits of SHA-1(data) and a NUL into hex
  * (the name EVALSHA gives a script), computed by libcrypto.  Returns PGO_OK,
  * or PGO_ERR_NOMEM with hex "" when libcrypto fails (out of memory, or no
