@@ -336,6 +336,20 @@ static void on_async_error(natsConnection *nc, natsSubscription *sub,
 	}
 }
 
+/* The calling thread's last cnats error without its source location
+ * ("(conn.c:1905): Authorization Violation"), or the status' text. */
+static const char *last_error(natsStatus st)
+{
+	const char *why = nats_GetLastError(NULL);
+	const char *end;
+
+	if (!why || !*why)
+		return natsStatus_GetText(st);
+	if (why[0] == '(' && (end = strstr(why, "): ")) != NULL)
+		why = end + 3;
+	return why;
+}
+
 /* The connector: natsConnection_Connect() blocks for up to
  * sink.nats_connect_timeout per server, so the first connection is made
  * here, with a backoff between attempts, until it succeeds or the sink
@@ -364,11 +378,9 @@ static void *connector_main(void *arg)
 			/* Cannot tell the loop: drop it and try again. */
 			natsConnection_Destroy(nc);
 		} else if (it) {
-			const char *why = nats_GetLastError(NULL);
-
 			it->status = st;
 			snprintf(it->text, sizeof(it->text), "%s",
-				 why && *why ? why : natsStatus_GetText(st));
+				 last_error(st));
 			push(s, it);
 			if (st == NATS_OK)
 				return NULL;
@@ -545,7 +557,7 @@ static void send_batch(struct nats_sink *s, struct nb_batch *pb)
 		/* Not published: the message is still ours. */
 		pub_del(s, pub_find(s, m));
 		pb->outstanding--;
-		ack = pgo_nats_verdict(st, 0, nats_GetLastError(NULL),
+		ack = pgo_nats_verdict(st, 0, last_error(st),
 				       natsMsg_GetSubject(m), why, sizeof(why));
 		natsMsg_Destroy(m);
 		verdict(pb, i, ack, why);
@@ -854,10 +866,7 @@ static int nats_start(pgo_sink_t *sink)
 	}
 	st = make_options(s, &s->opts);
 	if (st != NATS_OK) {
-		const char *why = nats_GetLastError(NULL);
-
-		pgo_sink_set_error(sink, "nats: %s",
-				   why && *why ? why : natsStatus_GetText(st));
+		pgo_sink_set_error(sink, "nats: %s", last_error(st));
 		return PGO_ERR_CONFIG;
 	}
 	s->state = NS_CONNECTING;
