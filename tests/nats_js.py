@@ -11,7 +11,7 @@ is needed to create a stream, count it or read every message back.
   nats_js.py PORT delete NAME
   nats_js.py PORT ready            exits 0 once JetStream answers
 
-create's keys go into the stream configuration as they are (storage
+NATS_CA (and NATS_CERT, NATS_KEY) speak TLS.  create's keys go into the stream configuration as they are (storage
 defaults to "file", e.g. max_msgs=5 discard='"new"' duplicate_window=...
 in nanoseconds).  NATS_USER / NATS_PASS or NATS_TOKEN authenticate.
 """
@@ -30,6 +30,13 @@ class Conn:
         line = self._line()
         if not line.startswith(b"INFO "):
             sys.exit("nats_js: unexpected greeting %r" % line)
+        if os.environ.get("NATS_CA"):
+            # TLS after the plain INFO, as NATS does.
+            import ssl
+            ctx = ssl.create_default_context(cafile=os.environ["NATS_CA"])
+            if os.environ.get("NATS_CERT"):
+                ctx.load_cert_chain(os.environ["NATS_CERT"], os.environ["NATS_KEY"])
+            self.s = ctx.wrap_socket(self.s, server_hostname="127.0.0.1")
         opts = {"verbose": False, "pedantic": False, "headers": True,
                 "no_responders": True, "lang": "python-raw", "version": "0"}
         if os.environ.get("NATS_USER"):
