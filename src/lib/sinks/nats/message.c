@@ -100,8 +100,8 @@ static int event_headers(natsMsg *m, const char *headers, char *why,
 	const char *k;
 	int rc = PGO_OK;
 
-	if (!headers || !*headers)
-		return PGO_OK;
+	if (!headers || !*headers || strcmp(headers, "{}") == 0)
+		return PGO_OK; /* the common case, without a parse */
 	obj = json_loads(headers, JSON_REJECT_DUPLICATES, &jerr);
 	if (!obj || !json_is_object(obj)) {
 		snprintf(why, whylen, "nats: headers are not a JSON object: %s",
