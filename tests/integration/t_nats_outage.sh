@@ -70,3 +70,22 @@ wait_until 60 '[ "$(pending)" = 0 ]'
 stop_relay "$RELAY_PID"
 check_once ev.c 20000 || fail "after kill -9 of the relay"
 note "kill -9 of the relay with $left pending: 20000 of 20000, each id once"
+
+# 4. A server that stops answering (SIGSTOP) with the connection open: no
+# PubAck within sink.nats_timeout makes the batch unavailable (rolled
+# back, no attempt spent); once it answers again, each event lands once.
+start_relay "$T_TMP/relay4" --sink nats --nats-url "$NATS_URL" --nats-timeout 500ms --poll-interval 300ms
+relay=$RELAY_PID
+send_n d 10
+wait_until 20 '[ "$(pending)" = 0 ]'
+kill -STOP "$NATS_PID"
+send_n d 200
+wait_until 20 'grep -q "no PubAck" "$T_TMP/relay4.log"'
+[ "$(pending)" = 200 ] || { kill -CONT "$NATS_PID"; fail "events left the outbox while the server was stopped: $(pending) of 200 wait"; }
+[ "$(q 'SELECT max(attempts) FROM pgoutbox.outbox')" = 0 ] || { kill -CONT "$NATS_PID"; fail "attempts spent on a silent server"; }
+kill -CONT "$NATS_PID"
+wait_until 30 '[ "$(pending)" = 0 ]'
+check_once ev.d 210 || fail "after the server stopped answering"
+kill -0 "$relay" || fail "the relay exited"
+stop_relay "$relay"
+note "a silent server: batch unavailable after 500 ms without a PubAck, then 210 of 210 once"
