@@ -44,6 +44,12 @@ bench: build
 bench-redis: build
 	bench/redis-latency.sh $(BUILD) $(if $(FSYNC),--appendfsync $(FSYNC))
 
+# The nats sink (issue 13): drain of 100,000 events into JetStream and
+# commit-to-stream latency at 500 events/s, ~1 minute.
+.PHONY: bench-nats
+bench-nats: build
+	bench/nats.sh $(BUILD)
+
 # The chat scenario of issue 3: 20 seeded runs (SEED=n picks the first).
 .PHONY: chaos
 chaos: asan

@@ -286,6 +286,16 @@ void pgo_sink_drain(pgo_sink_t *sink, int64_t deadline_ms);
 
 extern const pgo_sink_ops_t pgo_sink_stdout_ops;
 
+/* sinks/template.c: the name templates of the sinks (sink.redis_stream,
+ * sink.bullmq_queue, sink.nats_subject).  _check: PGO_OK, or
+ * PGO_ERR_CONFIG naming key when tmpl is empty or has a placeholder other
+ * than {topic} and {queue}.  _expand: tmpl with them replaced, in buf
+ * (reset first); NULL on OOM; valid until buf changes. */
+int pgo_sink_template_check(const char *key, const char *tmpl,
+			    pgo_error_t *err);
+const char *pgo_sink_template_expand(pgo_buf_t *buf, const char *tmpl,
+				     const char *topic, const char *queue);
+
 /* --- exec sink --- */
 
 extern const pgo_sink_ops_t pgo_sink_exec_ops;
@@ -331,6 +341,19 @@ extern const pgo_conf_key_t pgo_sink_bullmq_keys[];
 /* Reads the sink.bullmq_* keys (and the sink.redis_* connection keys) and
  * loads the exported add script; refuses untested bullmq majors. */
 int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
+
+/* --- nats sink (sinks/nats/) --- */
+
+extern const pgo_sink_ops_t pgo_sink_nats_ops;
+/* sinks/nats/nats_conf.c: the sink.nats_* keys. */
+extern const pgo_conf_key_t pgo_sink_nats_keys[];
+/* Reads the sink.nats_* keys (and relay.queue) into the sink; checks the
+ * subject template, the URL and the files named. */
+int pgo_sink_nats_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
+/* Appends a nats:// or tls:// URL (or a comma-separated list of them) to
+ * b with every password or token as "***"; false (nothing appended) when
+ * url is not one. */
+bool pgo_nats_url_mask(const char *url, pgo_buf_t *b);
 /* Writes the 40 lower-case hex digits of SHA-1(data) and a NUL into hex
  * (the name EVALSHA gives a script), computed by libcrypto.  Returns PGO_OK,
  * or PGO_ERR_NOMEM with hex "" when libcrypto fails (out of memory, or no

@@ -22,10 +22,16 @@
 
 /* The sinks of the registry, as relay.sink's messages list them. */
 #ifdef PGO_HAVE_REDIS
-#define KNOWN_SINKS "stdout, exec, redis, bullmq"
+#define KNOWN_REDIS ", redis, bullmq"
 #else
-#define KNOWN_SINKS "stdout, exec"
+#define KNOWN_REDIS ""
 #endif
+#ifdef PGO_HAVE_NATS
+#define KNOWN_NATS ", nats"
+#else
+#define KNOWN_NATS ""
+#endif
+#define KNOWN_SINKS "stdout, exec" KNOWN_REDIS KNOWN_NATS
 
 /* Every key, in the order `config show` lists them, with its default: the
  * [sink] keys are those the sinks declare in their registry rows. */
@@ -70,6 +76,18 @@ static const struct {
 	{"sink.bullmq_script", ""},
 	{"sink.bullmq_attempts", "1"},
 	{"sink.bullmq_remove_on_complete", ""},
+#endif
+#ifdef PGO_HAVE_NATS
+	{"sink.nats_url", "nats://127.0.0.1:4222"},
+	{"sink.nats_subject", "{topic}"},
+	{"sink.nats_format", "plain"},
+	{"sink.nats_creds", ""},
+	{"sink.nats_nkey", ""},
+	{"sink.nats_tls_ca", ""},
+	{"sink.nats_tls_cert", ""},
+	{"sink.nats_tls_key", ""},
+	{"sink.nats_timeout", "5s"},
+	{"sink.nats_connect_timeout", "2s"},
 #endif
 	{"worker.queue", ""},
 	{"worker.exec_command", ""},

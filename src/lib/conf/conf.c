@@ -842,6 +842,10 @@ static const char *display(const pgo_conf_key_t *k, const char *text,
 		return text;
 	pgo_buf_reset(b);
 	pgo_buf_puts(b, "");
+#ifdef PGO_HAVE_NATS
+	if (pgo_nats_url_mask(text, b))
+		return b->oom ? MASK : b->data;
+#endif
 	if (!pgo_redis_url_mask(text, b))
 		(void)pgo_conninfo_mask(text, b);
 	/* Out of memory: hide all rather than risk a leak. */

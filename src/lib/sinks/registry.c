@@ -54,6 +54,16 @@ const pgo_sink_def_t pgo_sink_defs[] = {
 		    "(tools/bullmq-export.js, docs/bullmq.md).",
 	 .keys = pgo_sink_bullmq_keys},
 #endif
+#ifdef PGO_HAVE_NATS
+	{.name = "nats",
+	 .ops = &pgo_sink_nats_ops,
+	 .configure = pgo_sink_nats_configure,
+	 .summary = "a JetStream publish per event, Nats-Msg-Id = the event id",
+	 .details = "an event is acked by its PubAck; the stream drops "
+		    "redeliveries within\nits duplicate window "
+		    "(docs/nats.md).",
+	 .keys = pgo_sink_nats_keys},
+#endif
 	{.name = NULL},
 };
 

@@ -190,8 +190,8 @@ static void bq_send(void *arg, pgo_redis_pipe_t *p, pgo_batch_t *b, size_t i)
 	const char *argv[3 + ADD_NKEYS + 3];
 	size_t lens[3 + ADD_NKEYS + 3];
 	size_t offs[ADD_NKEYS];
-	const char *qname = pgo_redis_template_expand(
-		&s->qname, s->queue_tmpl, ev->topic, s->relay_queue);
+	const char *qname = pgo_sink_template_expand(&s->qname, s->queue_tmpl,
+						     ev->topic, s->relay_queue);
 	char job_id[32], nkeys[8], msg[300];
 	int argc = 0;
 
@@ -339,7 +339,7 @@ static void bullmq_close(pgo_sink_t *sink)
  * and no ':' (BullMQ refuses such queue names). */
 static int check_template(const char *t, pgo_error_t *err)
 {
-	if (pgo_redis_template_check("sink.bullmq_queue", t, err) != PGO_OK)
+	if (pgo_sink_template_check("sink.bullmq_queue", t, err) != PGO_OK)
 		return err->code;
 	if (strchr(t, ':'))
 		return pgo_error_set(err, PGO_ERR_CONFIG, 0,

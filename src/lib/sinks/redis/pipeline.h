@@ -24,8 +24,8 @@
  * The sink plugs in two callbacks: send() queues the command of one event
  * (pgo_redis_pipe_command()), reply() turns its reply into a verdict
  * (pgo_redis_pipe_verdict()).  A batch is done (pgo_sink_done()) when its
- * last verdict is set.  The name templates both sinks share ({topic},
- * {queue}) are here too.
+ * last verdict is set.  The name templates both sinks use ({topic},
+ * {queue}) are every sink's: pgo_sink_template_*() of pgo_int.h.
  */
 #ifndef PGO_REDIS_PIPE_H
 #define PGO_REDIS_PIPE_H
@@ -89,16 +89,5 @@ int pgo_redis_pipe_sink_submit(pgo_sink_t *sink, pgo_batch_t *b);
 void pgo_redis_pipe_sink_cancel(pgo_sink_t *sink, pgo_batch_t *b);
 void pgo_redis_pipe_sink_drain(pgo_sink_t *sink, int64_t deadline_ms);
 void pgo_redis_pipe_sink_stop(pgo_sink_t *sink);
-
-/* --- name templates (sink.redis_stream, sink.bullmq_queue) --- */
-
-/* PGO_OK, or PGO_ERR_CONFIG naming key when tmpl is empty or has a
- * placeholder other than {topic} and {queue}. */
-int pgo_redis_template_check(const char *key, const char *tmpl,
-			     pgo_error_t *err);
-/* tmpl with {topic} and {queue} replaced, in buf (reset first); NULL on
- * OOM.  Valid until buf changes. */
-const char *pgo_redis_template_expand(pgo_buf_t *buf, const char *tmpl,
-				      const char *topic, const char *queue);
 
 #endif /* PGO_REDIS_PIPE_H */

@@ -53,8 +53,8 @@ static void rs_send(void *arg, pgo_redis_pipe_t *p, pgo_batch_t *b, size_t i)
 	int argc = 0;
 
 	argv[argc++] = "XADD";
-	argv[argc] = pgo_redis_template_expand(&s->stream, s->stream_tmpl,
-					       ev->topic, s->queue);
+	argv[argc] = pgo_sink_template_expand(&s->stream, s->stream_tmpl,
+					      ev->topic, s->queue);
 	if (!argv[argc++]) {
 		pgo_redis_pipe_verdict(b, i, PGO_ACK_RETRY,
 				       "redis: out of memory");
@@ -138,7 +138,7 @@ int pgo_sink_redis_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 	struct rs_sink *s;
 	pgo_error_t err;
 
-	if (pgo_redis_template_check("sink.redis_stream", stream, &err) !=
+	if (pgo_sink_template_check("sink.redis_stream", stream, &err) !=
 	    PGO_OK) {
 		pgo_sink_set_error(sink, "%s", err.msg);
 		return err.code;
