@@ -25,7 +25,7 @@
  * (pgo_redis_pipe_command()), reply() turns its reply into a verdict
  * (pgo_redis_pipe_verdict()).  A batch is done (pgo_sink_done()) when its
  * last verdict is set.  The name templates both sinks share ({topic},
- * {queue}) are here too.
+ * {queue}) are base/template.c's, under their old names here.
  */
 #ifndef PGO_REDIS_PIPE_H
 #define PGO_REDIS_PIPE_H
@@ -92,13 +92,8 @@ void pgo_redis_pipe_sink_stop(pgo_sink_t *sink);
 
 /* --- name templates (sink.redis_stream, sink.bullmq_queue) --- */
 
-/* PGO_OK, or PGO_ERR_CONFIG naming key when tmpl is empty or has a
- * placeholder other than {topic} and {queue}. */
-int pgo_redis_template_check(const char *key, const char *tmpl,
-			     pgo_error_t *err);
-/* tmpl with {topic} and {queue} replaced, in buf (reset first); NULL on
- * OOM.  Valid until buf changes. */
-const char *pgo_redis_template_expand(pgo_buf_t *buf, const char *tmpl,
-				      const char *topic, const char *queue);
+/* The templates every sink shares (base/template.c, pgo_int.h). */
+#define pgo_redis_template_check  pgo_template_check
+#define pgo_redis_template_expand pgo_template_expand
 
 #endif /* PGO_REDIS_PIPE_H */
