@@ -261,13 +261,16 @@ struct pgo_sink {
  */
 typedef struct pgo_sink_def {
 	const char *name; /* relay.sink value; its keys are sink.<name>_* */
+	/* The keys' prefix when it is not the name (rabbitmq: "amqp"). */
+	const char *key_prefix;
 	const pgo_sink_ops_t *ops;
 	/* Reads the sink's keys of conf into the sink; NULL: none. */
 	int (*configure)(pgo_sink_t *sink, const pgo_conf_t *conf);
 	const char *summary; /* one line, for --help and the docs */
 	const char *details; /* more lines for `relay --help`, or NULL */
 	/* The keys the sink reads, in section [sink] and named
-	 * sink.<name>_*, ended by a row with key NULL; NULL: none. */
+	 * sink.<name>_* (or sink.<key_prefix>_*), ended by a row with key
+	 * NULL; NULL: none. */
 	const pgo_conf_key_t *keys;
 	/* Cross-key rules pgo_conf_validate() checks when relay.sink is
 	 * this sink: PGO_OK, or PGO_ERR_CONFIG with err's message; NULL:
