@@ -345,6 +345,17 @@ int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
  * provider offers SHA-1). */
 int pgo_sha1_hex(const char *data, size_t len, char hex[41]);
 
+/* --- rabbitmq sink (sinks/amqp.c, sinks/amqp_conf.c) --- */
+
+extern const pgo_sink_ops_t pgo_sink_amqp_ops;
+/* The sink.amqp_* keys, and the rules between them (cert and key; the
+ * confirm timeout within database.idle_tx_timeout). */
+extern const pgo_conf_key_t pgo_sink_amqp_keys[];
+int pgo_sink_amqp_validate(const pgo_conf_t *conf, pgo_error_t *err);
+/* Reads the sink.amqp_* keys (and relay.queue) into the sink; checks the
+ * URL and the routing key template. */
+int pgo_sink_amqp_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
+
 /* --- ABI: the structs callers fill carry their size (abi.c) --- */
 
 typedef enum pgo_abi_struct {

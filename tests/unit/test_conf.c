@@ -22,10 +22,16 @@
 
 /* The sinks of the registry, as relay.sink's messages list them. */
 #ifdef PGO_HAVE_REDIS
-#define KNOWN_SINKS "stdout, exec, redis, bullmq"
+#define SINKS_REDIS ", redis, bullmq"
 #else
-#define KNOWN_SINKS "stdout, exec"
+#define SINKS_REDIS ""
 #endif
+#ifdef PGO_HAVE_RABBITMQ
+#define SINKS_RABBITMQ ", rabbitmq"
+#else
+#define SINKS_RABBITMQ ""
+#endif
+#define KNOWN_SINKS "stdout, exec" SINKS_REDIS SINKS_RABBITMQ
 
 /* Every key, in the order `config show` lists them, with its default: the
  * [sink] keys are those the sinks declare in their registry rows. */
@@ -70,6 +76,20 @@ static const struct {
 	{"sink.bullmq_script", ""},
 	{"sink.bullmq_attempts", "1"},
 	{"sink.bullmq_remove_on_complete", ""},
+#endif
+#ifdef PGO_HAVE_RABBITMQ
+	{"sink.amqp_url", "amqp://guest:guest@localhost:5672/%2f"},
+	{"sink.amqp_exchange", ""},
+	{"sink.amqp_routing_key", "{topic}"},
+	{"sink.amqp_format", "plain"},
+	{"sink.amqp_timeout", "5s"},
+	{"sink.amqp_connect_timeout", "5s"},
+	{"sink.amqp_heartbeat", "30s"},
+	{"sink.amqp_frame_max", "131072"},
+	{"sink.amqp_ca", ""},
+	{"sink.amqp_cert", ""},
+	{"sink.amqp_key", ""},
+	{"sink.amqp_verify", "on"},
 #endif
 	{"worker.queue", ""},
 	{"worker.exec_command", ""},
