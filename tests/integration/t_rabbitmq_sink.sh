@@ -10,7 +10,10 @@
 #  4. a memory alarm (connection.blocked) spends no attempt, loses nothing;
 #  5. wrong credentials: a clear error, no attempt spent, nothing lost;
 #  6. an unroutable routing key (mandatory, basic.return) dead-letters with
-#     the broker's reason; config show never prints the password.
+#     the broker's reason;
+#  7. an exchange that does not exist (channel error 404): retried with the
+#     broker's text, delivered once fixed; config show never prints the
+#     password.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../rabbitmq.sh"
 . "$(dirname "$0")/../rabbitmq_defs.sh"
@@ -166,6 +169,20 @@ for k, v in want.items():
 assert m['content_type'] == 'application/json'
 PY
 note "6: unroutable: $(q "SELECT last_error FROM pgoutbox.dead_letters LIMIT 1" | cut -c1-100)..."
+
+# 7. An exchange that does not exist: the broker closes the channel (404);
+# the events are retried with its text, and delivered once it is right.
+q "INSERT INTO pgoutbox.outbox (topic, type, payload) SELECT 'orders', 'nx', jsonb_build_object('i', i) FROM generate_series(1, 3) i"
+start_relay "$T_TMP/relay_nx" --sink rabbitmq --amqp-url "$RABBIT_URL" --amqp-exchange nosuch --poll-interval 500ms
+wait_until 30 '[ "$(q "SELECT count(*) FROM pgoutbox.outbox WHERE attempts > 0 AND last_error LIKE '"'"'%NOT_FOUND%nosuch%'"'"'")" -gt 0 ]'
+stop_relay "$RELAY_PID"
+[ "$(pending)" = 3 ] || fail "missing exchange: $(pending) of 3 events left"
+note "7: missing exchange: $(q "SELECT last_error FROM pgoutbox.outbox WHERE last_error IS NOT NULL LIMIT 1" | cut -c1-100)"
+start_relay "$T_TMP/relay4" "${RELAY_ARGS[@]}"
+wait_until 30 '[ "$(pending)" = 0 ]'
+stop_relay "$RELAY_PID"
+got=$(amqp_drain q.orders | python3 -c 'import json,sys; print(len({json.loads(l)["message_id"] for l in sys.stdin if json.loads(l)["type"] == "nx"}))')
+[ "$got" = 3 ] || fail "missing exchange: $got of 3 events arrived once it was fixed"
 
 "$PGO_BIN" config show --sink rabbitmq --amqp-url "$RABBIT_URL" >"$T_TMP/show" 2>&1 || true
 grep -q '^amqp_url = ' "$T_TMP/show" || fail "config show has no amqp_url"
