@@ -6,8 +6,10 @@
 # seconds on a small machine: start one node per test file.
 #
 #   rabbit_start DIR DEFS_JSON   starts the node with DEFS_JSON as its
-#                                definitions (users, vhosts, exchanges,
-#                                queues, bindings; see rabbit_pw_hash);
+#                                definitions and RABBIT_EXTRA_CONF's lines
+#                                in its rabbitmq.conf; DEFS_JSON has the
+#                                users, vhosts, exchanges, queues and
+#                                bindings (see rabbit_pw_hash);
 #                                sets RABBIT_PORT, RABBIT_NODE, RABBIT_URL
 #                                (amqp://relay:s3cr3t@127.0.0.1:PORT/%2f)
 #   rabbit_stop                  clean stop (SIGTERM), waits for the exit
@@ -62,6 +64,7 @@ loopback_users = none
 disk_free_limit.absolute = 10MB
 log.file.level = info
 log.console = false
+${RABBIT_EXTRA_CONF:-}
 CONF
 	echo '[].' >"$RABBIT_DIR/enabled_plugins"
 	: >"$RABBIT_DIR/rabbitmq-env.conf"

@@ -12,14 +12,35 @@
 #  6. an unroutable routing key (mandatory, basic.return) dead-letters with
 #     the broker's reason;
 #  7. an exchange that does not exist (channel error 404): retried with the
-#     broker's text, delivered once fixed; config show never prints the
-#     password.
+#     broker's text, delivered once fixed;
+#  8. amqps:// with our CA and a client certificate delivers; without the
+#     certificate it is an outage.  config show never prints the password.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../rabbitmq.sh"
 . "$(dirname "$0")/../rabbitmq_defs.sh"
 trap 'cleanup_pids; rabbit_kill9' EXIT
 amqplib_ready
 rabbit_defs "$T_TMP/defs.json"
+# A TLS listener that wants a client certificate, all signed by a CA of
+# our own (for 8).
+tls=$T_TMP/tls
+mkdir -p "$tls"
+(
+	cd "$tls"
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=pgo-test-ca -keyout ca.key -out ca.pem
+	for who in server client; do
+		openssl req -newkey rsa:2048 -nodes -subj "/CN=$who" -keyout $who.key -out $who.csr
+		printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >$who.ext
+		openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out $who.pem -extfile $who.ext
+	done
+) >"$T_TMP/openssl.log" 2>&1 || { cat "$T_TMP/openssl.log" >&2; fail "openssl"; }
+TLS_PORT=$(rabbit_free_port)
+RABBIT_EXTRA_CONF="listeners.ssl.default = 127.0.0.1:$TLS_PORT
+ssl_options.cacertfile = $tls/ca.pem
+ssl_options.certfile = $tls/server.pem
+ssl_options.keyfile = $tls/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = true"
 rabbit_start "$T_TMP/rabbit" "$T_TMP/defs.json"
 t_db
 export PGTZ=UTC
@@ -183,6 +204,22 @@ wait_until 30 '[ "$(pending)" = 0 ]'
 stop_relay "$RELAY_PID"
 got=$(amqp_drain q.orders | python3 -c 'import json,sys; print(len({json.loads(l)["message_id"] for l in sys.stdin if json.loads(l)["type"] == "nx"}))')
 [ "$got" = 3 ] || fail "missing exchange: $got of 3 events arrived once it was fixed"
+
+# 8. amqps:// with the CA and a client certificate; without the client
+# certificate the broker refuses the handshake: an outage, nothing spent.
+q "INSERT INTO pgoutbox.outbox (topic, type, payload) SELECT 'orders', 'tls', jsonb_build_object('i', i) FROM generate_series(1, 5) i"
+PGOUTBOX_SINK_AMQP_CA=$tls/ca.pem start_relay "$T_TMP/relay_nocert" --sink rabbitmq --amqp-url "amqps://relay:s3cr3t@localhost:$TLS_PORT/%2f" --amqp-exchange pgo --poll-interval 500ms
+wait_until 30 'grep -q "cannot reach localhost:$TLS_PORT" "$T_TMP/relay_nocert.log"'
+stop_relay "$RELAY_PID"
+[ "$(pending)" = 5 ] && [ "$(q "SELECT max(attempts) FROM pgoutbox.outbox")" = 0 ] || fail "TLS without a client certificate: events touched"
+PGOUTBOX_SINK_AMQP_CA=$tls/ca.pem PGOUTBOX_SINK_AMQP_CERT=$tls/client.pem PGOUTBOX_SINK_AMQP_KEY=$tls/client.key \
+	start_relay "$T_TMP/relay_tls" --sink rabbitmq --amqp-url "amqps://relay:s3cr3t@localhost:$TLS_PORT/%2f" --amqp-exchange pgo --poll-interval 500ms
+wait_until 30 '[ "$(pending)" = 0 ]'
+stop_relay "$RELAY_PID"
+grep -q "connected to localhost:$TLS_PORT" "$T_TMP/relay_tls.log" || fail "no TLS connection in the log"
+got=$(amqp_drain q.orders | python3 -c 'import json,sys; print(len({json.loads(l)["message_id"] for l in sys.stdin if json.loads(l)["type"] == "tls"}))')
+[ "$got" = 5 ] || fail "TLS: $got of 5 events arrived"
+note "8: amqps:// with a client certificate: 5 of 5; without one: $(grep -o 'cannot reach.*' "$T_TMP/relay_nocert.log" | head -1 | cut -c1-90)"
 
 "$PGO_BIN" config show --sink rabbitmq --amqp-url "$RABBIT_URL" >"$T_TMP/show" 2>&1 || true
 grep -q '^amqp_url = ' "$T_TMP/show" || fail "config show has no amqp_url"
