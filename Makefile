@@ -40,6 +40,10 @@ bench: build
 # Latency commit -> consumer through Redis (issue 3): the redis sink with
 # `pgoutbox consume` and the bullmq sink with a BullMQ Worker, ~3 minutes.
 # FSYNC=always runs Redis with appendfsync always (default everysec).
+.PHONY: bench-rabbitmq
+bench-rabbitmq: build
+	bench/rabbitmq.sh $(BUILD)
+
 .PHONY: bench-redis
 bench-redis: build
 	bench/redis-latency.sh $(BUILD) $(if $(FSYNC),--appendfsync $(FSYNC))

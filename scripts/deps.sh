@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(gcc make meson ninja-build pkg-config python3 libpq-dev
 	libinih-dev libjansson-dev libcmocka-dev postgresql postgresql-client
 	procps iproute2 libhiredis-dev redis-server redis-tools libmsgpack-dev libssl-dev
-	libnats-dev nats-server openssl)
+	libnats-dev nats-server librabbitmq-dev rabbitmq-server openssl)
 if [ "${PGO_DEPS_EXTRA:-}" ]; then
 	read -r -a extra <<<"$PGO_DEPS_EXTRA"
 	packages+=("${extra[@]}")
@@ -28,5 +28,22 @@ if [ "$(id -u)" != 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -q >&2
-"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+# Services of the packages (rabbitmq-server, redis-server) must not start:
+# the tests run servers of their own.  policy-rc.d says no to every start
+# while installing (Debian's invoke-rc.d convention).
+policy=/usr/sbin/policy-rc.d
+own_policy=
+if [ ! -e "$policy" ]; then
+	printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+	"${sudo[@]}" chmod +x "$policy"
+	own_policy=1
+fi
+rc=0
+"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 || rc=$?
+[ -n "$own_policy" ] && "${sudo[@]}" rm -f "$policy"
+[ "$rc" = 0 ] || exit "$rc"
+# A system rabbitmq-server started anyway: stop it; the tests never use it.
+if command -v rabbitmqctl >/dev/null && pgrep -u rabbitmq beam >/dev/null 2>&1; then
+	"${sudo[@]}" service rabbitmq-server stop >&2 2>/dev/null || true
+fi
 # The Debian package may start a cluster of its own; we never use it.

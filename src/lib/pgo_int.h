@@ -256,13 +256,16 @@ struct pgo_sink {
  */
 typedef struct pgo_sink_def {
 	const char *name; /* relay.sink value; its keys are sink.<name>_* */
+	/* The keys' prefix when it is not the name (rabbitmq: "amqp"). */
+	const char *key_prefix;
 	const pgo_sink_ops_t *ops;
 	/* Reads the sink's keys of conf into the sink; NULL: none. */
 	int (*configure)(pgo_sink_t *sink, const pgo_conf_t *conf);
 	const char *summary; /* one line, for --help and the docs */
 	const char *details; /* more lines for `relay --help`, or NULL */
 	/* The keys the sink reads, in section [sink] and named
-	 * sink.<name>_*, ended by a row with key NULL; NULL: none. */
+	 * sink.<name>_* (or sink.<key_prefix>_*), ended by a row with key
+	 * NULL; NULL: none. */
 	const pgo_conf_key_t *keys;
 	/* Cross-key rules pgo_conf_validate() checks when relay.sink is
 	 * this sink: PGO_OK, or PGO_ERR_CONFIG with err's message; NULL:
@@ -287,7 +290,7 @@ void pgo_sink_drain(pgo_sink_t *sink, int64_t deadline_ms);
 extern const pgo_sink_ops_t pgo_sink_stdout_ops;
 
 /* sinks/template.c: the name templates of the sinks (sink.redis_stream,
- * sink.bullmq_queue, sink.nats_subject).  _check: PGO_OK, or
+ * sink.bullmq_queue, sink.nats_subject, sink.amqp_routing_key).  _check: PGO_OK, or
  * PGO_ERR_CONFIG naming key when tmpl is empty or has a placeholder other
  * than {topic} and {queue}.  _expand: tmpl with them replaced, in buf
  * (reset first); NULL on OOM; valid until buf changes. */
@@ -359,6 +362,17 @@ bool pgo_nats_url_mask(const char *url, pgo_buf_t *b);
  * or PGO_ERR_NOMEM with hex "" when libcrypto fails (out of memory, or no
  * provider offers SHA-1). */
 int pgo_sha1_hex(const char *data, size_t len, char hex[41]);
+
+/* --- rabbitmq sink (sinks/amqp.c, sinks/amqp_conf.c) --- */
+
+extern const pgo_sink_ops_t pgo_sink_amqp_ops;
+/* The sink.amqp_* keys, and the rules between them (cert and key; the
+ * confirm timeout within database.idle_tx_timeout). */
+extern const pgo_conf_key_t pgo_sink_amqp_keys[];
+int pgo_sink_amqp_validate(const pgo_conf_t *conf, pgo_error_t *err);
+/* Reads the sink.amqp_* keys (and relay.queue) into the sink; checks the
+ * URL and the routing key template. */
+int pgo_sink_amqp_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
 
 /* --- ABI: the structs callers fill carry their size (abi.c) --- */
 

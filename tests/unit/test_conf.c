@@ -31,7 +31,12 @@
 #else
 #define KNOWN_NATS ""
 #endif
-#define KNOWN_SINKS "stdout, exec" KNOWN_REDIS KNOWN_NATS
+#ifdef PGO_HAVE_RABBITMQ
+#define KNOWN_RABBITMQ ", rabbitmq"
+#else
+#define KNOWN_RABBITMQ ""
+#endif
+#define KNOWN_SINKS "stdout, exec" KNOWN_REDIS KNOWN_NATS KNOWN_RABBITMQ
 
 /* Every key, in the order `config show` lists them, with its default: the
  * [sink] keys are those the sinks declare in their registry rows. */
@@ -88,6 +93,20 @@ static const struct {
 	{"sink.nats_tls_key", ""},
 	{"sink.nats_timeout", "5s"},
 	{"sink.nats_connect_timeout", "2s"},
+#endif
+#ifdef PGO_HAVE_RABBITMQ
+	{"sink.amqp_url", "amqp://guest:guest@localhost:5672/%2f"},
+	{"sink.amqp_exchange", ""},
+	{"sink.amqp_routing_key", "{topic}"},
+	{"sink.amqp_format", "plain"},
+	{"sink.amqp_timeout", "5s"},
+	{"sink.amqp_connect_timeout", "5s"},
+	{"sink.amqp_heartbeat", "30s"},
+	{"sink.amqp_frame_max", "131072"},
+	{"sink.amqp_ca", ""},
+	{"sink.amqp_cert", ""},
+	{"sink.amqp_key", ""},
+	{"sink.amqp_verify", "on"},
 #endif
 	{"worker.queue", ""},
 	{"worker.exec_command", ""},
@@ -1511,6 +1530,7 @@ static void test_sink_registry(void **state)
 {
 	char *ref = NULL, *list = NULL, want[4096];
 	size_t len = 0, used = 0, nsinks = 0;
+	int width = 0;
 	FILE *f = open_memstream(&ref, &len);
 	pgo_conf_t *conf = pgo_conf_new();
 	pgo_error_t err;
@@ -1546,7 +1566,8 @@ static void test_sink_registry(void **state)
 			char cell[96];
 			const char *at;
 
-			snprintf(cell, sizeof(cell), "| `sink.%s_", d->name);
+			snprintf(cell, sizeof(cell), "| `sink.%s_",
+				 d->key_prefix ? d->key_prefix : d->name);
 			assert_memory_equal(k->key, cell + 3, strlen(cell + 3));
 			assert_string_equal(pgo_conf_get(conf, k->key), k->def);
 			assert_non_null(k->help);
@@ -1567,14 +1588,26 @@ static void test_sink_registry(void **state)
 	assert_non_null(f);
 	pgo_sink_list(f);
 	fclose(f);
-	assert_non_null(strstr(list, "  stdout  one NDJSON line per event on "
-				     "standard output\n"));
-	assert_non_null(strstr(list, "\n  exec    runs sink.exec_command once "
-				     "per batch, NDJSON on its stdin\n"));
-	assert_non_null(strstr(list, "\n          --exec-timeout VALUE   "
-				     "sink.exec_timeout (default: 30s)\n"));
+	/* Names are padded to the longest one. */
+	for (const pgo_sink_def_t *d = pgo_sink_defs; d->name; d++)
+		if ((int)strlen(d->name) > width)
+			width = (int)strlen(d->name);
+	snprintf(want, sizeof(want),
+		 "  %-*s  one NDJSON line per event on standard output\n",
+		 width, "stdout");
+	assert_non_null(strstr(list, want));
+	snprintf(want, sizeof(want),
+		 "\n  %-*s  runs sink.exec_command once per batch, NDJSON on "
+		 "its stdin\n",
+		 width, "exec");
+	assert_non_null(strstr(list, want));
+	snprintf(want, sizeof(want),
+		 "\n%*s--exec-timeout VALUE   sink.exec_timeout (default: "
+		 "30s)\n",
+		 width + 4, "");
+	assert_non_null(strstr(list, want));
 	for (const pgo_sink_def_t *d = pgo_sink_defs; d->name; d++) {
-		snprintf(want, sizeof(want), "  %-6s  %s\n", d->name,
+		snprintf(want, sizeof(want), "  %-*s  %s\n", width, d->name,
 			 d->summary);
 		if (!strstr(list, want))
 			fail_msg("sink list lacks \"%s\" in\n%s", want, list);

@@ -269,13 +269,15 @@ static void add_key(const pgo_conf_key_t *k)
 }
 
 /* A sink's keys are in [sink], named after it (sink.redis_url for the
- * redis sink), and live in no field of struct pgo_conf_values. */
+ * redis sink, or after its key_prefix: sink.amqp_url for rabbitmq), and
+ * live in no field of struct pgo_conf_values. */
 static bool sink_key_ok(const pgo_sink_def_t *d, const pgo_conf_key_t *k)
 {
-	size_t n = strlen(d->name);
+	const char *prefix = d->key_prefix ? d->key_prefix : d->name;
+	size_t n = strlen(prefix);
 
 	return strcmp(k->section, "sink") == 0 &&
-	       strncmp(k->name, d->name, n) == 0 && k->name[n] == '_' &&
+	       strncmp(k->name, prefix, n) == 0 && k->name[n] == '_' &&
 	       !k->in_values;
 }
 

@@ -64,6 +64,17 @@ const pgo_sink_def_t pgo_sink_defs[] = {
 		    "(docs/nats.md).",
 	 .keys = pgo_sink_nats_keys},
 #endif
+#ifdef PGO_HAVE_RABBITMQ
+	{.name = "rabbitmq",
+	 .key_prefix = "amqp",
+	 .ops = &pgo_sink_amqp_ops,
+	 .configure = pgo_sink_amqp_configure,
+	 .summary = "an AMQP 0-9-1 message per event to a RabbitMQ exchange",
+	 .details = "publisher confirms, mandatory, persistent; message_id "
+		    "is the event id\n(docs/rabbitmq.md).",
+	 .keys = pgo_sink_amqp_keys,
+	 .validate = pgo_sink_amqp_validate},
+#endif
 	{.name = NULL},
 };
 
