@@ -290,9 +290,9 @@ void pgo_sink_drain(pgo_sink_t *sink, int64_t deadline_ms);
 extern const pgo_sink_ops_t pgo_sink_stdout_ops;
 
 /* sinks/template.c: the name templates of the sinks (sink.redis_stream,
- * sink.bullmq_queue, sink.nats_subject, sink.amqp_routing_key).  _check: PGO_OK, or
- * PGO_ERR_CONFIG naming key when tmpl is empty or has a placeholder other
- * than {topic} and {queue}.  _expand: tmpl with them replaced, in buf
+ * sink.bullmq_queue, sink.nats_subject, sink.amqp_routing_key).  _check:
+ * PGO_OK, or PGO_ERR_CONFIG naming key when tmpl is empty or has a placeholder
+ * other than {topic} and {queue}.  _expand: tmpl with them replaced, in buf
  * (reset first); NULL on OOM; valid until buf changes. */
 int pgo_sink_template_check(const char *key, const char *tmpl,
 			    pgo_error_t *err);

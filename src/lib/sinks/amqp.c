@@ -729,7 +729,8 @@ static bool publish_one(struct am_sink *s, struct am_batch *ab, size_t i)
 	int st;
 
 	snprintf(id, sizeof(id), "%" PRId64, ev->id);
-	rkey = pgo_sink_template_expand(&s->rkey, s->rkey_tmpl, ev->topic, s->queue);
+	rkey = pgo_sink_template_expand(&s->rkey, s->rkey_tmpl, ev->topic,
+					s->queue);
 	if (!rkey) {
 		verdict(ab, i, PGO_ACK_RETRY, "rabbitmq: out of memory");
 		return true;
@@ -1182,7 +1183,8 @@ int pgo_sink_amqp_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 	char msg[300];
 	int rc;
 
-	if (pgo_sink_template_check("sink.amqp_routing_key", rkey, &err) != PGO_OK) {
+	if (pgo_sink_template_check("sink.amqp_routing_key", rkey, &err) !=
+	    PGO_OK) {
 		pgo_sink_set_error(sink, "%s", err.msg);
 		return err.code;
 	}
