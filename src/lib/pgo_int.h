@@ -281,6 +281,23 @@ void pgo_sink_drain(pgo_sink_t *sink, int64_t deadline_ms);
 
 extern const pgo_sink_ops_t pgo_sink_stdout_ops;
 
+/* --- sink name templates (sinks/template.c) --- */
+
+/* The placeholders a template key accepts. */
+#define PGO_TMPL_TOPIC 1u /* {topic}: the event's topic */
+#define PGO_TMPL_QUEUE 2u /* {queue}: relay.queue */
+#define PGO_TMPL_TYPE  4u /* {type}: the event's type */
+/* PGO_OK, or PGO_ERR_CONFIG naming key when tmpl is empty or has a
+ * placeholder that is not among allowed. */
+int pgo_template_check(const char *key, const char *tmpl, unsigned allowed,
+		       pgo_error_t *err);
+/* tmpl with the placeholders replaced (a NULL value leaves its
+ * placeholder as it is), in buf (reset first); NULL on OOM.  Valid until
+ * buf changes. */
+const char *pgo_template_expand(pgo_buf_t *buf, const char *tmpl,
+				const char *topic, const char *queue,
+				const char *type);
+
 /* --- exec sink --- */
 
 extern const pgo_sink_ops_t pgo_sink_exec_ops;
