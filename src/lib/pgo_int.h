@@ -263,6 +263,11 @@ typedef struct pgo_sink_def {
 	 * this sink: PGO_OK, or PGO_ERR_CONFIG with err's message; NULL:
 	 * none. */
 	int (*validate)(const pgo_conf_t *conf, pgo_error_t *err);
+	/* An INI section of the sink's own ("kafka") whose lines pass
+	 * through: each "name = value" is appended as a "name=value" line
+	 * to the key ini_key ("sink.kafka_conf"); NULL: none. */
+	const char *ini_section;
+	const char *ini_key;
 } pgo_sink_def_t;
 
 /* The registry, ended by a row with name NULL. */
@@ -348,6 +353,18 @@ int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
  * or PGO_ERR_NOMEM with hex "" when libcrypto fails (out of memory, or no
  * provider offers SHA-1). */
 int pgo_sha1_hex(const char *data, size_t len, char hex[41]);
+
+/* --- kafka sink --- */
+
+extern const pgo_sink_ops_t pgo_sink_kafka_ops;
+/* sinks/kafka_conf.c: the sink.kafka_* keys and the rules validate checks
+ * (templates, the timeout against database.idle_tx_timeout, librdkafka's
+ * own verdict on every property). */
+extern const pgo_conf_key_t pgo_sink_kafka_keys[];
+int pgo_sink_kafka_validate(const pgo_conf_t *conf, pgo_error_t *err);
+/* Reads the sink.kafka_* keys (and relay.queue) into the sink and builds
+ * the producer's configuration (sinks/kafka.c). */
+int pgo_sink_kafka_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
 
 /* --- ABI: the structs callers fill carry their size (abi.c) --- */
 
