@@ -76,6 +76,7 @@ static void test_conf_pairs(void **state)
 		{"linger.ms=7", "linger.ms", "7", NULL},
 		{" compression.type = lz4 ; linger.ms=3", "compression.type",
 		 "lz4", NULL},
+		{"   linger.ms=3;batch.size=5000", "batch.size", "5000", NULL},
 		{"linger.ms=3;\n\n batch.num.messages=77\n",
 		 "batch.num.messages", "77", NULL},
 		{"security.protocol=sasl_ssl;sasl.mechanisms=PLAIN;"

@@ -280,8 +280,10 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m,
 		return;
 	}
 	if (m->err) {
+		/* Not rd_kafka_message_errstr(): for a delivery report
+		 * it may return the payload, which has no NUL. */
 		fail_text(msg, sizeof(msg), rd_kafka_topic_name(m->rkt), m->err,
-			  rd_kafka_message_errstr(m));
+			  NULL);
 		verdict(kb, km->i, pgo_kafka_verdict(m->err), msg);
 	} else {
 		verdict(kb, km->i, PGO_ACK_OK, NULL);
@@ -365,8 +367,11 @@ static void on_log(const rd_kafka_t *rk, int level, const char *fac,
 		   const char *buf)
 {
 	(void)rk;
-	/* syslog levels: 0-3 errors, 4 warnings, 5-6 notices, 7 debug. */
-	if (level <= 3)
+	/* syslog levels: 0-3 errors, 4 warnings, 5-6 notices, 7 debug.
+	 * Connection failures (FAIL) come through on_error() as well. */
+	if (strcmp(fac, "FAIL") == 0)
+		pgo_log(PGO_LOG_DEBUG, SUBJECT, "librdkafka %s: %s", fac, buf);
+	else if (level <= 3)
 		pgo_log(PGO_LOG_ERROR, SUBJECT, "librdkafka %s: %s", fac, buf);
 	else if (level == 4)
 		pgo_log(PGO_LOG_WARN, SUBJECT, "librdkafka %s: %s", fac, buf);

@@ -43,13 +43,14 @@ const pgo_conf_key_t pgo_sink_kafka_keys[] = {
 
 int pgo_kafka_conf_apply(rd_kafka_conf_t *c, const char *text, pgo_error_t *err)
 {
-	const char *p = text;
+	const char *p;
 
-	while (*p) {
-		size_t n = strcspn(p, ";\n");
-		const char *end = p + n, *eq;
+	while (*text) {
+		size_t n = strcspn(text, ";\n");
+		const char *end = text + n, *eq;
 		char name[256], value[4096], why[512];
 
+		p = text;
 		while (p < end && isspace((unsigned char)*p))
 			p++;
 		while (end > p && isspace((unsigned char)end[-1]))
@@ -77,7 +78,7 @@ int pgo_kafka_conf_apply(rd_kafka_conf_t *c, const char *text, pgo_error_t *err)
 						     "sink.kafka_conf: %s: %s",
 						     name, why);
 		}
-		p += n + (p[n] != '\0');
+		text += n + (text[n] != '\0');
 	}
 	return PGO_OK;
 }
