@@ -271,6 +271,11 @@ typedef struct pgo_sink_def {
 	 * this sink: PGO_OK, or PGO_ERR_CONFIG with err's message; NULL:
 	 * none. */
 	int (*validate)(const pgo_conf_t *conf, pgo_error_t *err);
+	/* An INI section of the sink's own ("kafka") whose lines pass
+	 * through: each "name = value" is appended as a "name=value" line
+	 * to the key ini_key ("sink.kafka_conf"); NULL: none. */
+	const char *ini_section;
+	const char *ini_key;
 } pgo_sink_def_t;
 
 /* The registry, ended by a row with name NULL. */
@@ -289,15 +294,37 @@ void pgo_sink_drain(pgo_sink_t *sink, int64_t deadline_ms);
 
 extern const pgo_sink_ops_t pgo_sink_stdout_ops;
 
-/* sinks/template.c: the name templates of the sinks (sink.redis_stream,
- * sink.bullmq_queue, sink.nats_subject, sink.amqp_routing_key).  _check:
- * PGO_OK, or PGO_ERR_CONFIG naming key when tmpl is empty or has a placeholder
- * other than {topic} and {queue}.  _expand: tmpl with them replaced, in buf
- * (reset first); NULL on OOM; valid until buf changes. */
-int pgo_sink_template_check(const char *key, const char *tmpl,
-			    pgo_error_t *err);
-const char *pgo_sink_template_expand(pgo_buf_t *buf, const char *tmpl,
-				     const char *topic, const char *queue);
+/* --- sink name templates (sinks/template.c) --- */
+
+/* The placeholders a template key accepts. */
+#define PGO_TMPL_TOPIC 1u /* {topic}: the event's topic */
+#define PGO_TMPL_QUEUE 2u /* {queue}: relay.queue */
+#define PGO_TMPL_TYPE  4u /* {type}: the event's type */
+/* PGO_OK, or PGO_ERR_CONFIG naming key when tmpl is empty or has a
+ * placeholder that is not among allowed. */
+int pgo_template_check(const char *key, const char *tmpl, unsigned allowed,
+		       pgo_error_t *err);
+/* tmpl with the placeholders replaced (a NULL value leaves its
+ * placeholder as it is), in buf (reset first); NULL on OOM.  Valid until
+ * buf changes. */
+const char *pgo_template_expand(pgo_buf_t *buf, const char *tmpl,
+				const char *topic, const char *queue,
+				const char *type);
+/* The templates of sink.redis_stream, sink.bullmq_queue, sink.nats_subject
+ * and sink.amqp_routing_key: {topic} and {queue}. */
+static inline int pgo_sink_template_check(const char *key, const char *tmpl,
+					  pgo_error_t *err)
+{
+	return pgo_template_check(key, tmpl, PGO_TMPL_TOPIC | PGO_TMPL_QUEUE,
+				  err);
+}
+static inline const char *pgo_sink_template_expand(pgo_buf_t *buf,
+						   const char *tmpl,
+						   const char *topic,
+						   const char *queue)
+{
+	return pgo_template_expand(buf, tmpl, topic, queue, NULL);
+}
 
 /* --- exec sink --- */
 
@@ -373,6 +400,18 @@ int pgo_sink_amqp_validate(const pgo_conf_t *conf, pgo_error_t *err);
 /* Reads the sink.amqp_* keys (and relay.queue) into the sink; checks the
  * URL and the routing key template. */
 int pgo_sink_amqp_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
+
+/* --- kafka sink --- */
+
+extern const pgo_sink_ops_t pgo_sink_kafka_ops;
+/* sinks/kafka_conf.c: the sink.kafka_* keys and the rules validate checks
+ * (templates, the timeout against database.idle_tx_timeout, librdkafka's
+ * own verdict on every property). */
+extern const pgo_conf_key_t pgo_sink_kafka_keys[];
+int pgo_sink_kafka_validate(const pgo_conf_t *conf, pgo_error_t *err);
+/* Reads the sink.kafka_* keys (and relay.queue) into the sink and builds
+ * the producer's configuration (sinks/kafka.c). */
+int pgo_sink_kafka_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
 
 /* --- ABI: the structs callers fill carry their size (abi.c) --- */
 

@@ -36,7 +36,13 @@
 #else
 #define KNOWN_RABBITMQ ""
 #endif
-#define KNOWN_SINKS "stdout, exec" KNOWN_REDIS KNOWN_NATS KNOWN_RABBITMQ
+#ifdef PGO_HAVE_KAFKA
+#define KNOWN_KAFKA ", kafka"
+#else
+#define KNOWN_KAFKA ""
+#endif
+#define KNOWN_SINKS                                                            \
+	"stdout, exec" KNOWN_REDIS KNOWN_NATS KNOWN_RABBITMQ KNOWN_KAFKA
 
 /* Every key, in the order `config show` lists them, with its default: the
  * [sink] keys are those the sinks declare in their registry rows. */
@@ -107,6 +113,14 @@ static const struct {
 	{"sink.amqp_cert", ""},
 	{"sink.amqp_key", ""},
 	{"sink.amqp_verify", "on"},
+#endif
+#ifdef PGO_HAVE_KAFKA
+	{"sink.kafka_brokers", "localhost:9092"},
+	{"sink.kafka_topic", "{topic}"},
+	{"sink.kafka_conf", ""},
+	{"sink.kafka_format", "plain"},
+	{"sink.kafka_ce_source", "/{topic}"},
+	{"sink.kafka_timeout", "10s"},
 #endif
 	{"worker.queue", ""},
 	{"worker.exec_command", ""},
@@ -378,8 +392,8 @@ static void test_values(void **state)
 		{"relay.sink", PGO_CONF_FLAG, "--sink", "exec", "exec", NULL},
 		{"relay.sink", PGO_CONF_FLAG, "--sink", "STDOUT", "stdout",
 		 NULL},
-		{"relay.sink", PGO_CONF_FLAG, "--sink", "kafka", NULL,
-		 "--sink: \"kafka\" is not one of " KNOWN_SINKS},
+		{"relay.sink", PGO_CONF_FLAG, "--sink", "pulsar", NULL,
+		 "--sink: \"pulsar\" is not one of " KNOWN_SINKS},
 		{"relay.sink", PGO_CONF_FLAG, "--sink", "stdot", NULL,
 		 "--sink: \"stdot\" is not one of " KNOWN_SINKS
 		 " (did you mean \"stdout\"?)"},
@@ -671,12 +685,12 @@ static void test_file_errors(void **state)
 		 "relay.poll_interval = \"30\" needs a unit (ms, s, m, h)"},
 		{"[relay]\nbatch = 5\n[relya]\nbatch = 6\n", 3,
 		 "unknown section [relya] (did you mean [relay]?)"},
-		{"[kafka]\n", 1, "unknown section [kafka]"},
+		{"[pulsar]\n", 1, "unknown section [pulsar]"},
 		{"[relay]\nexec_command = x\n", 2,
 		 "unknown key \"relay.exec_command\" (did you mean "
 		 "\"sink.exec_command\"?)"},
-		{"[relay]\nsink = kafka\n", 2,
-		 "relay.sink = \"kafka\" is not one of " KNOWN_SINKS},
+		{"[relay]\nsink = pulsar\n", 2,
+		 "relay.sink = \"pulsar\" is not one of " KNOWN_SINKS},
 		{"batch = 5\n[relay]\n", 1,
 		 "\"batch\" comes before any [section]"},
 		{"[relay]\nbatch = 5\njust words\nbatch = 6\n", 3,

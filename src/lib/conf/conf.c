@@ -1143,6 +1143,41 @@ oom:
 	return nomem(conf);
 }
 
+/* The registry row whose pass-through INI section is name ([kafka]), or
+ * NULL. */
+static const pgo_sink_def_t *passthrough_def(const char *name, size_t len)
+{
+	for (const pgo_sink_def_t *d = pgo_sink_defs; d->name; d++)
+		if (d->ini_section && strlen(d->ini_section) == len &&
+		    memcmp(d->ini_section, name, len) == 0)
+			return d;
+	return NULL;
+}
+
+/* "name = value" in a pass-through section: a "name=value" line appended
+ * to the sink's key (d->ini_key) as this file has set it so far. */
+static int set_passthrough(pgo_conf_t *conf, const pgo_sink_def_t *d,
+			   const char *name, const char *value,
+			   const char *where)
+{
+	int i = find_key(d->ini_key);
+	pgo_buf_t b;
+	int rc;
+
+	if (i < 0)
+		return fail(conf, PGO_ERR_CONFIG, "%s: [%s] has no key %s",
+			    where, d->ini_section, d->ini_key);
+	pgo_buf_init(&b);
+	pgo_buf_puts(&b, "");
+	if (conf->state[i].origin == PGO_CONF_FILE && *conf->state[i].text)
+		pgo_buf_printf(&b, "%s\n", conf->state[i].text);
+	pgo_buf_printf(&b, "%s=%s", name, value);
+	rc = b.oom ? nomem(conf)
+		   : set_key(conf, (size_t)i, b.data, PGO_CONF_FILE, where);
+	pgo_buf_free(&b);
+	return rc;
+}
+
 /* Sets a key given by name; an unknown one is an error with a guess. */
 static int set_by_name(pgo_conf_t *conf, const char *key, const char *value,
 		       pgo_conf_origin_t origin, const char *where)
@@ -1255,7 +1290,8 @@ static int check_line(struct ini_pass *p, const char *s)
 			return pass_fail(p, fail(p->conf, PGO_ERR_CONFIG,
 						 "%s:%d: \"[\" without \"]\"",
 						 p->path, p->lineno));
-		if (section_known(s + 1, (size_t)(end - s - 1)))
+		if (section_known(s + 1, (size_t)(end - s - 1)) ||
+		    passthrough_def(s + 1, (size_t)(end - s - 1)))
 			return PGO_OK;
 		snprintf(name, sizeof(name), "%.*s", (int)(end - s - 1), s + 1);
 		guess = suggest_section(name);
@@ -1311,6 +1347,7 @@ static int ini_on_value(void *user, const char *section, const char *name,
 			const char *value)
 {
 	struct ini_pass *p = user;
+	const pgo_sink_def_t *d;
 	char key[128];
 	int rc;
 
@@ -1333,8 +1370,13 @@ static int ini_on_value(void *user, const char *section, const char *name,
 				  "%s: no name before \"=\"", p->where.data));
 		return 0;
 	}
-	snprintf(key, sizeof(key), "%s.%s", section, name);
-	rc = set_by_name(p->conf, key, value, PGO_CONF_FILE, p->where.data);
+	if ((d = passthrough_def(section, strlen(section))))
+		rc = set_passthrough(p->conf, d, name, value, p->where.data);
+	else {
+		snprintf(key, sizeof(key), "%s.%s", section, name);
+		rc = set_by_name(p->conf, key, value, PGO_CONF_FILE,
+				 p->where.data);
+	}
 	if (rc != PGO_OK) {
 		pass_fail(p, rc);
 		return 0;

@@ -75,6 +75,20 @@ const pgo_sink_def_t pgo_sink_defs[] = {
 	 .keys = pgo_sink_amqp_keys,
 	 .validate = pgo_sink_amqp_validate},
 #endif
+#ifdef PGO_HAVE_KAFKA
+	{.name = "kafka",
+	 .ops = &pgo_sink_kafka_ops,
+	 .configure = pgo_sink_kafka_configure,
+	 .summary = "a message per event to Kafka (librdkafka, idempotent, "
+		    "acks=all)",
+	 .details = "key = the event key, value = the payload, header id = "
+		    "the event id;\nan event is acked by its delivery report "
+		    "(docs/kafka.md).",
+	 .keys = pgo_sink_kafka_keys,
+	 .validate = pgo_sink_kafka_validate,
+	 .ini_section = "kafka",
+	 .ini_key = "sink.kafka_conf"},
+#endif
 	{.name = NULL},
 };
 
