@@ -86,6 +86,19 @@ void pgo_buf_json_str(pgo_buf_t *b, const char *s);
 /* Appends s as an element of a PostgreSQL array literal ("..." or NULL). */
 void pgo_buf_array_elem(pgo_buf_t *b, const char *s);
 
+/* --- name templates (base/template.c) --- */
+
+/* PGO_OK, or PGO_ERR_CONFIG naming key when tmpl is empty or has a
+ * placeholder other than {name} for the NULL-ended names. */
+int pgo_template_check(const char *key, const char *tmpl,
+		       const char *const *names, pgo_error_t *err);
+/* tmpl with each {names[i]} replaced by values[i] (NULL: ""), percent-
+ * encoded when url_escape, in buf (reset first); NULL on OOM.  Valid
+ * until buf changes. */
+const char *pgo_template_expand(pgo_buf_t *buf, const char *tmpl,
+				const char *const *names,
+				const char *const *values, bool url_escape);
+
 /* --- config: the key tables and the typed view the modules read --- */
 
 /* How a key's text is read, and what its typed value is. */
