@@ -339,6 +339,17 @@ extern const pgo_conf_key_t pgo_sink_bullmq_keys[];
 /* Reads the sink.bullmq_* keys (and the sink.redis_* connection keys) and
  * loads the exported add script; refuses untested bullmq majors. */
 int pgo_sink_bullmq_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
+
+/* --- http sink --- */
+
+extern const pgo_sink_ops_t pgo_sink_http_ops;
+/* sinks/http/http_conf.c: the sink.http_* keys and the rules between
+ * them. */
+extern const pgo_conf_key_t pgo_sink_http_keys[];
+int pgo_sink_http_validate(const pgo_conf_t *conf, pgo_error_t *err);
+/* Reads the sink.http_* keys (and relay.queue, relay.mode) into the
+ * sink; checks the URL template, the secrets and the headers. */
+int pgo_sink_http_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
 /* Writes the 40 lower-case hex digits of SHA-1(data) and a NUL into hex
  * (the name EVALSHA gives a script), computed by libcrypto.  Returns PGO_OK,
  * or PGO_ERR_NOMEM with hex "" when libcrypto fails (out of memory, or no

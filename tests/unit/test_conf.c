@@ -22,10 +22,16 @@
 
 /* The sinks of the registry, as relay.sink's messages list them. */
 #ifdef PGO_HAVE_REDIS
-#define KNOWN_SINKS "stdout, exec, redis, bullmq"
+#define KNOWN_REDIS ", redis, bullmq"
 #else
-#define KNOWN_SINKS "stdout, exec"
+#define KNOWN_REDIS ""
 #endif
+#ifdef PGO_HAVE_CURL
+#define KNOWN_CURL ", http"
+#else
+#define KNOWN_CURL ""
+#endif
+#define KNOWN_SINKS "stdout, exec" KNOWN_REDIS KNOWN_CURL
 
 /* Every key, in the order `config show` lists them, with its default: the
  * [sink] keys are those the sinks declare in their registry rows. */
@@ -70,6 +76,18 @@ static const struct {
 	{"sink.bullmq_script", ""},
 	{"sink.bullmq_attempts", "1"},
 	{"sink.bullmq_remove_on_complete", ""},
+#endif
+#ifdef PGO_HAVE_CURL
+	{"sink.http_url", ""},
+	{"sink.http_body", "event"},
+	{"sink.http_batch", "1"},
+	{"sink.http_concurrency", "16"},
+	{"sink.http_timeout", "10s"},
+	{"sink.http_headers", ""},
+	{"sink.http_secret", ""},
+	{"sink.http_ca_file", ""},
+	{"sink.http_cert", ""},
+	{"sink.http_key", ""},
 #endif
 	{"worker.queue", ""},
 	{"worker.exec_command", ""},
