@@ -84,3 +84,9 @@ for l in open(sys.argv[1]): print(int(json.loads(l)["id"]))' "$HTTP_DIR/events.n
 }
 # Requests logged so far.
 http_requests() { cat "$HTTP_DIR/requests.ndjson" 2>/dev/null | wc -l; }
+# How many of the event ids in file $1 (one a line) were not answered 2xx.
+http_missing() {
+	python3 -c 'import json, sys
+got = {int(json.loads(l)["id"]) for l in open(sys.argv[2])}
+print(sum(1 for l in open(sys.argv[1]) if l.strip() and int(l) not in got))' "$1" "$HTTP_DIR/events.ndjson"
+}
