@@ -967,7 +967,7 @@ static int parse_headers(struct hs *s, const char *text, pgo_error_t *err)
 					err, PGO_ERR_CONFIG, 0,
 					"sink.http_headers: \"%.*s\" is not "
 					"\"Name: value\"",
-					(int)(colon ? colon - t : 0), t);
+					(int)(len < 40 ? len : 40), t);
 			if (s->nextra == MAX_EXTRA)
 				return pgo_error_set(
 					err, PGO_ERR_CONFIG, 0,
