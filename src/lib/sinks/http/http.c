@@ -123,11 +123,30 @@ struct hs {
 	char last_err[256]; /* the last outage's reason (logged once) */
 	char gone[512];	    /* the last URL logged as gone (410) */
 	pgo_buf_t scratch, sig;
+	CURL *pool[64]; /* easy handles kept for the next requests */
+	int npool;
 };
 
 static struct hs *hs_of(pgo_sink_t *sink)
 {
 	return sink->priv;
+}
+
+/* An easy handle: one kept from an earlier request (reset), or new. */
+static CURL *easy_get(struct hs *s)
+{
+	return s->npool > 0 ? s->pool[--s->npool] : curl_easy_init();
+}
+
+/* Keeps e for a later request (saves its allocation), or frees it. */
+static void easy_put(struct hs *s, CURL *e)
+{
+	if (s->npool < (int)(sizeof(s->pool) / sizeof(s->pool[0]))) {
+		curl_easy_reset(e);
+		s->pool[s->npool++] = e;
+	} else {
+		curl_easy_cleanup(e);
+	}
 }
 
 /* url without user:password@, for messages. */
@@ -172,7 +191,7 @@ static void req_abort(struct hs *s, struct hreq *r)
 	if (r->state != REQ_RUNNING)
 		return;
 	curl_multi_remove_handle(s->multi, r->easy);
-	curl_easy_cleanup(r->easy);
+	easy_put(s, r->easy);
 	r->easy = NULL;
 	s->running--;
 	r->state = REQ_WAITING;
@@ -381,7 +400,7 @@ static bool req_start(struct hs *s, struct hreq *r, char *why, size_t whylen)
 		snprintf(why, whylen, "http: out of memory");
 		return false;
 	}
-	e = curl_easy_init();
+	e = easy_get(s);
 	if (!e) {
 		snprintf(why, whylen, "http: curl_easy_init failed");
 		return false;
@@ -411,7 +430,7 @@ static bool req_start(struct hs *s, struct hreq *r, char *why, size_t whylen)
 		curl_easy_setopt(e, CURLOPT_SSLKEY, s->key);
 	}
 	if (curl_multi_add_handle(s->multi, e) != CURLM_OK) {
-		curl_easy_cleanup(e);
+		easy_put(s, e);
 		snprintf(why, whylen, "http: curl_multi_add_handle failed");
 		return false;
 	}
@@ -563,7 +582,7 @@ static void req_answered(struct hs *s, struct hreq *r, CURLcode rc)
 			else
 				snprintf(msg, sizeof(msg), "http %s: %s", pub,
 					 err);
-			curl_easy_cleanup(e);
+			easy_put(s, e);
 			outage(s, curl_tls(rc) ? PGO_LOG_ERROR : PGO_LOG_WARN,
 			       msg, -1);
 			batch_unavailable(s, r->hb, msg);
@@ -575,7 +594,7 @@ static void req_answered(struct hs *s, struct hreq *r, CURLcode rc)
 				 pub, s->timeout_ms);
 		else
 			snprintf(msg, sizeof(msg), "http %s: %s", pub, err);
-		curl_easy_cleanup(e);
+		easy_put(s, e);
 		req_finish(r, PGO_ACK_RETRY, msg);
 		return;
 	}
@@ -623,7 +642,7 @@ static void req_answered(struct hs *s, struct hreq *r, CURLcode rc)
 		req_finish(r, PGO_ACK_RETRY, msg);
 		break;
 	}
-	curl_easy_cleanup(e);
+	easy_put(s, e);
 }
 
 /* Everything the sink can do now: the answers that came, what may be
@@ -781,6 +800,8 @@ static void http_stop(pgo_sink_t *sink)
 	if (s->multi)
 		curl_multi_cleanup(s->multi);
 	s->multi = NULL;
+	while (s->npool > 0)
+		curl_easy_cleanup(s->pool[--s->npool]);
 	while (s->socks) {
 		struct hsock *w = s->socks;
 
