@@ -325,6 +325,15 @@ static inline const char *pgo_sink_template_expand(pgo_buf_t *buf,
 {
 	return pgo_template_expand(buf, tmpl, topic, queue, NULL);
 }
+/* Templates with any placeholder names (NULL-ended) whose values may be
+ * percent-encoded (sink.http_url: {topic}, {type}, {key}): the same
+ * messages as pgo_template_check(); a NULL value expands to "". */
+int pgo_template_check_names(const char *key, const char *tmpl,
+			     const char *const *names, pgo_error_t *err);
+const char *pgo_template_expand_names(pgo_buf_t *buf, const char *tmpl,
+				      const char *const *names,
+				      const char *const *values,
+				      bool url_escape);
 
 /* --- exec sink --- */
 
@@ -384,6 +393,17 @@ int pgo_sink_nats_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
  * b with every password or token as "***"; false (nothing appended) when
  * url is not one. */
 bool pgo_nats_url_mask(const char *url, pgo_buf_t *b);
+
+/* --- http sink --- */
+
+extern const pgo_sink_ops_t pgo_sink_http_ops;
+/* sinks/http/http_conf.c: the sink.http_* keys and the rules between
+ * them. */
+extern const pgo_conf_key_t pgo_sink_http_keys[];
+int pgo_sink_http_validate(const pgo_conf_t *conf, pgo_error_t *err);
+/* Reads the sink.http_* keys (and relay.queue, relay.mode) into the
+ * sink; checks the URL template, the secrets and the headers. */
+int pgo_sink_http_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
 /* Writes the 40 lower-case hex digits of SHA-1(data) and a NUL into hex
  * (the name EVALSHA gives a script), computed by libcrypto.  Returns PGO_OK,
  * or PGO_ERR_NOMEM with hex "" when libcrypto fails (out of memory, or no

@@ -41,8 +41,14 @@
 #else
 #define KNOWN_KAFKA ""
 #endif
+#ifdef PGO_HAVE_CURL
+#define KNOWN_CURL ", http"
+#else
+#define KNOWN_CURL ""
+#endif
 #define KNOWN_SINKS                                                            \
-	"stdout, exec" KNOWN_REDIS KNOWN_NATS KNOWN_RABBITMQ KNOWN_KAFKA
+	"stdout, exec" KNOWN_REDIS KNOWN_NATS KNOWN_RABBITMQ KNOWN_KAFKA       \
+		KNOWN_CURL
 
 /* Every key, in the order `config show` lists them, with its default: the
  * [sink] keys are those the sinks declare in their registry rows. */
@@ -121,6 +127,18 @@ static const struct {
 	{"sink.kafka_format", "plain"},
 	{"sink.kafka_ce_source", "/{topic}"},
 	{"sink.kafka_timeout", "10s"},
+#endif
+#ifdef PGO_HAVE_CURL
+	{"sink.http_url", ""},
+	{"sink.http_body", "event"},
+	{"sink.http_batch", "1"},
+	{"sink.http_concurrency", "16"},
+	{"sink.http_timeout", "10s"},
+	{"sink.http_headers", ""},
+	{"sink.http_secret", ""},
+	{"sink.http_ca_file", ""},
+	{"sink.http_cert", ""},
+	{"sink.http_key", ""},
 #endif
 	{"worker.queue", ""},
 	{"worker.exec_command", ""},

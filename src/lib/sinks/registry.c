@@ -89,6 +89,18 @@ const pgo_sink_def_t pgo_sink_defs[] = {
 	 .ini_section = "kafka",
 	 .ini_key = "sink.kafka_conf"},
 #endif
+#ifdef PGO_HAVE_CURL
+	{.name = "http",
+	 .ops = &pgo_sink_http_ops,
+	 .configure = pgo_sink_http_configure,
+	 .summary = "a webhook per event (or sink.http_batch events) to "
+		    "sink.http_url",
+	 .details = "signed per Standard Webhooks (sink.http_secret); 2xx "
+		    "acks, 410 dead-letters,\n429/502/503/504 wait "
+		    "(Retry-After) without spending attempts (docs/http.md).",
+	 .keys = pgo_sink_http_keys,
+	 .validate = pgo_sink_http_validate},
+#endif
 	{.name = NULL},
 };
 
