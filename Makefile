@@ -61,6 +61,12 @@ chaos: asan
 
 # The same scenario through BullMQ: relays with --sink bullmq, consumers
 # real BullMQ Workers (node, tests/bullmq) with the inbox; 5 seeded runs.
+# Order into Kafka while relays are killed (tests/soak/README.md: known to
+# fail about one run in five, issue 12).
+.PHONY: chaos-kafka
+chaos-kafka: asan
+	tests/run.sh $(ASAN_BUILD) t_kafka_chaos
+
 .PHONY: chaos-bullmq
 chaos-bullmq: asan
 	tests/chaos/chat.sh --build $(ASAN_BUILD) --runs 5 --consumer bullmq $(if $(SEED),--seed $(SEED))
