@@ -92,6 +92,10 @@ typedef struct pgo_batch {
 /* Records a failure of event i with a message (copied into the batch). */
 PGO_EXPORT void pgo_batch_fail(pgo_batch_t *b, size_t i, pgo_ack_t verdict,
 			       const char *msg);
+/* Sets event i's verdict (with msg for a failure) unless it has one
+ * already: 1 when it was set, 0 when i is out of range or decided. */
+PGO_EXPORT int pgo_batch_set(pgo_batch_t *b, size_t i, pgo_ack_t verdict,
+			     const char *msg);
 /* Marks every event that has no verdict yet. */
 PGO_EXPORT void pgo_batch_fail_rest(pgo_batch_t *b, pgo_ack_t verdict,
 				    const char *msg);

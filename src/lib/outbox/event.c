@@ -170,6 +170,17 @@ void pgo_batch_fail(pgo_batch_t *b, size_t i, pgo_ack_t verdict,
 	b->errors[i] = copy ? copy : oom;
 }
 
+int pgo_batch_set(pgo_batch_t *b, size_t i, pgo_ack_t verdict, const char *msg)
+{
+	if (!b || i >= b->n || b->acks[i] != PGO_ACK_NONE)
+		return 0;
+	if (verdict == PGO_ACK_OK)
+		b->acks[i] = PGO_ACK_OK;
+	else
+		pgo_batch_fail(b, i, verdict, msg);
+	return 1;
+}
+
 void pgo_batch_fail_rest(pgo_batch_t *b, pgo_ack_t verdict, const char *msg)
 {
 	const char *copy = NULL;

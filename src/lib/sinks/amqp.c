@@ -154,15 +154,8 @@ static void step(struct am_sink *s);
 static void verdict(struct am_batch *ab, size_t i, pgo_ack_t ack,
 		    const char *msg)
 {
-	pgo_batch_t *b = ab->batch;
-
-	if (b->acks[i] != PGO_ACK_NONE)
-		return;
-	if (ack == PGO_ACK_OK)
-		b->acks[i] = PGO_ACK_OK;
-	else
-		pgo_batch_fail(b, i, ack, msg);
-	ab->left--;
+	if (pgo_batch_set(ab->batch, i, ack, msg))
+		ab->left--;
 }
 
 static void unlink_batch(struct am_sink *s, struct am_batch *ab)

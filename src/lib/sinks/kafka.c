@@ -212,15 +212,8 @@ static void unlink_batch(struct kafka_sink *ks, struct kbatch *kb)
 
 static void verdict(struct kbatch *kb, size_t i, pgo_ack_t ack, const char *msg)
 {
-	pgo_batch_t *b = kb->batch;
-
-	if (!b || b->acks[i] != PGO_ACK_NONE)
-		return;
-	if (ack == PGO_ACK_OK)
-		b->acks[i] = PGO_ACK_OK;
-	else
-		pgo_batch_fail(b, i, ack, msg);
-	kb->left--;
+	if (pgo_batch_set(kb->batch, i, ack, msg))
+		kb->left--;
 }
 
 /* Hands the batches that have every verdict back to the host.  done()

@@ -428,15 +428,8 @@ static void connector_join(struct nats_sink *s)
 static void verdict(struct nb_batch *pb, size_t i, pgo_ack_t ack,
 		    const char *msg)
 {
-	pgo_batch_t *b = pb->batch;
-
-	if (i >= b->n || b->acks[i] != PGO_ACK_NONE)
-		return;
-	if (ack == PGO_ACK_OK)
-		b->acks[i] = PGO_ACK_OK;
-	else
-		pgo_batch_fail(b, i, ack, msg);
-	pb->left--;
+	if (pgo_batch_set(pb->batch, i, ack, msg))
+		pb->left--;
 }
 
 /* The server cannot take anything now: not the events' fault. */

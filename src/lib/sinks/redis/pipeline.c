@@ -145,13 +145,8 @@ void pgo_redis_pipe_verdict(pgo_batch_t *b, size_t i, pgo_ack_t ack,
 {
 	struct rp_batch *pb = b->sink_state;
 
-	if (!pb || i >= b->n || b->acks[i] != PGO_ACK_NONE)
-		return;
-	if (ack == PGO_ACK_OK)
-		b->acks[i] = PGO_ACK_OK;
-	else
-		pgo_batch_fail(b, i, ack, msg);
-	pb->left--;
+	if (pb && pgo_batch_set(b, i, ack, msg))
+		pb->left--;
 }
 
 /* Redis is unreachable: the events are not at fault, so they spend no
