@@ -67,6 +67,10 @@ chaos: asan
 chaos-kafka: asan
 	tests/run.sh $(ASAN_BUILD) t_kafka_chaos
 
+.PHONY: chaos-nats
+chaos-nats: asan
+	tests/run.sh $(ASAN_BUILD) t_nats_ordered
+
 .PHONY: chaos-bullmq
 chaos-bullmq: asan
 	tests/chaos/chat.sh --build $(ASAN_BUILD) --runs 5 --consumer bullmq $(if $(SEED),--seed $(SEED))
