@@ -172,6 +172,7 @@ struct pgo_conf_values {
 	int mode;		   /* pgo_mode_t */
 	int poison;		   /* pgo_poison_t */
 	int64_t heartbeat;	   /* ms: membership heartbeat and rebalance */
+	int64_t lease_timeout;	   /* ms: a silent member is fenced */
 	int64_t maintain_interval; /* ms: pgoutbox.maintain(); 0 = never */
 	int batch;		   /* events claimed per transaction */
 	int in_flight;		   /* connections claiming at once */

@@ -67,6 +67,7 @@ static const struct {
 	{"relay.mode", "ordered"},
 	{"relay.poison", "dead_letter"},
 	{"relay.heartbeat", "500ms"},
+	{"relay.lease_timeout", "10s"},
 	{"relay.maintain_interval", "1h"},
 	{"relay.batch", "500"},
 	{"relay.in_flight", "2"},
@@ -946,6 +947,14 @@ static void test_validate(void **state)
 		 "relay.retry_base (10m) must not exceed relay.retry_max (5m)"},
 		{{{"relay.retry_base", "5m"},
 		  {"relay.retry_max", "5m"},
+		  {NULL}},
+		 NULL},
+		{{{"relay.heartbeat", "6s"}, {NULL}},
+		 "relay.lease_timeout (10s) must be at least twice "
+		 "relay.heartbeat (6s): a live relay would be fenced between "
+		 "two heartbeats"},
+		{{{"relay.heartbeat", "1s"},
+		  {"relay.lease_timeout", "2s"},
 		  {NULL}},
 		 NULL},
 		{{{"relay.sink", "exec"},

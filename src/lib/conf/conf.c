@@ -133,6 +133,14 @@ static const pgo_conf_key_t own_keys[] = {
 	 .flag = "--heartbeat",
 	 .help = "Ordered modes: how often a relay announces itself and "
 		 "rebalances shard leases"},
+	{KEY("relay", "lease_timeout"), FIELD(lease_timeout),
+	 .type = T_DURATION, .def = "10s", .min = SECONDS(1),
+	 .max = MINUTES(10), .flag = "--lease-timeout",
+	 .help = "Ordered modes: a relay connection silent this long (no "
+		 "heartbeat: stopped, hung, or stuck in one batch) is fenced "
+		 "(its session terminated) and its shards taken over; a "
+		 "round trip to PostgreSQL gets statement_timeout plus this "
+		 "long before the relay drops the connection"},
 	{KEY("relay", "maintain_interval"), FIELD(maintain_interval),
 	 .type = T_DURATION, .def = "1h", .min = 0, .max = HOURS(24),
 	 .reloadable = true,
@@ -1665,6 +1673,15 @@ int pgo_conf_validate(pgo_conf_t *conf)
 		return fail(conf, PGO_ERR_CONFIG,
 			    "relay.retry_base (%s) must not exceed "
 			    "relay.retry_max (%s)",
+			    a, b);
+	}
+	if (v->lease_timeout < 2 * v->heartbeat) {
+		pgo_format_duration(v->lease_timeout, a, sizeof(a));
+		pgo_format_duration(v->heartbeat, b, sizeof(b));
+		return fail(conf, PGO_ERR_CONFIG,
+			    "relay.lease_timeout (%s) must be at least twice "
+			    "relay.heartbeat (%s): a live relay would be "
+			    "fenced between two heartbeats",
 			    a, b);
 	}
 	return PGO_OK;

@@ -165,7 +165,31 @@ int pgo_conn_send(pgo_conn_t *c)
 	}
 	if (c->state == PGO_CONN_READY)
 		c->state = PGO_CONN_BUSY;
+	c->sent_at = pgo_now_ms();
 	return PGO_OK;
+}
+
+int64_t pgo_conn_round_deadline(const pgo_conn_t *c, int64_t limit)
+{
+	if (limit <= 0 ||
+	    (c->state != PGO_CONN_BUSY && c->state != PGO_CONN_SETUP))
+		return 0;
+	return c->sent_at + limit;
+}
+
+bool pgo_conn_expire(pgo_conn_t *c, int64_t now, int64_t limit)
+{
+	int64_t due = pgo_conn_round_deadline(c, limit);
+	char why[96];
+
+	if (!due || now < due)
+		return false;
+	snprintf(why, sizeof(why),
+		 "no reply from PostgreSQL within %lld ms (server or network "
+		 "hung)",
+		 (long long)limit);
+	pgo_conn_drop(c, why);
+	return true;
 }
 
 PGresult *pgo_conn_take(pgo_conn_t *c, int i)
@@ -176,10 +200,27 @@ PGresult *pgo_conn_take(pgo_conn_t *c, int i)
 	return r;
 }
 
+/* The server's warnings (a fenced member, say) go to the log with the
+ * connection's subject; notices only at debug level. */
+static void on_notice(void *arg, const PGresult *res)
+{
+	const pgo_conn_t *c = arg;
+	const char *sev =
+		PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	bool warning = sev && strcmp(sev, "WARNING") == 0;
+
+	pgo_log(warning ? PGO_LOG_WARN : PGO_LOG_DEBUG, c->setup->subject,
+		"server %s: %s", warning ? "warning" : "notice",
+		msg ? msg : "?");
+}
+
 /* Queues the setup round right after the connection is established. */
 static void send_setup(pgo_conn_t *c)
 {
 	const pgo_conn_setup_t *s = c->setup;
+
+	PQsetNoticeReceiver(c->pg, on_notice, c);
 
 	if (PQsetnonblocking(c->pg, 1) != 0 || !PQenterPipelineMode(c->pg)) {
 		pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
@@ -187,6 +228,7 @@ static void send_setup(pgo_conn_t *c)
 	}
 	pgo_conn_round_clear(c);
 	c->state = PGO_CONN_SETUP;
+	c->sent_at = pgo_now_ms();
 	for (int i = 0; s->sql[i]; i++)
 		pgo_conn_query(c, s->sql[i], 0, NULL);
 	if (s->check_schema)

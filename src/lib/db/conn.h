@@ -59,6 +59,7 @@ typedef struct pgo_conn {
 	PostgresPollingStatusType poll; /* what PQconnectPoll waits for */
 	bool need_flush;     /* queued bytes not yet sent: wait for POLLOUT */
 	int64_t retry_at;    /* DOWN: when to try again (monotonic ms) */
+	int64_t sent_at;     /* SETUP, BUSY: when the round was sent */
 	int64_t backoff;     /* current reconnect backoff, ms */
 	int64_t backoff_max; /* ceiling, ms */
 	int notifies;	     /* notifications received since last taken */
@@ -93,6 +94,14 @@ int pgo_conn_send(pgo_conn_t *c);
 PGresult *pgo_conn_take(pgo_conn_t *c, int i);
 /* Frees the results of the finished round. */
 void pgo_conn_round_clear(pgo_conn_t *c);
+
+/* When the round in flight (or the setup) has waited limit ms for its
+ * reply (0: none in flight, or no limit). */
+int64_t pgo_conn_round_deadline(const pgo_conn_t *c, int64_t limit);
+/* Drops the connection when that deadline has passed: the server, or
+ * the path to it, hangs (a stalled proxy the kernel keeps ACKing).
+ * Returns true if it did. */
+bool pgo_conn_expire(pgo_conn_t *c, int64_t now, int64_t limit);
 
 /* Drops the connection and schedules a reconnect with backoff. */
 void pgo_conn_drop(pgo_conn_t *c, const char *why);

@@ -322,6 +322,13 @@ static void begin_stop(pgo_relay_t *r, int64_t now)
 	pgo_sink_drain(r->sink, r->drain_until);
 }
 
+/* How long a round trip to PostgreSQL may take: the server's own limit
+ * on a statement, plus the lease timeout. */
+static int64_t round_limit(const struct pgo_conf_values *v)
+{
+	return v->statement_timeout + v->lease_timeout;
+}
+
 /* What one turn waits for at most: the relay's own deadlines (the sink's
  * timers are in the loop already). */
 static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
@@ -336,6 +343,9 @@ static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
 		pgo_conn_pollfd(&s->conn, &pfd);
 		pgo_loop_io_set(s->io, pfd.fd, pfd.events);
 		s->revents = 0;
+		deadline = pgo_deadline_min(
+			deadline,
+			pgo_conn_round_deadline(&s->conn, round_limit(v)));
 		if (s->conn.state == PGO_CONN_DOWN)
 			deadline = pgo_deadline_min(deadline, s->conn.retry_at);
 		/* A lease round waits for the slot to be idle: a past due
@@ -375,6 +385,12 @@ static bool step_slots(pgo_relay_t *r)
 		pgo_conn_event_t ev = pgo_conn_step(&s->conn, s->revents);
 
 		s->revents = 0;
+		/* No reply in time: the server or the path hangs.  Drop the
+		 * connection (the others fence this member meanwhile). */
+		if (ev == PGO_CONN_EV_NONE &&
+		    pgo_conn_expire(&s->conn, pgo_now_ms(),
+				    round_limit(pgo_conf_values(r->conf))))
+			ev = PGO_CONN_EV_LOST;
 		switch (ev) {
 		case PGO_CONN_EV_ROUND: pgo_cycle_round(r, s); break;
 		case PGO_CONN_EV_LOST: pgo_cycle_lost(r, s); break;

@@ -62,12 +62,18 @@ bool pgo_shards_due(pgo_relay_t *r, slot_t *s, int64_t now)
 bool pgo_shards_send(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	const char *params[3] = {v->queue, s->member, mode_name(r->mode)};
+	char stale[32];
+	const char *params[4] = {v->queue, s->member, mode_name(r->mode),
+				 stale};
 
+	/* A member silent for lease_timeout is fenced by the others. */
+	snprintf(stale, sizeof(stale), "%lld milliseconds",
+		 (long long)v->lease_timeout);
 	pgo_conn_query(
 		&s->conn,
-		"SELECT shard, epoch FROM pgoutbox.rebalance($1, $2, $3)", 3,
-		params);
+		"SELECT shard, epoch FROM pgoutbox.rebalance($1, $2, $3, "
+		"$4::interval)",
+		4, params);
 	return pgo_conn_send(&s->conn) == PGO_OK;
 }
 
