@@ -194,6 +194,10 @@ static void test_held_back_message(void **state)
 	pgo_settle_plan(&rules, &b, fix, failed, fixed_jitter, NULL, &plan);
 	assert_string_equal(errors[0], "boom");
 	assert_string_equal(errors[1], "held back behind event 7");
+	/* The sink took event 8 after 7 failed: counted, for the log. */
+	assert_int_equal(plan.n_overtaken, 1);
+	assert_int_equal(plan.first_overtaken, 1);
+	assert_int_equal(plan.overtaken_behind, 0);
 	pgo_arena_destroy(arena);
 }
 

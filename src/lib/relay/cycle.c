@@ -229,6 +229,20 @@ static void log_plan(pgo_relay_t *r, slot_t *s, const pgo_settle_plan_t *p)
 			b->errors[i] ? b->errors[i] : "failed", v->queue,
 			(long long)e->id);
 	}
+	if (p->n_overtaken) {
+		const pgo_event_t *e = &b->events[p->first_overtaken];
+
+		pgo_log(PGO_LOG_ERROR, r->subject,
+			"the sink took %d event%s after an earlier event of "
+			"the same key failed in the batch (first: event %lld, "
+			"key %s, after event %lld): a consumer may see them "
+			"out "
+			"of order; they are held back and sent again after it. "
+			"An ordered sink should refuse them",
+			p->n_overtaken, p->n_overtaken == 1 ? "" : "s",
+			(long long)e->id, e->key ? e->key : "-",
+			(long long)b->events[p->overtaken_behind].id);
+	}
 	if (p->n_retry || p->n_dead)
 		pgo_log(PGO_LOG_WARN, r->subject,
 			"batch of %zu: %d published, %d to retry, %d "

@@ -170,6 +170,11 @@ typedef struct pgo_settle_plan {
 	int n_ok, n_retry, n_dead;
 	int n_halted;	     /* of n_retry: kept with no run time */
 	size_t first_failed; /* first event not OK (n: none), for the log */
+	/* Ordered modes: events the sink took although an earlier event of
+	 * their key failed in the same batch, so a consumer may already
+	 * have them out of order; the first such, for the log. */
+	int n_overtaken;
+	size_t first_overtaken, overtaken_behind;
 } pgo_settle_plan_t;
 
 /* Decides each event's fate from the sink's verdicts: b->acks[i] ends as

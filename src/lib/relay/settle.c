@@ -9,7 +9,8 @@
  *  - no verdict counts as a retriable failure;
  *  - ordered and strict modes keep order: an event behind a failed one of
  *    its key (strict: behind any failed one) is held back without spending
- *    an attempt, whatever the sink said of it;
+ *    an attempt, whatever the sink said of it (one the sink took anyway
+ *    is counted: its key's order may be broken downstream);
  *  - RETRY spends an attempt and backs off (pgo_backoff_ms, jitter from
  *    the caller); out of attempts it is dead-lettered, or, in the ordered
  *    modes with poison "halt", kept with no run time (its shard halts);
@@ -19,20 +20,25 @@
 
 #include "relay/relay_int.h"
 
-/* Did an earlier failure in this batch block event i? */
+/* Did an earlier failure in this batch block event i?  *by: which. */
 static bool held_back(const pgo_settle_rules_t *rules, const pgo_batch_t *b,
-		      size_t i, const size_t *failed, size_t nfailed)
+		      size_t i, const size_t *failed, size_t nfailed,
+		      size_t *by)
 {
 	const char *key = b->events[i].key;
 
-	if (rules->mode == PGO_MODE_STRICT)
-		return nfailed > 0;
-	if (!key)
+	if (rules->mode == PGO_MODE_STRICT && nfailed > 0) {
+		*by = failed[0];
+		return true;
+	}
+	if (rules->mode == PGO_MODE_STRICT || !key)
 		return false;
 	for (size_t k = 0; k < nfailed; k++)
 		if (b->events[failed[k]].key &&
-		    strcmp(b->events[failed[k]].key, key) == 0)
+		    strcmp(b->events[failed[k]].key, key) == 0) {
+			*by = failed[k];
 			return true;
+		}
 	return false;
 }
 
@@ -42,7 +48,7 @@ void pgo_settle_plan(const pgo_settle_rules_t *rules, pgo_batch_t *b,
 		     pgo_settle_plan_t *plan)
 {
 	bool ordered = rules->mode != PGO_MODE_CONCURRENT;
-	size_t nfailed = 0;
+	size_t nfailed = 0, by = 0;
 
 	memset(plan, 0, sizeof(*plan));
 	plan->first_failed = b->n;
@@ -63,16 +69,21 @@ void pgo_settle_plan(const pgo_settle_rules_t *rules, pgo_batch_t *b,
 			b->errors[i] = "the sink gave no verdict";
 		}
 		if (ordered && b->acks[i] != PGO_ACK_DEAD &&
-		    held_back(rules, b, i, failed, nfailed)) {
+		    held_back(rules, b, i, failed, nfailed, &by)) {
 			/* Keeps the key's order: it waits for the failed
 			 * event before it, without spending an attempt,
 			 * whether the sink took it or (as an ordered sink
 			 * should) refused it because of that failure. */
 			char msg[96];
 
+			if (b->acks[i] == PGO_ACK_OK &&
+			    plan->n_overtaken++ == 0) {
+				plan->first_overtaken = i;
+				plan->overtaken_behind = by;
+			}
 			snprintf(msg, sizeof(msg),
 				 "held back behind event %lld",
-				 (long long)b->events[failed[0]].id);
+				 (long long)b->events[by].id);
 			pgo_batch_fail(b, i, PGO_ACK_RETRY, msg);
 			plan->n_retry++;
 			if (plan->first_failed == b->n)
