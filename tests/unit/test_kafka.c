@@ -132,13 +132,17 @@ static void test_conf_build(void **state)
 		{"sink.kafka_ce_source", "/x/{type}", NULL},
 		{"sink.kafka_ce_source", "/x/{key}", "unknown placeholder"},
 		{"sink.kafka_timeout", "1m", "idle_tx_timeout"},
+		{"sink.kafka_conf", "message.timeout.ms=5000",
+		 "set sink.kafka_timeout"},
+		{"sink.kafka_conf", "delivery.timeout.ms=5000",
+		 "set sink.kafka_timeout"},
 		{"sink.kafka_brokers", "", "needs sink.kafka_brokers"},
 	};
 	static const char *const fixed[][2] = {
 		{"enable.idempotence", "true"},
 		{"acks", "-1"},
 		{"partitioner", "murmur2_random"},
-		{"message.timeout.ms", "10000"},
+		{"message.timeout.ms", "0"},
 	};
 
 	(void)state;

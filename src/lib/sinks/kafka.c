@@ -16,12 +16,20 @@
  * of the host's loop, whose callback serves the queue (rd_kafka_poll()),
  * so the verdicts and pgo_sink_done() happen on the loop's thread.
  *
- * Nothing waits only in librdkafka's memory: a batch is done only when
- * every message has its report (message.timeout.ms, sink.kafka_timeout,
- * bounds the wait, below database.idle_tx_timeout), and until then the
- * claim transaction holds the rows.  A cancelled batch forgets its
- * messages; the reports that still come for them are dropped (the rows
- * are claimed and sent again: at least once, the same id header).
+ * A batch is done when every message has its report, and until then the
+ * claim transaction holds the rows.  librdkafka itself never gives up on
+ * a message (message.timeout.ms = 0): when messages time out, its
+ * idempotent producer may write later messages of a partition without
+ * the timed-out ones (librdkafka's INTRODUCTION, "Message timeout
+ * considerations"), which broke per-key order across broker outages.
+ * The wait is bounded here instead (sink.kafka_timeout, below
+ * database.idle_tx_timeout): a batch past it goes back UNAVAILABLE and
+ * its messages stay in librdkafka, which delivers them in order when it
+ * can; the rows are claimed again and their new copies queue behind the
+ * old ones.  A cancelled batch forgets its messages the same way; the
+ * reports that still come for them are dropped (at least once, the same
+ * id header).  A produce() refused at once (a full queue) stops the
+ * batch there, so no later message of a key is produced without it.
  *
  * Health: librdkafka says when every broker is down (_ALL_BROKERS_DOWN);
  * the host is told and claiming pauses.  The statistics librdkafka emits
@@ -58,6 +66,7 @@ struct kbatch {
 	size_t left;		    /* events without a verdict */
 	size_t inflight;	    /* messages whose report is awaited */
 	int64_t started;	    /* for the debug line */
+	int64_t deadline;	    /* sink.kafka_timeout after submit */
 	struct kmsg msgs[];	    /* one per event */
 };
 
@@ -75,6 +84,8 @@ struct kafka_sink {
 	rd_kafka_queue_t *mainq; /* its main queue */
 	int wake[2];		 /* the pipe the main queue writes */
 	pgo_sink_io_t *io;	 /* watches wake[0] */
+	pgo_sink_timer_t *timer; /* the oldest live batch's deadline */
+	int64_t timeout_ms;	 /* sink.kafka_timeout */
 	struct kbatch *head, *tail;
 	bool down;	    /* the host was told every broker is down */
 	bool stopping;	    /* stop(): reports are not looked at */
@@ -232,12 +243,50 @@ static void finish_done(struct kafka_sink *ks)
 		pgo_log(PGO_LOG_DEBUG, SUBJECT,
 			"batch of %zu done in %" PRId64 " ms", b->n,
 			pgo_now_ms() - kb->started);
-		unlink_batch(ks, kb);
 		b->sink_state = NULL;
-		/* Every report came (left 0 with none in flight). */
-		free(kb);
+		if (kb->inflight > 0) {
+			/* Decided before every report came (its deadline,
+			 * a refused produce): the messages stay with
+			 * librdkafka, their reports are dropped. */
+			kb->batch = NULL;
+		} else {
+			unlink_batch(ks, kb);
+			free(kb);
+		}
 		pgo_sink_done(ks->sink, b);
 	}
+}
+
+/* The deadline of the oldest batch still waiting for reports. */
+static void arm(struct kafka_sink *ks)
+{
+	int64_t at = 0;
+
+	for (struct kbatch *kb = ks->head; kb; kb = kb->next)
+		if (kb->batch && kb->left > 0 && (!at || kb->deadline < at))
+			at = kb->deadline;
+	if (ks->timer)
+		pgo_sink_timer_set(ks->timer, at);
+}
+
+/* Batches past sink.kafka_timeout go back untouched. */
+static void on_timer(void *arg)
+{
+	struct kafka_sink *ks = arg;
+	int64_t now = pgo_now_ms();
+	char msg[160];
+
+	snprintf(msg, sizeof(msg),
+		 "kafka %s: no delivery report within %" PRId64 " ms",
+		 ks->brokers, ks->timeout_ms);
+	for (struct kbatch *kb = ks->head; kb; kb = kb->next)
+		if (kb->batch && kb->left > 0 && now >= kb->deadline) {
+			pgo_batch_fail_rest(kb->batch, PGO_ACK_UNAVAILABLE,
+					    msg);
+			kb->left = 0;
+		}
+	finish_done(ks);
+	arm(ks);
 }
 
 /* The text of a failure: what librdkafka says, and its error's name. */
@@ -386,6 +435,7 @@ static void on_wake(void *arg, int fd, short revents)
 	while (rd_kafka_poll(ks->rk, 0) > 0)
 		;
 	finish_done(ks);
+	arm(ks);
 }
 
 /* --- ops --- */
@@ -431,6 +481,7 @@ int pgo_sink_kafka_configure(pgo_sink_t *sink, const pgo_conf_t *conf)
 	pgo_buf_init(&ks->source);
 	ks->format =
 		(pgo_kafka_format_t)pgo_conf_get_int(conf, "sink.kafka_format");
+	ks->timeout_ms = pgo_conf_get_duration(conf, "sink.kafka_timeout");
 	ks->rconf = pgo_kafka_conf_build(conf, &err);
 	if (!ks->rconf) {
 		pgo_sink_set_error(sink, "%s", err.msg);
@@ -526,7 +577,8 @@ static int kafka_start(pgo_sink_t *sink)
 	if (rc != PGO_OK)
 		return rc;
 	ks->io = pgo_sink_io_add(sink, ks->wake[0], POLLIN, on_wake, ks);
-	if (!ks->io) {
+	ks->timer = pgo_sink_timer_add(sink, 0, on_timer, ks);
+	if (!ks->io || !ks->timer) {
 		pgo_sink_set_error(sink, "kafka: out of memory");
 		return PGO_ERR_NOMEM;
 	}
@@ -541,6 +593,8 @@ static void kafka_stop(pgo_sink_t *sink)
 
 	pgo_sink_io_del(ks->io);
 	ks->io = NULL;
+	pgo_sink_timer_del(ks->timer);
+	ks->timer = NULL;
 	/* Batches still held are forgotten (their rows are rolled back);
 	 * so are the messages librdkafka still has. */
 	producer_destroy(ks);
@@ -629,6 +683,7 @@ static int kafka_submit(pgo_sink_t *sink, pgo_batch_t *b)
 	kb->batch = b;
 	kb->left = b->n;
 	kb->started = pgo_now_ms();
+	kb->deadline = kb->started + ks->timeout_ms;
 	kb->prev = ks->tail;
 	if (ks->tail)
 		ks->tail->next = kb;
@@ -636,12 +691,21 @@ static int kafka_submit(pgo_sink_t *sink, pgo_batch_t *b)
 		ks->head = kb;
 	ks->tail = kb;
 	b->sink_state = kb;
-	for (size_t i = 0; i < b->n; i++)
+	for (size_t i = 0; i < b->n; i++) {
 		produce(ks, kb, i);
+		if (b->acks[i] != PGO_ACK_UNAVAILABLE)
+			continue;
+		/* Refused at once (a full queue, say): nothing after it is
+		 * produced, so no later message of its key goes first. */
+		pgo_batch_fail_rest(b, PGO_ACK_UNAVAILABLE, b->errors[i]);
+		kb->left = 0;
+		break;
+	}
 	/* Reports that are already there, and batches failed whole. */
 	while (rd_kafka_poll(ks->rk, 0) > 0)
 		;
 	finish_done(ks);
+	arm(ks);
 	return PGO_OK;
 }
 

@@ -36,8 +36,9 @@ const pgo_conf_key_t pgo_sink_kafka_keys[] = {
 	{PGO_CONF_KEY("sink", "kafka_timeout"), .type = PGO_CONF_T_DURATION,
 	 .def = "10s", .min = 100, .max = PGO_MINUTES(10),
 	 .flag = "--kafka-timeout",
-	 .help = "A message not acknowledged by then (message.timeout.ms) "
-		 "sends its batch back untouched"},
+	 .help = "A batch whose delivery reports have not all come by then "
+		 "goes back untouched (librdkafka keeps its messages and "
+		 "sends them in order)"},
 	{.key = NULL},
 };
 
@@ -72,6 +73,17 @@ int pgo_kafka_conf_apply(rd_kafka_conf_t *c, const char *text, pgo_error_t *err)
 				eq++;
 			snprintf(value, sizeof(value), "%.*s", (int)(end - eq),
 				 eq);
+			if (strcmp(name, "message.timeout.ms") == 0 ||
+			    strcmp(name, "delivery.timeout.ms") == 0)
+				return pgo_error_set(
+					err, PGO_ERR_CONFIG, 0,
+					"sink.kafka_conf: %s cannot be set: a "
+					"message librdkafka gives up on lets "
+					"later ones of its partition be "
+					"written "
+					"without it; set sink.kafka_timeout "
+					"(--kafka-timeout) instead",
+					name);
 			if (rd_kafka_conf_set(c, name, value, why,
 					      sizeof(why)) != RD_KAFKA_CONF_OK)
 				return pgo_error_set(err, PGO_ERR_CONFIG, 0,
@@ -85,7 +97,7 @@ int pgo_kafka_conf_apply(rd_kafka_conf_t *c, const char *text, pgo_error_t *err)
 
 rd_kafka_conf_t *pgo_kafka_conf_build(const pgo_conf_t *conf, pgo_error_t *err)
 {
-	char timeout[24], why[512];
+	char why[512];
 	rd_kafka_conf_t *c = rd_kafka_conf_new();
 	/* What the guarantees need: the broker holds a message on every
 	 * in-sync replica before it is acknowledged (acks=all), retries
@@ -98,7 +110,10 @@ rd_kafka_conf_t *pgo_kafka_conf_build(const pgo_conf_t *conf, pgo_error_t *err)
 		{"enable.idempotence", "true"},
 		{"acks", "all"},
 		{"partitioner", "murmur2_random"},
-		{"message.timeout.ms", timeout},
+		/* Never given up inside librdkafka: a timed-out message
+		 * lets later ones of its partition be written without it.
+		 * The sink bounds the wait (sink.kafka_timeout). */
+		{"message.timeout.ms", "0"},
 		/* A claimed batch is all there is: send it at once. */
 		{"linger.ms", "1"},
 		/* librdkafka's logs and errors come through the main queue,
@@ -111,8 +126,6 @@ rd_kafka_conf_t *pgo_kafka_conf_build(const pgo_conf_t *conf, pgo_error_t *err)
 		pgo_error_set(err, PGO_ERR_NOMEM, 1, "kafka: out of memory");
 		return NULL;
 	}
-	snprintf(timeout, sizeof(timeout), "%lld",
-		 (long long)pgo_conf_get_duration(conf, "sink.kafka_timeout"));
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
 		if (rd_kafka_conf_set(c, fixed[i][0], fixed[i][1], why,
 				      sizeof(why)) != RD_KAFKA_CONF_OK) {
