@@ -51,6 +51,7 @@ pg_start "$TMP/pg" fsync=off || { echo "run.sh: cannot start PostgreSQL" >&2; ex
 soaks=()
 [ -n "$PATTERN" ] && soaks=(tests/soak/t_*.sh)
 for t in tests/integration/t_*.sh "${soaks[@]}"; do
+	[ -f "$t" ] || continue
 	name=$(basename "$t" .sh)
 	[ -n "$PATTERN" ] && [[ "$name" != *$PATTERN* ]] && continue
 	export T_TMP="$TMP/$name"

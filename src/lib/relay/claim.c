@@ -51,6 +51,19 @@ enum {
 	" RETURNING id, topic, key, type, payload, headers, created_at, "      \
 	"attempts, shard"
 
+/* What "due" is measured against: the clock read once, after the claim's
+ * snapshot, not now() (the transaction's start).  A row's run_at defaults
+ * to its own transaction's start, and transactions start in one order and
+ * commit in another: a producer that began before the claim's transaction
+ * but committed after an earlier event of its key (whose transaction began
+ * later) left a later event due and the earlier one "not yet due" to a
+ * claim whose snapshot sees both, and the ordered claim took the later
+ * event alone (tests/integration/t_ordered_run_at.sh).  Every committed
+ * row's transaction started before its commit, so before the snapshot,
+ * so before this reading. */
+#define CLOCK "WITH t AS MATERIALIZED (SELECT clock_timestamp() AS now) "
+#define NOW   "(SELECT t.now FROM t)"
+
 /* Rows that went back to the queue after a failure (retried, held back,
  * halted, or put back from dead letters): claimed below the floor. */
 #define BEHIND	 "(attempts > 0 OR last_error IS NOT NULL)"
@@ -63,6 +76,7 @@ static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
 			const char *floor)
 {
 	snprintf(r->claim_sql, sizeof(r->claim_sql),
+		 CLOCK
 		 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY("
 		 "SELECT u.id FROM ("
 		 "(SELECT c.id FROM pgoutbox.\"%s\" c WHERE c.id >= %s AND "
@@ -85,13 +99,14 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		/* $2: the floor.  Rows failed before come first, from the
 		 * small partial index below the floor. */
 		snprintf(r->claim_sql, sizeof(r->claim_sql),
-			 "WITH behind AS (SELECT id FROM pgoutbox.\"%s\" "
-			 "WHERE " BEHIND " AND id < $2 AND run_at <= now() "
+			 CLOCK
+			 ", behind AS (SELECT id FROM pgoutbox.\"%s\" "
+			 "WHERE " BEHIND " AND id < $2 AND run_at <= " NOW " "
 			 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) "
 			 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY("
 			 "ARRAY(SELECT id FROM behind) || ARRAY("
 			 "SELECT id FROM pgoutbox.\"%s\" WHERE id >= $2 AND "
-			 "run_at <= now() ORDER BY id LIMIT $1 - (SELECT "
+			 "run_at <= " NOW " ORDER BY id LIMIT $1 - (SELECT "
 			 "count(*) FROM behind) FOR UPDATE SKIP "
 			 "LOCKED))" RETURNING,
 			 q, q, q);
@@ -109,10 +124,10 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "AND c.shard <> ALL(ARRAY(SELECT h.shard FROM "
 			 "pgoutbox.\"%s\" h WHERE h.attempts > 0 AND "
 			 "h.run_at = 'infinity')) "
-			 "AND c.run_at <= now() "
+			 "AND c.run_at <= " NOW " "
 			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
 			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
-			 "c.id AND b.run_at > now())",
+			 "c.id AND b.run_at > " NOW ")",
 			 q, q, q);
 		claim_union(r, q, cond, "$4");
 		break;
@@ -123,10 +138,10 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "EXISTS (SELECT 1 FROM pgoutbox.shard_leases l "
 			 "WHERE l.queue = '%s' AND l.shard = -1 AND "
 			 "l.epoch = $2::bigint) "
-			 "AND c.run_at <= now() "
+			 "AND c.run_at <= " NOW " "
 			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
 			 "WHERE b.attempts > 0 AND b.id < c.id "
-			 "AND b.run_at > now())",
+			 "AND b.run_at > " NOW ")",
 			 q, q);
 		claim_union(r, q, cond, "$3");
 		break;
