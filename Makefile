@@ -34,8 +34,15 @@ demo: build
 check: asan
 	tests/run.sh $(ASAN_BUILD)
 
+# The core workloads (stdout sink), then each broker sink's drains and
+# latency beside the stdout sink's from its own run (Kafka through
+# librdkafka's mock cluster, nats-server, rabbitmq-server): ~20 minutes.
+# A failing part does not stop the others; make bench fails if any did.
 bench: build
-	bench/run.sh $(BUILD)
+	@rc=0; bench/run.sh $(BUILD) || rc=1; \
+	for s in kafka nats rabbitmq; do \
+		echo "== bench/$$s.sh"; bench/$$s.sh $(BUILD) || rc=1; \
+	done; exit $$rc
 
 # Latency commit -> consumer through Redis (issue 3): the redis sink with
 # `pgoutbox consume` and the bullmq sink with a BullMQ Worker, ~3 minutes.
