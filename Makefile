@@ -36,11 +36,12 @@ check: asan
 
 # The core workloads (stdout sink), then each broker sink's drains and
 # latency beside the stdout sink's from its own run (Kafka through
-# librdkafka's mock cluster, nats-server, rabbitmq-server): ~20 minutes.
+# librdkafka's mock cluster, nats-server, rabbitmq-server, a local node
+# HTTP receiver): ~20 minutes.
 # A failing part does not stop the others; make bench fails if any did.
 bench: build
 	@rc=0; bench/run.sh $(BUILD) || rc=1; \
-	for s in kafka nats rabbitmq; do \
+	for s in kafka nats rabbitmq http; do \
 		echo "== bench/$$s.sh"; bench/$$s.sh $(BUILD) || rc=1; \
 	done; exit $$rc
 
