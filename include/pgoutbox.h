@@ -315,8 +315,8 @@ void pgo_relay_destroy(pgo_relay_t *relay);
  * in flight (the sink's drain(), at most relay.drain_timeout; what is left
  * then is rolled back and sent again later) and returns PGO_OK.  Returns an
  * error only for what retrying cannot fix (a schema newer than this build, a
- * sink that cannot open). Losing PostgreSQL is not fatal: the relay reconnects
- * with backoff. */
+ * sink that cannot open; PGO_ERR_INVALID for a queue that is not an outbox).
+ * Losing PostgreSQL is not fatal: the relay reconnects with backoff. */
 int pgo_relay_run(pgo_relay_t *relay);
 
 /* Async-signal-safe: asks the loop to stop (SIGTERM) or to reload the
@@ -609,7 +609,8 @@ PGO_EXPORT void pgo_worker_destroy(pgo_worker_t *w);
 /* Claims and handles jobs until a stop is requested; then claims no more,
  * lets running jobs finish (up to timeout_ms), records them and returns
  * PGO_OK.  Losing PostgreSQL is not fatal (reconnect with backoff); an
- * error is returned only for what retrying cannot fix. */
+ * error is returned only for what retrying cannot fix: PGO_ERR_INVALID for
+ * a queue that is not a work queue, a missing queue or --sql function. */
 PGO_EXPORT int pgo_worker_run(pgo_worker_t *w);
 /* Async-signal-safe. */
 PGO_EXPORT void pgo_worker_request_stop(pgo_worker_t *w);

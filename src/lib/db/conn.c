@@ -236,6 +236,13 @@ static void send_setup(pgo_conn_t *c)
 			       "SELECT coalesce(max(version), 0) FROM "
 			       "pgoutbox.migrations",
 			       0, NULL);
+	if (s->refuse_sql) {
+		int n = 0;
+
+		while (n < 2 && s->refuse_param[n])
+			n++;
+		pgo_conn_query(c, s->refuse_sql, n, s->refuse_param);
+	}
 	for (int i = 0; s->prep_name[i]; i++) {
 		if (!PQsendPrepare(c->pg, s->prep_name[i], s->prep_sql[i], 0,
 				   NULL))
@@ -276,6 +283,17 @@ static pgo_conn_event_t finish_setup(pgo_conn_t *c)
 			}
 			pgo_conn_drop(c, err.msg);
 			return PGO_CONN_EV_NONE;
+		}
+	}
+	if (s->refuse_sql) {
+		PGresult *r = c->round.res[nsql + (s->check_schema ? 1 : 0)];
+
+		if (r && PQresultStatus(r) == PGRES_TUPLES_OK &&
+		    PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)) {
+			pgo_error_set(&c->fatal, PGO_ERR_INVALID, 0, "%s",
+				      PQgetvalue(r, 0, 0));
+			pgo_conn_close(c);
+			return PGO_CONN_EV_FATAL;
 		}
 	}
 failed:

@@ -51,6 +51,12 @@ typedef struct pgo_conn_setup {
 	const char *prep_name[4]; /* statements to prepare (NULL-terminated) */
 	const char *prep_sql[4];
 	bool check_schema; /* read and check the schema version */
+	/* A refusal of the owner's: a query (run after the schema check)
+	 * whose first value, when a row comes back with a non-NULL one, is
+	 * why this session must not go on (EV_FATAL, PGO_ERR_INVALID), e.g.
+	 * a queue of the wrong kind.  Parameters are text. */
+	const char *refuse_sql;
+	const char *refuse_param[2]; /* NULL-terminated */
 } pgo_conn_setup_t;
 
 typedef struct pgo_conn {

@@ -113,6 +113,7 @@ struct pgo_worker {
 	int64_t next_retry; /* earliest retry this worker scheduled */
 	unsigned rnd;
 	char errmsg[512];
+	int fatal_code; /* lease mode: why a fatal error ended the run */
 };
 
 int pgo_worker_opts_init(pgo_worker_opts_t *opts, size_t size)
@@ -158,6 +159,14 @@ static bool func_name_ok(const char *s)
 	}
 	return true;
 }
+
+/* The setup's refusal: the outbox's events are for relays (a worker would
+ * fail on its missing columns forever). */
+#define REFUSE_SQL                                                             \
+	"SELECT format('queue \"%s\" is an outbox: its events are published "  \
+	"by `pgoutbox relay --queue %s`; a worker runs the jobs of a work "    \
+	"queue (pgoutbox queue create NAME)', name, name) "                    \
+	"FROM pgoutbox.queues WHERE name = $1 AND kind <> 'work'"
 
 static void build_sql(pgo_worker_t *w)
 {
@@ -871,6 +880,7 @@ static void lease_round(pgo_worker_t *w, int i)
 				 "with `pgoutbox queue create %s`)",
 				 w->queue, w->queue);
 			w->stop = 2;
+			w->fatal_code = PGO_ERR_INVALID;
 		}
 		/* A deadlock, a lock or statement timeout rolled the
 		 * outcome back: it may well go through when sent again. */
@@ -988,6 +998,8 @@ static int run_lease(pgo_worker_t *w)
 		.app_name = w->app_name,
 		.sql = {w->set_sql, w->listen_sql, NULL},
 		.check_schema = true,
+		.refuse_sql = REFUSE_SQL,
+		.refuse_param = {w->queue, NULL},
 	};
 	conns_init(w, w->lconns, LEASE_CONNS, &w->lsetup, &w->lsetup_quiet, 1);
 	if (w->o.stats_interval_ms > 0)
@@ -1109,6 +1121,7 @@ static int run_lease(pgo_worker_t *w)
 
 			if (ev == PGO_CONN_EV_FATAL) {
 				w->stop = 2;
+				w->fatal_code = c->fatal.code;
 			} else if (ev == PGO_CONN_EV_ROUND) {
 				bool was_claim =
 					w->inflight[i] &&
@@ -1125,7 +1138,7 @@ static int run_lease(pgo_worker_t *w)
 				lease_lost(w, i);
 		}
 	}
-	return w->stop == 2 ? PGO_ERR_INVALID : PGO_OK;
+	return w->stop == 2 ? w->fatal_code : PGO_OK;
 }
 
 /* =========================== sql handler mode =========================== */
@@ -1162,6 +1175,8 @@ static int run_sql(pgo_worker_t *w)
 		.prep_name = {"pgoutbox_work", NULL},
 		.prep_sql = {w->work_sql, NULL},
 		.check_schema = true,
+		.refuse_sql = REFUSE_SQL,
+		.refuse_param = {w->queue, NULL},
 	};
 	conns_init(w, w->conns, n, &w->setup, &w->setup_quiet, 0);
 	if (w->o.stats_interval_ms > 0)
@@ -1215,7 +1230,7 @@ static int run_sql(pgo_worker_t *w)
 			pgo_conn_event_t ev = step_conn(w, c, &w->srevents[i]);
 
 			if (ev == PGO_CONN_EV_FATAL)
-				return PGO_ERR_SCHEMA;
+				return c->fatal.code;
 			if (ev != PGO_CONN_EV_ROUND)
 				continue;
 			w->conn_more[i] = false;

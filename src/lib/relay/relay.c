@@ -99,6 +99,15 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 			       "$3::bigint, $4::text[])";
 	r->setup.prep_name[2] = NULL;
 	r->setup.check_schema = true;
+	/* A work queue's rows are jobs for workers: a relay would publish
+	 * and delete them. */
+	r->setup.refuse_sql =
+		"SELECT format('queue \"%s\" is a work queue: its jobs are run "
+		"by `pgoutbox worker --queue %s`, a relay would publish and "
+		"delete them; relay an outbox queue', name, name) "
+		"FROM pgoutbox.queues WHERE name = $1 AND kind <> 'outbox'";
+	snprintf(r->queue, sizeof(r->queue), "%s", v->queue);
+	r->setup.refuse_param[0] = r->queue;
 	r->setup_quiet = r->setup;
 	if (v->listen)
 		r->setup_quiet.sql[n - 1] = NULL; /* the same, minus LISTEN */
@@ -399,6 +408,7 @@ static bool step_slots(pgo_relay_t *r)
 			r->kick = true;
 			break;
 		case PGO_CONN_EV_FATAL:
+			r->fatal_code = s->conn.fatal.code;
 			relay_error(r, "%s", s->conn.fatal.msg);
 			pgo_log(PGO_LOG_ERROR, r->subject, "%s",
 				s->conn.fatal.msg);
@@ -523,7 +533,7 @@ int pgo_relay_run(pgo_relay_t *r)
 		pgo_conn_close(&r->slots[i].conn);
 	}
 	if (fatal)
-		return PGO_ERR_SCHEMA;
+		return r->fatal_code ? r->fatal_code : PGO_ERR_SCHEMA;
 	log_stats(r, pgo_now_ms());
 	pgo_log(PGO_LOG_INFO, r->subject, "stopped");
 	return PGO_OK;

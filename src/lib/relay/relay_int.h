@@ -113,6 +113,8 @@ struct pgo_relay {
 	bool floor_off;	     /* the probe failed: floor stays put */
 	unsigned rnd;	     /* jitter state */
 	char errmsg[512];
+	int fatal_code; /* of the setup refusal that ended the run */
+	char queue[64]; /* relay.queue (not reloadable), for the setup */
 };
 
 /* claim.c: SQL texts, parameters and the batch (no I/O) */
