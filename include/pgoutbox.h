@@ -451,10 +451,12 @@ PGO_EXPORT void pgo_consumer_destroy(pgo_consumer_t *c);
  * drill).  For each message: BEGIN, inbox claim, handler (when fresh),
  * COMMIT, then XACK; a failure rolls back and leaves the entry pending,
  * to be retried before newer ones.  Losing Redis or PostgreSQL is not
- * fatal: it reconnects with backoff.  The one error returned is what
+ * fatal: it reconnects with backoff.  The errors returned are what
  * retrying cannot fix: PGO_ERR_SCHEMA when the database has no pgoutbox
- * schema or one this build does not match (pgo_consumer_errmsg() says
- * which); the URLs were checked by pgo_consumer_new(). */
+ * schema or one this build does not match, PGO_ERR_INVALID when it has no
+ * sql_function(jsonb) (checked at each connect, before any message);
+ * pgo_consumer_errmsg() says which.  The URLs were checked by
+ * pgo_consumer_new(). */
 PGO_EXPORT int pgo_consumer_run(pgo_consumer_t *c);
 
 /* Async-signal-safe: asks run() to stop after the message at hand. */
