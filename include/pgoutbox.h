@@ -471,9 +471,11 @@ PGO_EXPORT const char *pgo_consumer_errmsg(const pgo_consumer_t *c);
 /* Work queues: tables pgoutbox.<name> with the outbox's columns plus a
  * priority, a unique key and a lease epoch (see docs/queue.md). */
 
-/* Creates work queue name (pgo_ident_check rules) with shards shards
- * (1..4096; 64 is the usual) in its own statement.  PGO_ERR_DB when it
- * exists already. */
+/* Creates work queue name (pgo_ident_check rules; names of the
+ * partitions pgoutbox makes, <queue>_archive[_YYYYMMDD], inbox_YYYYMMDD
+ * and cron_history_YYYYMMDD, are refused with PGO_ERR_INVALID) with shards
+ * shards (1..4096; 64 is the usual) in its own statement.  PGO_ERR_DB when
+ * it exists already. */
 PGO_EXPORT int pgo_queue_create(PGconn *conn, const char *name, int shards,
 				pgo_error_t *err);
 
