@@ -1,6 +1,8 @@
 -- 011_hardening: what issue 19 found an attacker or a careless user could
 -- do to the schema.
 --
+-- Each runner checks the kind of its queue at start: queue_kind() below.
+--
 -- Reserved queue names.  pgoutbox creates tables of its own in schema
 -- pgoutbox: <queue>_archive with its day partitions
 -- <queue>_archive_YYYYMMDD (005), inbox_YYYYMMDD (003) and
@@ -70,3 +72,14 @@ BEGIN
     INSERT INTO pgoutbox.shard_leases (queue, shard)
     SELECT q, s FROM generate_series(-1, shards - 1) s;
 END $$;
+
+-- The kind of a queue ('outbox' or 'work'; NULL when there is none), for
+-- the runners' check at start: a relay refuses a work queue (it would
+-- publish and delete its jobs), a worker the outbox.  Their roles need no
+-- grant on pgoutbox.queues for it; a queue's kind is no secret.
+CREATE FUNCTION pgoutbox.queue_kind(queue text) RETURNS text
+LANGUAGE sql STABLE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT q.kind FROM pgoutbox.queues q WHERE q.name = queue_kind.queue
+$$;

@@ -166,7 +166,8 @@ static bool func_name_ok(const char *s)
 	"SELECT format('queue \"%s\" is an outbox: its events are published "  \
 	"by `pgoutbox relay --queue %s`; a worker runs the jobs of a work "    \
 	"queue (pgoutbox queue create NAME)', name, name) "                    \
-	"FROM pgoutbox.queues WHERE name = $1 AND kind <> 'work'"
+	"FROM (SELECT $1::text AS name) q "                                    \
+	"WHERE pgoutbox.queue_kind(name) <> 'work'"
 
 static void build_sql(pgo_worker_t *w)
 {

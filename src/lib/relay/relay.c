@@ -105,7 +105,8 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 		"SELECT format('queue \"%s\" is a work queue: its jobs are run "
 		"by `pgoutbox worker --queue %s`, a relay would publish and "
 		"delete them; relay an outbox queue', name, name) "
-		"FROM pgoutbox.queues WHERE name = $1 AND kind <> 'outbox'";
+		"FROM (SELECT $1::text AS name) q "
+		"WHERE pgoutbox.queue_kind(name) <> 'outbox'";
 	snprintf(r->queue, sizeof(r->queue), "%s", v->queue);
 	r->setup.refuse_param[0] = r->queue;
 	r->setup_quiet = r->setup;
