@@ -83,3 +83,367 @@ SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT q.kind FROM pgoutbox.queues q WHERE q.name = queue_kind.queue
 $$;
+
+-- SECURITY DEFINER functions and the caller's temporary tables.  With
+-- `SET search_path = pg_catalog` alone, PostgreSQL searches the caller's
+-- temporary schema FIRST for tables and types (it does so whenever
+-- pg_temp is not named in the path), so a caller's temporary table
+-- pg_locks, pg_class or pg_stat_activity took the catalog's place inside
+-- functions that run as their owner: claim_floor() could be fed fake lock
+-- holders (and move the floor past uncommitted events), rebalance()
+-- forget live members, leave() keep its leases, health() hide what holds
+-- the xmin horizon, maintain() and inbox_maintain() drop or keep the
+-- wrong partitions.  Every function below names the catalog relations it
+-- reads with their schema, and every SECURITY DEFINER function of the
+-- schema (and archive_partitions, which maintain() runs as the owner)
+-- searches pg_catalog, then pg_temp, last.  The bodies are those of 002,
+-- 003, 005, 006 and 008 with only the catalog names qualified.
+
+CREATE OR REPLACE FUNCTION pgoutbox.rebalance(p_queue text, p_member text, p_mode text,
+                                   p_stale interval DEFAULT '10 seconds')
+RETURNS TABLE (shard integer, epoch bigint)
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp  -- a relay role needs only EXECUTE
+AS $$
+DECLARE
+    ns      integer := pgoutbox.lease_ns(p_queue);
+    nshards integer;
+    members text[];
+    n       integer;
+    idx     integer;
+    share   integer;
+    mine    integer[];
+    held    integer[];
+    s       integer;
+BEGIN
+    -- One member at a time per queue: concurrent rounds would race for
+    -- the same free shards and deadlock on the member rows.
+    PERFORM pg_advisory_xact_lock(hashtext('pgoutbox.rebalance.' || p_queue), 0);
+    SELECT q.shards INTO nshards FROM pgoutbox.queues q WHERE q.name = p_queue;
+    IF nshards IS NULL THEN
+        RAISE EXCEPTION 'pgoutbox: queue "%" has no shards (not created for ordered mode)', p_queue
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    -- A heartbeat needs no durability: commit it without waiting for
+    -- the WAL flush, and write the row only when it is getting old.
+    SET LOCAL synchronous_commit = off;
+    INSERT INTO pgoutbox.relays AS r (queue, member, backend_pid, mode)
+    VALUES (p_queue, p_member, pg_backend_pid(), p_mode)
+    ON CONFLICT (queue, member) DO UPDATE
+        SET backend_pid = EXCLUDED.backend_pid, mode = EXCLUDED.mode, heartbeat_at = now()
+        WHERE r.backend_pid <> EXCLUDED.backend_pid OR r.mode <> EXCLUDED.mode
+           OR r.heartbeat_at < now() - p_stale / 4;
+    -- Forget members whose session is gone or silent.
+    DELETE FROM pgoutbox.relays r
+     WHERE r.queue = p_queue
+       AND (r.heartbeat_at < now() - p_stale
+            OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = r.backend_pid));
+
+    SELECT coalesce(array_agg(DISTINCT l.objid::bigint::bit(32)::integer), '{}') INTO mine
+      FROM pg_catalog.pg_locks l
+     WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
+       AND l.classid = ns::oid AND l.pid = pg_backend_pid();
+
+    IF p_mode = 'strict' THEN
+        -- Leave any shard leases; hold or try the leader lease.
+        FOREACH s IN ARRAY mine LOOP
+            IF s <> -1 THEN PERFORM pg_advisory_unlock(ns, s); END IF;
+        END LOOP;
+        IF NOT (-1 = ANY(mine)) AND pg_try_advisory_lock(ns, -1) THEN
+            UPDATE pgoutbox.shard_leases l SET epoch = l.epoch + 1, owner = p_member, acquired_at = now()
+             WHERE l.queue = p_queue AND l.shard = -1;
+            mine := ARRAY[-1];
+        ELSIF -1 = ANY(mine) THEN
+            mine := ARRAY[-1];
+        ELSE
+            mine := '{}';
+        END IF;
+    ELSE
+        IF -1 = ANY(mine) THEN
+            PERFORM pg_advisory_unlock(ns, -1);
+            mine := array_remove(mine, -1);
+        END IF;
+        SELECT array_agg(r.member ORDER BY r.member) INTO members
+          FROM pgoutbox.relays r
+         WHERE r.queue = p_queue AND r.mode = 'ordered';
+        n := coalesce(array_length(members, 1), 1);
+        idx := coalesce(array_position(members, p_member), 1) - 1;
+        share := nshards / n + CASE WHEN idx < nshards % n THEN 1 ELSE 0 END;
+        -- Release the surplus, highest shards first.
+        WHILE coalesce(array_length(mine, 1), 0) > share LOOP
+            SELECT max(x) INTO s FROM unnest(mine) x;
+            PERFORM pg_advisory_unlock(ns, s);
+            mine := array_remove(mine, s);
+        END LOOP;
+        -- Take free shards up to the share.
+        IF coalesce(array_length(mine, 1), 0) < share THEN
+            -- Advisory locks are per database: count only this one's.
+            SELECT coalesce(array_agg(DISTINCT l.objid::bigint::bit(32)::integer), '{}') INTO held
+              FROM pg_catalog.pg_locks l
+             WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
+               AND l.classid = ns::oid
+               AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database());
+            FOR s IN SELECT g FROM generate_series(0, nshards - 1) g
+                      WHERE g <> ALL (held) ORDER BY g LOOP
+                EXIT WHEN coalesce(array_length(mine, 1), 0) >= share;
+                IF pg_try_advisory_lock(ns, s) THEN
+                    UPDATE pgoutbox.shard_leases l
+                       SET epoch = l.epoch + 1, owner = p_member, acquired_at = now()
+                     WHERE l.queue = p_queue AND l.shard = s;
+                    mine := mine || s;
+                END IF;
+            END LOOP;
+        END IF;
+    END IF;
+    RETURN QUERY
+        SELECT l.shard, l.epoch FROM pgoutbox.shard_leases l
+         WHERE l.queue = p_queue AND l.shard = ANY (mine)
+         ORDER BY l.shard;
+END $$;
+
+CREATE OR REPLACE FUNCTION pgoutbox.leave(p_queue text, p_member text) RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ns integer := pgoutbox.lease_ns(p_queue);
+    s  integer;
+BEGIN
+    FOR s IN SELECT DISTINCT l.objid::bigint::bit(32)::integer FROM pg_catalog.pg_locks l
+              WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
+                AND l.classid = ns::oid AND l.pid = pg_backend_pid() LOOP
+        PERFORM pg_advisory_unlock(ns, s);
+    END LOOP;
+    DELETE FROM pgoutbox.relays r WHERE r.queue = p_queue AND r.member = p_member;
+END $$;
+
+CREATE OR REPLACE FUNCTION pgoutbox.inbox_maintain(dedup_window interval DEFAULT '7 days',
+                                        OUT created integer, OUT dropped integer)
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    today date := (now() AT TIME ZONE 'UTC')::date;
+    day   date;
+    part  text;
+BEGIN
+    IF dedup_window IS NULL OR dedup_window < interval '1 hour' THEN
+        RAISE EXCEPTION 'pgoutbox.inbox_maintain: the dedup window must be at least 1 hour, not %',
+            coalesce(dedup_window::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    created := 0;
+    dropped := 0;
+    PERFORM pg_advisory_xact_lock(1885826936, 2);   -- pgoutbox's key space, inbox maintenance
+    FOR i IN 0..2 LOOP
+        day := today + i;
+        part := 'inbox_' || to_char(day, 'YYYYMMDD');
+        IF to_regclass('pgoutbox.' || part) IS NULL THEN
+            EXECUTE format('CREATE TABLE pgoutbox.%I PARTITION OF pgoutbox.inbox '
+                           'FOR VALUES FROM (%L) TO (%L)',
+                           part, day::text || ' 00:00:00+00', (day + 1)::text || ' 00:00:00+00');
+            created := created + 1;
+        END IF;
+    END LOOP;
+    FOR part IN
+        SELECT c.relname
+          FROM pg_catalog.pg_inherits h JOIN pg_catalog.pg_class c ON c.oid = h.inhrelid
+         WHERE h.inhparent = 'pgoutbox.inbox'::regclass
+           AND c.relname ~ '^inbox_[0-9]{8}$'
+         ORDER BY c.relname
+    LOOP
+        -- A partition's rows are all older than its day's end.
+        IF (to_date(substr(part, 7), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC'
+           <= now() - dedup_window THEN
+            EXECUTE format('DROP TABLE pgoutbox.%I', part);
+            dropped := dropped + 1;
+        END IF;
+    END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION pgoutbox.archive_partitions(p_queue text, p_days integer,
+                                            OUT created integer, OUT dropped integer)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp  -- maintain() runs it as the owner
+AS $$
+DECLARE
+    parent text := p_queue || '_archive';
+    today  date := (now() AT TIME ZONE 'UTC')::date;
+    day    date;
+    part   text;
+BEGIN
+    created := 0;
+    dropped := 0;
+    FOR i IN -1..2 LOOP
+        day := today + i;
+        part := parent || '_' || to_char(day, 'YYYYMMDD');
+        IF to_regclass(format('pgoutbox.%I', part)) IS NULL THEN
+            EXECUTE format('CREATE TABLE pgoutbox.%I PARTITION OF pgoutbox.%I '
+                           'FOR VALUES FROM (%L) TO (%L)', part, parent,
+                           day::text || ' 00:00:00+00', (day + 1)::text || ' 00:00:00+00');
+            created := created + 1;
+        END IF;
+    END LOOP;
+    FOR part IN
+        SELECT c.relname FROM pg_catalog.pg_inherits h JOIN pg_catalog.pg_class c ON c.oid = h.inhrelid
+         WHERE h.inhparent = format('pgoutbox.%I', parent)::regclass
+           AND c.relname ~ ('^' || parent || '_[0-9]{8}$')
+         ORDER BY c.relname
+    LOOP
+        -- Every row of a partition is older than the end of its day.
+        IF (to_date(right(part, 8), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC'
+           <= now() - make_interval(days => p_days) THEN
+            EXECUTE format('DROP TABLE pgoutbox.%I', part);
+            dropped := dropped + 1;
+        END IF;
+    END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION pgoutbox.health(p_min_age interval DEFAULT '1 minute',
+                                p_dead_tuples bigint DEFAULT 100000)
+RETURNS TABLE (kind text, subject text, age interval, detail text)
+LANGUAGE sql STABLE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp  -- sees every session's xmin
+AS $$
+    SELECT 'xmin', format('pid %s (%s)', a.pid, coalesce(nullif(a.application_name, ''), a.usename::text)),
+           now() - a.xact_start,
+           format('%s transaction open for %s holds back vacuum (xmin age %s)',
+                  a.state, date_trunc('second', now() - a.xact_start), age(a.backend_xmin))
+      FROM pg_catalog.pg_stat_activity a
+     WHERE a.backend_xmin IS NOT NULL AND a.pid <> pg_backend_pid()
+       AND a.xact_start < now() - p_min_age
+    UNION ALL
+    SELECT 'slot', s.slot_name, NULL::interval,
+           format('replication slot (%s, %s) pins xmin age %s',
+                  s.slot_type, CASE WHEN s.active THEN 'active' ELSE 'inactive' END,
+                  greatest(age(s.xmin), age(s.catalog_xmin)))
+      FROM pg_catalog.pg_replication_slots s
+     WHERE s.xmin IS NOT NULL OR s.catalog_xmin IS NOT NULL
+    UNION ALL
+    SELECT 'dead_tuples', format('pgoutbox.%s', t.relname), NULL::interval,
+           format('%s dead tuples (%s live); last autovacuum %s',
+                  t.n_dead_tup, t.n_live_tup, coalesce(t.last_autovacuum::text, 'never'))
+      FROM pg_catalog.pg_stat_user_tables t
+     WHERE t.schemaname = 'pgoutbox' AND t.n_dead_tup >= p_dead_tuples
+     ORDER BY 1, 3 DESC NULLS LAST
+$$;
+
+CREATE OR REPLACE FUNCTION pgoutbox.claim_floor(queue text, floor bigint, line bigint,
+                                     writers text[],
+                                     OUT new_floor bigint, OUT new_line bigint,
+                                     OUT new_writers text[])
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp  -- reads the sequence and pg_locks
+AS $$
+DECLARE
+    tbl   regclass;
+    first bigint;
+BEGIN
+    new_floor := coalesce(floor, 0);
+    new_line := line;
+    new_writers := writers;
+    IF NOT EXISTS (SELECT 1 FROM pgoutbox.queues q
+                    WHERE q.name = claim_floor.queue AND q.kind = 'outbox') THEN
+        new_floor := 0;
+        new_line := NULL;
+        RETURN;
+    END IF;
+    tbl := format('pgoutbox.%I', queue)::regclass;
+    IF new_line IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM pg_catalog.pg_locks k
+             WHERE k.locktype = 'relation' AND k.relation = tbl
+               AND k.database = (SELECT oid FROM pg_catalog.pg_database
+                                  WHERE datname = current_database())
+               AND k.mode = 'RowExclusiveLock'
+               AND k.virtualtransaction = ANY(new_writers)) THEN
+        -- Everything up to the line is settled: move to the first fresh
+        -- row at or above the old floor, or just past the line.
+        EXECUTE format('SELECT id FROM pgoutbox.%I WHERE id >= $1 AND id <= $2 '
+                       'AND attempts = 0 AND last_error IS NULL ORDER BY id LIMIT 1',
+                       queue)
+            INTO first USING new_floor, new_line;
+        new_floor := greatest(new_floor, coalesce(first, new_line + 1));
+        new_line := NULL;
+    END IF;
+    IF new_line IS NULL THEN
+        -- The order matters: the sequence first, then the lock holders.
+        new_line := coalesce(pg_sequence_last_value(
+                        pg_get_serial_sequence(format('pgoutbox.%I', queue), 'id')::regclass), 0);
+        SELECT coalesce(array_agg(k.virtualtransaction), '{}') INTO new_writers
+          FROM pg_catalog.pg_locks k
+         WHERE k.locktype = 'relation' AND k.relation = tbl
+           AND k.database = (SELECT oid FROM pg_catalog.pg_database
+                              WHERE datname = current_database())
+           AND k.mode = 'RowExclusiveLock'
+           AND k.pid IS DISTINCT FROM pg_backend_pid();
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION pgoutbox.cron_history_maintain(keep interval DEFAULT NULL,
+                                               OUT created integer, OUT dropped integer)
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    today date := (now() AT TIME ZONE 'UTC')::date;
+    part  text;
+BEGIN
+    IF keep IS NOT NULL AND keep <= interval '0' THEN
+        RAISE EXCEPTION 'pgoutbox.cron_history_maintain: keep must be positive (NULL keeps everything), not %',
+            keep USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    created := 0;
+    dropped := 0;
+    PERFORM pg_advisory_xact_lock(1885826936, 4);   -- pgoutbox's key space, cron history
+    FOR i IN 0..2 LOOP
+        IF pgoutbox.cron_history_partition(today + i) THEN
+            created := created + 1;
+        END IF;
+    END LOOP;
+    IF keep IS NULL THEN
+        RETURN;
+    END IF;
+    FOR part IN
+        SELECT c.relname
+          FROM pg_catalog.pg_inherits h JOIN pg_catalog.pg_class c ON c.oid = h.inhrelid
+         WHERE h.inhparent = 'pgoutbox.cron_history'::regclass
+           AND c.relname ~ '^cron_history_[0-9]{8}$'
+         ORDER BY c.relname
+    LOOP
+        IF (to_date(substr(part, 14), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC'
+           <= now() - keep THEN
+            EXECUTE format('DROP TABLE pgoutbox.%I', part);
+            dropped := dropped + 1;
+        END IF;
+    END LOOP;
+END $$;
+
+-- Every other SECURITY DEFINER function of the schema (send, enqueue,
+-- inbox_claim, unarchive, create_queue, cron_fire, cron_history_partition,
+-- archive_deleted, maintain): the same search path.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'pgoutbox'::regnamespace AND p.prosecdef LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, pg_temp', f);
+    END LOOP;
+END $$;
+
+-- claim_floor() tells whoever calls it how busy the outbox is and which
+-- transactions write to it: relays only, like the other relay functions.
+-- The roles that may run rebalance() (the relay roles of the README) keep
+-- it, so that their relays' floor goes on moving after this migration.
+REVOKE ALL ON FUNCTION pgoutbox.claim_floor(text, bigint, bigint, text[]) FROM PUBLIC;
+DO $$
+DECLARE
+    r text;
+BEGIN
+    FOR r IN SELECT DISTINCT a.grantee::regrole::text
+               FROM pg_catalog.pg_proc p, aclexplode(p.proacl) a
+              WHERE p.oid = 'pgoutbox.rebalance(text, text, text, interval)'::regprocedure
+                AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0
+                AND a.grantee <> p.proowner LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION pgoutbox.claim_floor(text, bigint, bigint, text[]) TO %s', r);
+    END LOOP;
+END $$;
