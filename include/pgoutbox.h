@@ -315,8 +315,10 @@ void pgo_relay_destroy(pgo_relay_t *relay);
  * in flight (the sink's drain(), at most relay.drain_timeout; what is left
  * then is rolled back and sent again later) and returns PGO_OK.  Returns an
  * error only for what retrying cannot fix (a schema newer than this build, a
- * sink that cannot open; PGO_ERR_INVALID for a queue that is not an outbox).
- * Losing PostgreSQL is not fatal: the relay reconnects with backoff. */
+ * sink that cannot open; PGO_ERR_INVALID for a queue that is not an outbox,
+ * or for the ordered and strict modes through a transaction pooler, which
+ * it probes for first).  Losing PostgreSQL is not fatal: the relay
+ * reconnects with backoff. */
 int pgo_relay_run(pgo_relay_t *relay);
 
 /* Async-signal-safe: asks the loop to stop (SIGTERM) or to reload the

@@ -113,7 +113,9 @@ struct pgo_worker {
 	int64_t next_retry; /* earliest retry this worker scheduled */
 	unsigned rnd;
 	char errmsg[512];
-	int fatal_code; /* lease mode: why a fatal error ended the run */
+	int fatal_code;	    /* lease mode: why a fatal error ended the run */
+	bool pooled;	    /* through a transaction pooler (pooler.c) */
+	char local_sql[96]; /* lease mode, pooled: set_sql per transaction */
 };
 
 int pgo_worker_opts_init(pgo_worker_opts_t *opts, size_t size)
@@ -994,6 +996,9 @@ static int run_lease(pgo_worker_t *w)
 	}
 	snprintf(w->set_sql, sizeof(w->set_sql), "SET statement_timeout = %lld",
 		 (long long)v->statement_timeout);
+	snprintf(w->local_sql, sizeof(w->local_sql),
+		 "SELECT set_config('statement_timeout', '%lld', true)",
+		 (long long)v->statement_timeout);
 	w->lsetup = (pgo_conn_setup_t){
 		.subject = w->subject,
 		.app_name = w->app_name,
@@ -1001,6 +1006,8 @@ static int run_lease(pgo_worker_t *w)
 		.check_schema = true,
 		.refuse_sql = REFUSE_SQL,
 		.refuse_param = {w->queue, NULL},
+		.pooled = w->pooled,
+		.local_sql = w->local_sql,
 	};
 	conns_init(w, w->lconns, LEASE_CONNS, &w->lsetup, &w->lsetup_quiet, 1);
 	if (w->o.stats_interval_ms > 0)
@@ -1178,6 +1185,7 @@ static int run_sql(pgo_worker_t *w)
 		.check_schema = true,
 		.refuse_sql = REFUSE_SQL,
 		.refuse_param = {w->queue, NULL},
+		.pooled = w->pooled,
 	};
 	conns_init(w, w->conns, n, &w->setup, &w->setup_quiet, 0);
 	if (w->o.stats_interval_ms > 0)
@@ -1277,11 +1285,24 @@ static int run_sql(pgo_worker_t *w)
 
 int pgo_worker_run(pgo_worker_t *w)
 {
+	pgo_pooler_t kind;
 	int rc;
 
 	pgo_log(PGO_LOG_INFO, w->subject,
 		"started as %s, concurrency %d, lease %" PRId64 " ms", w->name,
 		w->o.concurrency, w->o.lease_ms);
+	/* Through a transaction pooler a session is not ours: no LISTEN,
+	 * no prepared statement, settings per transaction (conn.c). */
+	if (pgo_pooler_wait(w->conf, w->app_name, w->subject, w->loop, &w->stop,
+			    &kind) == PGO_OK &&
+	    kind >= PGO_POOLER_TRANSACTION) {
+		w->pooled = true;
+		pgo_log(PGO_LOG_WARN, w->subject,
+			"the database connection goes through %s: no LISTEN, "
+			"so new jobs are found by polling every %" PRId64
+			" ms (--poll-interval); no prepared statements",
+			pgo_pooler_name(kind), w->o.poll_interval_ms);
+	}
 	rc = w->sql_function ? run_sql(w) : run_lease(w);
 	log_stats(w, "stopped");
 	return rc;
