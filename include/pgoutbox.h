@@ -315,8 +315,10 @@ void pgo_relay_destroy(pgo_relay_t *relay);
  * in flight (the sink's drain(), at most relay.drain_timeout; what is left
  * then is rolled back and sent again later) and returns PGO_OK.  Returns an
  * error only for what retrying cannot fix (a schema newer than this build, a
- * sink that cannot open). Losing PostgreSQL is not fatal: the relay reconnects
- * with backoff. */
+ * sink that cannot open; PGO_ERR_INVALID for a queue that is not an outbox,
+ * or for the ordered and strict modes through a transaction pooler, which
+ * it probes for first).  Losing PostgreSQL is not fatal: the relay
+ * reconnects with backoff. */
 int pgo_relay_run(pgo_relay_t *relay);
 
 /* Async-signal-safe: asks the loop to stop (SIGTERM) or to reload the
@@ -451,10 +453,12 @@ PGO_EXPORT void pgo_consumer_destroy(pgo_consumer_t *c);
  * drill).  For each message: BEGIN, inbox claim, handler (when fresh),
  * COMMIT, then XACK; a failure rolls back and leaves the entry pending,
  * to be retried before newer ones.  Losing Redis or PostgreSQL is not
- * fatal: it reconnects with backoff.  The one error returned is what
+ * fatal: it reconnects with backoff.  The errors returned are what
  * retrying cannot fix: PGO_ERR_SCHEMA when the database has no pgoutbox
- * schema or one this build does not match (pgo_consumer_errmsg() says
- * which); the URLs were checked by pgo_consumer_new(). */
+ * schema or one this build does not match, PGO_ERR_INVALID when it has no
+ * sql_function(jsonb) (checked at each connect, before any message);
+ * pgo_consumer_errmsg() says which.  The URLs were checked by
+ * pgo_consumer_new(). */
 PGO_EXPORT int pgo_consumer_run(pgo_consumer_t *c);
 
 /* Async-signal-safe: asks run() to stop after the message at hand. */
@@ -469,9 +473,11 @@ PGO_EXPORT const char *pgo_consumer_errmsg(const pgo_consumer_t *c);
 /* Work queues: tables pgoutbox.<name> with the outbox's columns plus a
  * priority, a unique key and a lease epoch (see docs/queue.md). */
 
-/* Creates work queue name (pgo_ident_check rules) with shards shards
- * (1..4096; 64 is the usual) in its own statement.  PGO_ERR_DB when it
- * exists already. */
+/* Creates work queue name (pgo_ident_check rules; names of the
+ * partitions pgoutbox makes, <queue>_archive[_YYYYMMDD], inbox_YYYYMMDD
+ * and cron_history_YYYYMMDD, are refused with PGO_ERR_INVALID) with shards
+ * shards (1..4096; 64 is the usual) in its own statement.  PGO_ERR_DB when
+ * it exists already. */
 PGO_EXPORT int pgo_queue_create(PGconn *conn, const char *name, int shards,
 				pgo_error_t *err);
 
@@ -609,7 +615,8 @@ PGO_EXPORT void pgo_worker_destroy(pgo_worker_t *w);
 /* Claims and handles jobs until a stop is requested; then claims no more,
  * lets running jobs finish (up to timeout_ms), records them and returns
  * PGO_OK.  Losing PostgreSQL is not fatal (reconnect with backoff); an
- * error is returned only for what retrying cannot fix. */
+ * error is returned only for what retrying cannot fix: PGO_ERR_INVALID for
+ * a queue that is not a work queue, a missing queue or --sql function. */
 PGO_EXPORT int pgo_worker_run(pgo_worker_t *w);
 /* Async-signal-safe. */
 PGO_EXPORT void pgo_worker_request_stop(pgo_worker_t *w);

@@ -227,6 +227,8 @@ int cmd_consume(int argc, char **argv)
 		st.processed, st.duplicates, st.failed, st.skipped);
 	pgo_consumer_destroy(c);
 	cli_free(&cli);
+	if (rc == PGO_ERR_INVALID) /* refused at start: no such --sql */
+		return EXIT_USAGE;
 	if (rc != PGO_OK)
 		return EXIT_FAIL;
 	return st.drill_exit ? EXIT_DRILL : EXIT_OK;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "pgo_int.h"
 
 static const char *const flags[] = {"--db", "--log-level", NULL};
 
@@ -100,6 +101,11 @@ int cmd_queue(int argc, char **argv)
 			goto usage;
 		if (pgo_ident_check(cli.args[1], &err) != PGO_OK) {
 			cli_error("queue", "queue %s", err.msg);
+			goto out;
+		}
+		if (strcmp(sub, "create") == 0 &&
+		    pgo_queue_name_check(cli.args[1], &err) != PGO_OK) {
+			cli_error("queue", "%s", err.msg);
 			goto out;
 		}
 	} else if (strcmp(sub, "retry") == 0) {

@@ -134,5 +134,9 @@ int cmd_relay(int argc, char **argv)
 	pgo_relay_destroy(relay);
 	pgo_sink_destroy(sink);
 	cli_free(&cli);
-	return rc == PGO_OK ? EXIT_OK : EXIT_FAIL;
+	/* A refusal at start (a queue of the wrong kind, the ordered modes
+	 * through a transaction pooler) is configuration. */
+	return rc == PGO_OK	       ? EXIT_OK
+	       : rc == PGO_ERR_INVALID ? EXIT_USAGE
+				       : EXIT_FAIL;
 }

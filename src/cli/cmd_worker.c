@@ -210,5 +210,9 @@ int cmd_worker(int argc, char **argv)
 		cli_error("worker", "%s", pgo_worker_errmsg(w));
 	pgo_worker_destroy(w);
 	cli_free(&cli);
-	return rc == PGO_OK ? EXIT_OK : EXIT_FAIL;
+	/* A refusal at start (a queue of the wrong kind, no such --sql
+	 * function) is configuration. */
+	return rc == PGO_OK	       ? EXIT_OK
+	       : rc == PGO_ERR_INVALID ? EXIT_USAGE
+				       : EXIT_FAIL;
 }

@@ -360,6 +360,15 @@ int pgo_schema_read_version(PGconn *conn, int *version, pgo_error_t *err);
 /* The message for a version mismatch, or NULL when version matches. */
 int pgo_schema_verdict(int db_version, pgo_error_t *err);
 
+/* --- queue --- */
+
+/* A name for a new work queue: pgo_ident_check's rules, and none of the
+ * names of partitions pgoutbox creates itself (<queue>_archive and its
+ * <queue>_archive_YYYYMMDD, inbox_YYYYMMDD, cron_history_YYYYMMDD): a
+ * queue so named would take a partition's place (sql/011 says the same
+ * in pgoutbox.create_queue). */
+int pgo_queue_name_check(const char *name, pgo_error_t *err);
+
 /* Channel a queue's producers notify and relays listen on. */
 #define PGO_CHANNEL_PREFIX "pgoutbox_"
 

@@ -112,6 +112,19 @@ usage 'exactly one handler'
 usage 'exactly one handler' --sql apply_msg --exec cat
 usage 'not a duration' --sql apply_msg --claim-idle soon
 usage 'TLS' --sql apply_msg --redis "rediss://127.0.0.1:$REDIS_PORT"
+# A --sql function that does not exist (a typo), or not with one jsonb
+# argument, is refused at start: not retried and skipped message by message.
+rcli XADD s9 '*' id 9001 topic t key k type x payload '{"n":9001}' headers '{}' created_at now >/dev/null
+q "CREATE SCHEMA billing; CREATE FUNCTION billing.apply_order(p jsonb, n int) RETURNS void LANGUAGE sql AS 'SELECT'"
+for f in aply_msg billing.aply_order billing.apply_order; do
+	rc=0
+	timeout 20 "${consume[@]}" --stream s9 --group g9 --sql "$f" >/dev/null 2>"$T_TMP/nofunc.err" || rc=$?
+	[ "$rc" = 2 ] || fail "consume --sql $f exited $rc, not 2: $(cat "$T_TMP/nofunc.err")"
+	grep -q "no function .*(jsonb) in this database" "$T_TMP/nofunc.err" || fail "consume --sql $f: $(cat "$T_TMP/nofunc.err")"
+done
+grep -q 'there is only billing.apply_order(jsonb,integer)' "$T_TMP/nofunc.err" || fail "no hint at the other signature: $(cat "$T_TMP/nofunc.err")"
+pend=$(rcli XPENDING s9 g9 2>&1 | head -1)
+[ "$pend" = 0 ] || [[ "$pend" == NOGROUP* ]] || fail "a consumer with no function read the stream: $pend"
 
 for cmd in consume inbox; do
 	"$PGO_BIN" "$cmd" --help >"$T_TMP/help" || fail "$cmd --help exited non-zero"

@@ -18,6 +18,7 @@ GRANT SELECT ON pgoutbox.shard_leases TO $R;  -- ordered claims check their leas
 GRANT EXECUTE ON FUNCTION pgoutbox.rebalance(text, text, text, interval),
                           pgoutbox.leave(text, text),
                           pgoutbox.unarchive(text, bigint[]),
+                          pgoutbox.claim_floor(text, bigint, bigint, text[]),
                           pgoutbox.maintain(), pgoutbox.health(interval, bigint) TO $R;
 CREATE TABLE secrets (card text);
 INSERT INTO secrets VALUES ('4111');

@@ -1,8 +1,11 @@
 /*
  * conn.c — one non-blocking PostgreSQL connection as an explicit state
  * machine: connect with PQconnectStartParams/PQconnectPoll, run a setup
- * round (session timeouts, LISTEN, prepared statements, schema check) in
- * pipeline mode, then carry the owner's rounds.  Nothing here blocks; a lost
+ * round (session timeouts, LISTEN, prepared statements, schema check, the
+ * owner's refusal) in pipeline mode, then carry the owner's rounds.
+ * Through a transaction pooler a session is not ours: the setup keeps
+ * only its checks, statements go unnamed and each round carries the
+ * settings for its own transaction.  Nothing here blocks; a lost
  * server sends the connection to DOWN with an exponential backoff.
  */
 #include <stdlib.h>
@@ -29,6 +32,7 @@ void pgo_conn_round_clear(pgo_conn_t *c)
 		c->round.res[i] = NULL;
 	}
 	c->round.nq = 0;
+	c->round.hidden = 0;
 	c->round.got = 0;
 	c->round.failed = false;
 	c->round.sqlstate[0] = '\0';
@@ -66,19 +70,19 @@ void pgo_conn_drop(pgo_conn_t *c, const char *why)
 		c->backoff = v->reconnect_max;
 }
 
-void pgo_conn_kick(pgo_conn_t *c, int64_t now)
+void pgo_conn_params(const pgo_conf_t *conf, const char *app_name,
+		     const char *keys[8], const char *vals[8], char timeout[24])
 {
-	const struct pgo_conf_values *v = pgo_conf_values(c->conf);
-	char timeout[24];
-	const char *keys[] = {"connect_timeout",  "keepalives",
-			      "keepalives_idle",  "keepalives_interval",
-			      "keepalives_count", "dbname",
-			      "application_name", NULL};
-	const char *vals[8];
+	const struct pgo_conf_values *v = pgo_conf_values(conf);
+	static const char *const names[] = {
+		"connect_timeout",  "keepalives",
+		"keepalives_idle",  "keepalives_interval",
+		"keepalives_count", "dbname",
+		"application_name", NULL};
 
-	if (c->state != PGO_CONN_DOWN || now < c->retry_at)
-		return;
-	snprintf(timeout, sizeof(timeout), "%lld",
+	for (int i = 0; i < 8; i++)
+		keys[i] = names[i];
+	snprintf(timeout, 24, "%lld",
 		 (long long)(v->connect_timeout + 999) / 1000);
 	/* Defaults come before dbname so that a URL can override them;
 	 * application_name comes after so that status can find relays. */
@@ -88,13 +92,23 @@ void pgo_conn_kick(pgo_conn_t *c, int64_t now)
 	vals[3] = "5";
 	vals[4] = "3";
 	vals[5] = v->db_url && *v->db_url ? v->db_url : NULL;
-	vals[6] = c->setup->app_name;
+	vals[6] = app_name;
 	vals[7] = NULL;
 	if (!vals[5]) {
 		keys[5] = "application_name";
-		vals[5] = c->setup->app_name;
+		vals[5] = app_name;
 		keys[6] = NULL;
 	}
+}
+
+void pgo_conn_kick(pgo_conn_t *c, int64_t now)
+{
+	char timeout[24];
+	const char *keys[8], *vals[8];
+
+	if (c->state != PGO_CONN_DOWN || now < c->retry_at)
+		return;
+	pgo_conn_params(c->conf, c->setup->app_name, keys, vals, timeout);
 	c->pg = PQconnectStartParams(keys, vals, 1);
 	if (!c->pg) {
 		pgo_conn_drop(c, "out of memory");
@@ -123,11 +137,26 @@ void pgo_conn_pollfd(const pgo_conn_t *c, struct pollfd *pfd)
 		pfd->events = POLLIN | (c->need_flush ? POLLOUT : 0);
 }
 
+/* Pooled: the round's first statement is the transaction's settings. */
+static void start_round(pgo_conn_t *c)
+{
+	const pgo_conn_setup_t *s = c->setup;
+
+	if (c->round.nq || c->round.hidden || !s->pooled || !s->local_sql ||
+	    c->state == PGO_CONN_SETUP)
+		return;
+	if (!PQsendQueryParams(c->pg, s->local_sql, 0, NULL, NULL, NULL, NULL,
+			       0))
+		c->round.failed = true;
+	c->round.hidden = 1;
+}
+
 void pgo_conn_query(pgo_conn_t *c, const char *sql, int n,
 		    const char *const *values)
 {
 	if (c->round.nq >= PGO_ROUND_MAX)
 		return;
+	start_round(c);
 	if (!PQsendQueryParams(c->pg, sql, n, NULL, values, NULL, NULL, 0))
 		c->round.failed = true;
 	c->round.nq++;
@@ -136,8 +165,22 @@ void pgo_conn_query(pgo_conn_t *c, const char *sql, int n,
 void pgo_conn_exec_prepared(pgo_conn_t *c, const char *name, int n,
 			    const char *const *values)
 {
+	const pgo_conn_setup_t *s = c->setup;
+
 	if (c->round.nq >= PGO_ROUND_MAX)
 		return;
+	if (s->pooled) {
+		/* A named statement lives on one server connection of the
+		 * pool: send its text as the unnamed statement instead. */
+		for (int i = 0; s->prep_name[i]; i++)
+			if (strcmp(s->prep_name[i], name) == 0) {
+				pgo_conn_query(c, s->prep_sql[i], n, values);
+				return;
+			}
+		c->round.failed = true;
+		c->round.nq++;
+		return;
+	}
 	if (!PQsendQueryPrepared(c->pg, name, n, values, NULL, NULL, 0))
 		c->round.failed = true;
 	c->round.nq++;
@@ -229,14 +272,21 @@ static void send_setup(pgo_conn_t *c)
 	pgo_conn_round_clear(c);
 	c->state = PGO_CONN_SETUP;
 	c->sent_at = pgo_now_ms();
-	for (int i = 0; s->sql[i]; i++)
+	for (int i = 0; !s->pooled && s->sql[i]; i++)
 		pgo_conn_query(c, s->sql[i], 0, NULL);
 	if (s->check_schema)
 		pgo_conn_query(c,
 			       "SELECT coalesce(max(version), 0) FROM "
 			       "pgoutbox.migrations",
 			       0, NULL);
-	for (int i = 0; s->prep_name[i]; i++) {
+	if (s->refuse_sql) {
+		int n = 0;
+
+		while (n < 2 && s->refuse_param[n])
+			n++;
+		pgo_conn_query(c, s->refuse_sql, n, s->refuse_param);
+	}
+	for (int i = 0; !s->pooled && s->prep_name[i]; i++) {
 		if (!PQsendPrepare(c->pg, s->prep_name[i], s->prep_sql[i], 0,
 				   NULL))
 			c->round.failed = true;
@@ -252,7 +302,7 @@ static pgo_conn_event_t finish_setup(pgo_conn_t *c)
 	const pgo_conn_setup_t *s = c->setup;
 	int nsql = 0;
 
-	while (s->sql[nsql])
+	while (!s->pooled && s->sql[nsql])
 		nsql++;
 	if (s->check_schema && c->round.res[nsql]) {
 		PGresult *r = c->round.res[nsql];
@@ -278,6 +328,17 @@ static pgo_conn_event_t finish_setup(pgo_conn_t *c)
 			return PGO_CONN_EV_NONE;
 		}
 	}
+	if (s->refuse_sql) {
+		PGresult *r = c->round.res[nsql + (s->check_schema ? 1 : 0)];
+
+		if (r && PQresultStatus(r) == PGRES_TUPLES_OK &&
+		    PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)) {
+			pgo_error_set(&c->fatal, PGO_ERR_INVALID, 0, "%s",
+				      PQgetvalue(r, 0, 0));
+			pgo_conn_close(c);
+			return PGO_CONN_EV_FATAL;
+		}
+	}
 failed:
 	if (c->round.failed) {
 		char why[600];
@@ -298,8 +359,9 @@ failed:
 	return PGO_CONN_EV_READY;
 }
 
-/* Records one statement's result in the round. */
-static void collect(pgo_conn_t *c, PGresult *r)
+/* Records one statement's result in the round (keep: in res[], else
+ * only its failure). */
+static void collect(pgo_conn_t *c, PGresult *r, bool keep)
 {
 	ExecStatusType st = PQresultStatus(r);
 
@@ -315,7 +377,7 @@ static void collect(pgo_conn_t *c, PGresult *r)
 			 : st == PGRES_EMPTY_QUERY    ? "empty statement"
 						      : pgo_pq_msg(c->pg, r));
 	}
-	if (c->round.got < PGO_ROUND_MAX && !c->round.res[c->round.got])
+	if (keep && c->round.got < PGO_ROUND_MAX && !c->round.res[c->round.got])
 		c->round.res[c->round.got] = r;
 	else
 		PQclear(r);
@@ -341,7 +403,14 @@ static bool read_round(pgo_conn_t *c)
 			PQclear(r);
 			return true;
 		}
-		collect(c, r);
+		if (c->round.hidden) {
+			/* local_sql's result: only a failure counts (the rest
+			 * of the round is then aborted too). */
+			collect(c, r, false);
+			c->round.hidden = 0;
+			continue;
+		}
+		collect(c, r, true);
 		c->round.got++;
 	}
 	return false;

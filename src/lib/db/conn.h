@@ -11,6 +11,7 @@
 #define PGO_CONN_H
 
 #include <poll.h>
+#include <signal.h>
 
 #include "pgo_int.h"
 
@@ -36,6 +37,7 @@ typedef enum pgo_conn_event {
 /* The results of one round: one slot per statement, in order. */
 typedef struct pgo_round {
 	int nq;			      /* statements queued */
+	int hidden;		      /* leading results to drop (local_sql) */
 	int got;		      /* results collected */
 	PGresult *res[PGO_ROUND_MAX]; /* owned by the round until taken */
 	bool failed;		      /* some statement failed */
@@ -51,6 +53,21 @@ typedef struct pgo_conn_setup {
 	const char *prep_name[4]; /* statements to prepare (NULL-terminated) */
 	const char *prep_sql[4];
 	bool check_schema; /* read and check the schema version */
+	/* A refusal of the owner's: a query (run after the schema check)
+	 * whose first value, when a row comes back with a non-NULL one, is
+	 * why this session must not go on (EV_FATAL, PGO_ERR_INVALID), e.g.
+	 * a queue of the wrong kind.  Parameters are text. */
+	const char *refuse_sql;
+	const char *refuse_param[2]; /* NULL-terminated */
+	/* Through a transaction pooler (pgo_pooler_probe): session state
+	 * would stay behind on a server connection others share and be gone
+	 * at the next transaction.  The setup then runs no sql[] (settings,
+	 * LISTEN) and prepares nothing: pgo_conn_exec_prepared() sends the
+	 * statement's text unnamed, and every round starts with local_sql
+	 * (the settings as set_config(..., true), for that transaction only;
+	 * its result is not part of the round). */
+	bool pooled;
+	const char *local_sql;
 } pgo_conn_setup_t;
 
 typedef struct pgo_conn {
@@ -73,6 +90,13 @@ typedef struct pgo_conn {
 
 void pgo_conn_init(pgo_conn_t *c, const pgo_conf_t *conf,
 		   const pgo_conn_setup_t *setup);
+/* The connection keywords and values of every pgoutbox session (timeouts,
+ * keepalives, database.url, application_name), NULL-terminated, for
+ * PQconnectStartParams/PQconnectdbParams with expand_dbname 1; timeout is
+ * room for the connect_timeout text. */
+void pgo_conn_params(const pgo_conf_t *conf, const char *app_name,
+		     const char *keys[8], const char *vals[8],
+		     char timeout[24]);
 /* Closes the connection (if any) and frees the round's results. */
 void pgo_conn_close(pgo_conn_t *c);
 /* Starts connecting if DOWN and retry_at has passed. */
@@ -105,5 +129,30 @@ bool pgo_conn_expire(pgo_conn_t *c, int64_t now, int64_t limit);
 
 /* Drops the connection and schedules a reconnect with backoff. */
 void pgo_conn_drop(pgo_conn_t *c, const char *why);
+
+/* --- pooler.c --- */
+
+/* What stands between a runner and PostgreSQL. */
+typedef enum pgo_pooler {
+	PGO_POOLER_NONE = 0,	    /* PostgreSQL itself */
+	PGO_POOLER_SESSION = 1,	    /* a pooler that keeps the session ours */
+	PGO_POOLER_TRANSACTION = 2, /* a server connection per transaction */
+	PGO_POOLER_STATEMENT = 3    /* per statement: no transactions */
+} pgo_pooler_t;
+
+/* Finds out with two blocking connections of conf's database (see
+ * pooler.c for how).  PGO_OK and *kind, or PGO_ERR_CONNECT / PGO_ERR_DB
+ * with err set (retriable as libpq's rule says). */
+int pgo_pooler_probe(const pgo_conf_t *conf, const char *app_name,
+		     pgo_pooler_t *kind, pgo_error_t *err);
+/* The probe until it answers, at start: a failure is logged once and
+ * tried again with backoff, turning loop meanwhile (a stop request wakes
+ * it).  PGO_OK and *kind; PGO_ERR_AGAIN when *stop was set first. */
+struct pgo_loop;
+int pgo_pooler_wait(const pgo_conf_t *conf, const char *app_name,
+		    const char *subject, struct pgo_loop *loop,
+		    volatile sig_atomic_t *stop, pgo_pooler_t *kind);
+/* "a transaction pooler (...)" for the refusals and the log. */
+const char *pgo_pooler_name(pgo_pooler_t kind);
 
 #endif

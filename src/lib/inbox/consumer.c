@@ -59,6 +59,8 @@ struct pgo_consumer {
 	int count, max_attempts, exit_after_commit;
 	char sql_call[160];  /* SELECT "schema"."func"($1::jsonb) */
 	char sql_gated[224]; /* the same, run only for a fresh claim */
+	char sql_sig[160];   /* "schema"."func"(jsonb): checked at connect */
+	char *sql_name;	     /* func, for naming those of another signature */
 	char subject[200];   /* log prefix: "consume STREAM -> GROUP" */
 
 	/* Redis */
@@ -263,6 +265,20 @@ pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *opts,
 		else
 			snprintf(c->sql_call, sizeof(c->sql_call),
 				 "SELECT \"%s\"($1::jsonb)", o->sql_function);
+		if (dot)
+			snprintf(c->sql_sig, sizeof(c->sql_sig),
+				 "\"%.*s\".\"%s\"(jsonb)",
+				 (int)(dot - o->sql_function), o->sql_function,
+				 dot + 1);
+		else
+			snprintf(c->sql_sig, sizeof(c->sql_sig),
+				 "\"%s\"(jsonb)", o->sql_function);
+		c->sql_name = strdup(dot ? dot + 1 : o->sql_function);
+		if (!c->sql_name) {
+			pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
+			pgo_consumer_destroy(c);
+			return NULL;
+		}
 		snprintf(c->sql_gated, sizeof(c->sql_gated),
 			 "%s WHERE current_setting('pgoutbox.fresh') = "
 			 "'true'",
@@ -296,6 +312,7 @@ void pgo_consumer_destroy(pgo_consumer_t *c)
 		PQfinish(c->pg);
 	pgo_loop_destroy(c->loop);
 	free(c->db_url);
+	free(c->sql_name);
 	free(c->stream);
 	free(c->group);
 	free(c->name);
@@ -359,6 +376,44 @@ static bool pg_cmd(pgo_consumer_t *c, const char *sql)
 	return ok;
 }
 
+/* The --sql function must exist with one jsonb argument, as the handler
+ * calls it: a typo would otherwise fail every message max_attempts times
+ * and skip it, order lost.  PGO_ERR_INVALID (errmsg set) when it does not,
+ * PGO_ERR_AGAIN when the check itself failed (the connection is dropped),
+ * PGO_OK otherwise. */
+static int check_function(pgo_consumer_t *c)
+{
+	const char *params[2] = {c->sql_sig, c->sql_name};
+	PGresult *res;
+
+	if (!c->sql_name)
+		return PGO_OK;
+	res = PQexecParams(c->pg,
+			   "SELECT to_regprocedure($1) IS NOT NULL, "
+			   "(SELECT string_agg(p.oid::regprocedure::text, ', ' "
+			   "ORDER BY 1) FROM pg_catalog.pg_proc p "
+			   "WHERE p.proname = $2)",
+			   2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		pg_lost(c, pgo_pq_msg(c->pg, res));
+		PQclear(res);
+		return PGO_ERR_AGAIN;
+	}
+	if (strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
+		snprintf(c->errmsg, sizeof(c->errmsg),
+			 "--sql: no function %s in this database (the "
+			 "handler takes the message's payload as its one "
+			 "jsonb argument)%s%s: create it or fix the name",
+			 c->sql_sig,
+			 PQgetisnull(res, 0, 1) ? "" : "; there is only ",
+			 PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+		PQclear(res);
+		return PGO_ERR_INVALID;
+	}
+	PQclear(res);
+	return PGO_OK;
+}
+
 /* Connects when needed.  Returns PGO_OK when connected, PGO_ERR_AGAIN to
  * wait for the backoff, or PGO_ERR_SCHEMA when the database lacks the
  * inbox (fatal). */
@@ -369,6 +424,7 @@ static int ensure_pg(pgo_consumer_t *c)
 	const char *vals[] = {c->db_url, "pgoutbox consume", "10", NULL};
 	pgo_error_t err;
 	char sql[96];
+	int rc;
 
 	if (c->pg && PQstatus(c->pg) == CONNECTION_OK)
 		return PGO_OK;
@@ -397,6 +453,9 @@ static int ensure_pg(pgo_consumer_t *c)
 		snprintf(c->errmsg, sizeof(c->errmsg), "%s", err.msg);
 		return PGO_ERR_SCHEMA;
 	}
+	rc = check_function(c);
+	if (rc != PGO_OK)
+		return rc;
 	snprintf(sql, sizeof(sql), "SET statement_timeout = %" PRId64,
 		 c->statement_timeout_ms);
 	if (!pg_cmd(c, sql)) {
@@ -1058,7 +1117,7 @@ int pgo_consumer_run(pgo_consumer_t *c)
 		if (now >= c->next_stats)
 			log_stats(c, "stats");
 		rc = ensure_pg(c);
-		if (rc == PGO_ERR_SCHEMA) {
+		if (rc == PGO_ERR_SCHEMA || rc == PGO_ERR_INVALID) {
 			pgo_log(PGO_LOG_ERROR, c->subject, "%s", c->errmsg);
 			break;
 		}
@@ -1082,5 +1141,5 @@ int pgo_consumer_run(pgo_consumer_t *c)
 	}
 	log_stats(c, "stopped");
 	pgo_redis_close(&c->redis);
-	return rc == PGO_ERR_SCHEMA ? rc : PGO_OK;
+	return rc == PGO_ERR_SCHEMA || rc == PGO_ERR_INVALID ? rc : PGO_OK;
 }

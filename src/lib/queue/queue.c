@@ -21,6 +21,39 @@ struct pgo_enqueuer {
 
 #define ENQUEUE_STMT "pgoutbox_enqueue"
 
+/* True if s is exactly eight digits (a day's YYYYMMDD). */
+static bool is_day(const char *s)
+{
+	int n = 0;
+
+	while (s[n] >= '0' && s[n] <= '9')
+		n++;
+	return n == 8 && !s[n];
+}
+
+int pgo_queue_name_check(const char *name, pgo_error_t *err)
+{
+	size_t n;
+
+	if (pgo_ident_check(name, err) != PGO_OK)
+		return PGO_ERR_INVALID;
+	n = strlen(name);
+	if ((n >= 8 && strcmp(name + n - 8, "_archive") == 0) ||
+	    (n >= 17 && strncmp(name + n - 17, "_archive_", 9) == 0 &&
+	     is_day(name + n - 8)) ||
+	    (strncmp(name, "inbox_", 6) == 0 && is_day(name + 6)) ||
+	    (strncmp(name, "cron_history_", 13) == 0 && is_day(name + 13)))
+		return pgo_error_set(
+			err, PGO_ERR_INVALID, 0,
+			"queue name \"%s\" is reserved: names ending in "
+			"_archive or _archive_YYYYMMDD, inbox_YYYYMMDD and "
+			"cron_history_YYYYMMDD are those of the archive, inbox "
+			"and cron history partitions; choose another name",
+			name);
+	pgo_error_clear(err);
+	return PGO_OK;
+}
+
 int pgo_queue_create(PGconn *conn, const char *name, int shards,
 		     pgo_error_t *err)
 {
@@ -28,7 +61,7 @@ int pgo_queue_create(PGconn *conn, const char *name, int shards,
 	const char *params[2] = {name, nshards};
 	PGresult *res;
 
-	if (pgo_ident_check(name, err) != PGO_OK)
+	if (pgo_queue_name_check(name, err) != PGO_OK)
 		return PGO_ERR_INVALID;
 	if (shards < 1 || shards > 4096)
 		return pgo_error_set(

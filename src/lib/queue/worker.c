@@ -113,6 +113,9 @@ struct pgo_worker {
 	int64_t next_retry; /* earliest retry this worker scheduled */
 	unsigned rnd;
 	char errmsg[512];
+	int fatal_code;	    /* lease mode: why a fatal error ended the run */
+	bool pooled;	    /* through a transaction pooler (pooler.c) */
+	char local_sql[96]; /* lease mode, pooled: set_sql per transaction */
 };
 
 int pgo_worker_opts_init(pgo_worker_opts_t *opts, size_t size)
@@ -158,6 +161,15 @@ static bool func_name_ok(const char *s)
 	}
 	return true;
 }
+
+/* The setup's refusal: the outbox's events are for relays (a worker would
+ * fail on its missing columns forever). */
+#define REFUSE_SQL                                                             \
+	"SELECT format('queue \"%s\" is an outbox: its events are published "  \
+	"by `pgoutbox relay --queue %s`; a worker runs the jobs of a work "    \
+	"queue (pgoutbox queue create NAME)', name, name) "                    \
+	"FROM (SELECT $1::text AS name) q "                                    \
+	"WHERE pgoutbox.queue_kind(name) <> 'work'"
 
 static void build_sql(pgo_worker_t *w)
 {
@@ -871,6 +883,7 @@ static void lease_round(pgo_worker_t *w, int i)
 				 "with `pgoutbox queue create %s`)",
 				 w->queue, w->queue);
 			w->stop = 2;
+			w->fatal_code = PGO_ERR_INVALID;
 		}
 		/* A deadlock, a lock or statement timeout rolled the
 		 * outcome back: it may well go through when sent again. */
@@ -983,11 +996,18 @@ static int run_lease(pgo_worker_t *w)
 	}
 	snprintf(w->set_sql, sizeof(w->set_sql), "SET statement_timeout = %lld",
 		 (long long)v->statement_timeout);
+	snprintf(w->local_sql, sizeof(w->local_sql),
+		 "SELECT set_config('statement_timeout', '%lld', true)",
+		 (long long)v->statement_timeout);
 	w->lsetup = (pgo_conn_setup_t){
 		.subject = w->subject,
 		.app_name = w->app_name,
 		.sql = {w->set_sql, w->listen_sql, NULL},
 		.check_schema = true,
+		.refuse_sql = REFUSE_SQL,
+		.refuse_param = {w->queue, NULL},
+		.pooled = w->pooled,
+		.local_sql = w->local_sql,
 	};
 	conns_init(w, w->lconns, LEASE_CONNS, &w->lsetup, &w->lsetup_quiet, 1);
 	if (w->o.stats_interval_ms > 0)
@@ -1109,6 +1129,7 @@ static int run_lease(pgo_worker_t *w)
 
 			if (ev == PGO_CONN_EV_FATAL) {
 				w->stop = 2;
+				w->fatal_code = c->fatal.code;
 			} else if (ev == PGO_CONN_EV_ROUND) {
 				bool was_claim =
 					w->inflight[i] &&
@@ -1125,7 +1146,7 @@ static int run_lease(pgo_worker_t *w)
 				lease_lost(w, i);
 		}
 	}
-	return w->stop == 2 ? PGO_ERR_INVALID : PGO_OK;
+	return w->stop == 2 ? w->fatal_code : PGO_OK;
 }
 
 /* =========================== sql handler mode =========================== */
@@ -1162,6 +1183,9 @@ static int run_sql(pgo_worker_t *w)
 		.prep_name = {"pgoutbox_work", NULL},
 		.prep_sql = {w->work_sql, NULL},
 		.check_schema = true,
+		.refuse_sql = REFUSE_SQL,
+		.refuse_param = {w->queue, NULL},
+		.pooled = w->pooled,
 	};
 	conns_init(w, w->conns, n, &w->setup, &w->setup_quiet, 0);
 	if (w->o.stats_interval_ms > 0)
@@ -1215,7 +1239,7 @@ static int run_sql(pgo_worker_t *w)
 			pgo_conn_event_t ev = step_conn(w, c, &w->srevents[i]);
 
 			if (ev == PGO_CONN_EV_FATAL)
-				return PGO_ERR_SCHEMA;
+				return c->fatal.code;
 			if (ev != PGO_CONN_EV_ROUND)
 				continue;
 			w->conn_more[i] = false;
@@ -1261,11 +1285,24 @@ static int run_sql(pgo_worker_t *w)
 
 int pgo_worker_run(pgo_worker_t *w)
 {
+	pgo_pooler_t kind;
 	int rc;
 
 	pgo_log(PGO_LOG_INFO, w->subject,
 		"started as %s, concurrency %d, lease %" PRId64 " ms", w->name,
 		w->o.concurrency, w->o.lease_ms);
+	/* Through a transaction pooler a session is not ours: no LISTEN,
+	 * no prepared statement, settings per transaction (conn.c). */
+	if (pgo_pooler_wait(w->conf, w->app_name, w->subject, w->loop, &w->stop,
+			    &kind) == PGO_OK &&
+	    kind >= PGO_POOLER_TRANSACTION) {
+		w->pooled = true;
+		pgo_log(PGO_LOG_WARN, w->subject,
+			"the database connection goes through %s: no LISTEN, "
+			"so new jobs are found by polling every %" PRId64
+			" ms (--poll-interval); no prepared statements",
+			pgo_pooler_name(kind), w->o.poll_interval_ms);
+	}
 	rc = w->sql_function ? run_sql(w) : run_lease(w);
 	log_stats(w, "stopped");
 	return rc;

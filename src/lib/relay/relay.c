@@ -70,24 +70,10 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	pgo_claim_build_sql(r);
 	r->setup.subject = r->subject;
 	r->setup.app_name = r->app_name;
-	r->setup.sql[n++] = "SET TimeZone = 'UTC'";
-	r->setup.sql[n++] = "SET DateStyle = 'ISO, YMD'";
-	r->setup.sql[n++] = "SET extra_float_digits = 3";
-	/* A queue table swings between empty and a large backlog, and
-	 * between few and millions of dead rows, so its statistics mislead
-	 * the planner, and each time it turned a backlog into a collapse: a
-	 * cached plan made while the table looked tiny scanned the whole heap
-	 * once per claimed row (the NOT EXISTS of the ordered claim); with a
-	 * floor past the histogram's last id, a bitmap scan read the whole
-	 * backlog and sorted it to keep 1,000 rows.  A claim is an index
-	 * scan in id order and every table it reads has the index it needs.
-	 * (enable_sort = off as well cost a fifth of the drain rate.) */
-	r->setup.sql[n++] =
-		"SELECT set_config('enable_seqscan', 'off', false), "
-		"set_config('enable_bitmapscan', 'off', false)";
-	r->setup.sql[n++] = r->set_sql[0];
-	r->setup.sql[n++] = r->set_sql[1];
-	r->setup.sql[n++] = r->set_sql[2];
+	/* The settings of claim.c's settings_sql, for the session; through
+	 * a transaction pooler, per transaction instead (local_sql). */
+	r->setup.sql[n++] = r->session_sql;
+	r->setup.local_sql = r->local_sql;
 	if (v->listen)
 		r->setup.sql[n++] = r->listen_sql;
 	r->setup.sql[n] = NULL;
@@ -99,6 +85,16 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 			       "$3::bigint, $4::text[])";
 	r->setup.prep_name[2] = NULL;
 	r->setup.check_schema = true;
+	/* A work queue's rows are jobs for workers: a relay would publish
+	 * and delete them. */
+	r->setup.refuse_sql =
+		"SELECT format('queue \"%s\" is a work queue: its jobs are run "
+		"by `pgoutbox worker --queue %s`, a relay would publish and "
+		"delete them; relay an outbox queue', name, name) "
+		"FROM (SELECT $1::text AS name) q "
+		"WHERE pgoutbox.queue_kind(name) <> 'outbox'";
+	snprintf(r->queue, sizeof(r->queue), "%s", v->queue);
+	r->setup.refuse_param[0] = r->queue;
 	r->setup_quiet = r->setup;
 	if (v->listen)
 		r->setup_quiet.sql[n - 1] = NULL; /* the same, minus LISTEN */
@@ -399,6 +395,7 @@ static bool step_slots(pgo_relay_t *r)
 			r->kick = true;
 			break;
 		case PGO_CONN_EV_FATAL:
+			r->fatal_code = s->conn.fatal.code;
 			relay_error(r, "%s", s->conn.fatal.msg);
 			pgo_log(PGO_LOG_ERROR, r->subject, "%s",
 				s->conn.fatal.msg);
@@ -414,11 +411,65 @@ static bool step_slots(pgo_relay_t *r)
 	return ok;
 }
 
+/* Through a transaction pooler a session is not ours: the ordered modes
+ * (shard leases are session advisory locks) are refused, the concurrent
+ * mode runs without LISTEN, prepared statements and session settings.
+ * PGO_ERR_INVALID (errmsg set) for a refusal. */
+static int check_pooler(pgo_relay_t *r)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	pgo_pooler_t kind;
+
+	if (pgo_pooler_wait(r->conf, r->app_name, r->subject, r->loop, &r->stop,
+			    &kind) != PGO_OK ||
+	    kind < PGO_POOLER_TRANSACTION)
+		return PGO_OK; /* stopped first, or a session of our own */
+	if (kind == PGO_POOLER_STATEMENT) {
+		relay_error(r,
+			    "the database connection goes through %s: a relay "
+			    "claims in transactions; connect it to PostgreSQL "
+			    "directly or through a pool in session or "
+			    "transaction mode",
+			    pgo_pooler_name(kind));
+		return PGO_ERR_INVALID;
+	}
+	if (r->mode != PGO_MODE_CONCURRENT) {
+		relay_error(
+			r,
+			"the database connection goes through %s: the %s mode "
+			"needs a session of its own (its shard leases are "
+			"session advisory locks, which would stay on server "
+			"connections others get); connect this relay to "
+			"PostgreSQL directly or through a pool in session "
+			"mode, "
+			"or run --mode concurrent through the pooler",
+			pgo_pooler_name(kind),
+			r->mode == PGO_MODE_ORDERED ? "ordered" : "strict");
+		return PGO_ERR_INVALID;
+	}
+	r->pooled = true;
+	r->setup.pooled = true;
+	r->setup_quiet.pooled = true;
+	pgo_log(PGO_LOG_WARN, r->subject,
+		"the database connection goes through %s: no LISTEN, so new "
+		"events are found by the fallback poll every %lld ms "
+		"(relay.poll_interval); no prepared statements; settings per "
+		"transaction",
+		pgo_pooler_name(kind), (long long)v->poll_interval);
+	return PGO_OK;
+}
+
 int pgo_relay_run(pgo_relay_t *r)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	int64_t now = pgo_now_ms();
+	int64_t now;
 	bool fatal = false;
+
+	if (check_pooler(r) != PGO_OK) {
+		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->errmsg);
+		return PGO_ERR_INVALID;
+	}
+	now = pgo_now_ms();
 
 	r->kick = true;
 	r->stats_last_at = now;
@@ -433,7 +484,7 @@ int pgo_relay_run(pgo_relay_t *r)
 		: r->mode == PGO_MODE_ORDERED  ? "ordered"
 					       : "strict",
 		v->batch, r->nslots, r->nslots == 1 ? "" : "s",
-		v->listen ? "LISTEN" : "no LISTEN (poll only)",
+		v->listen && !r->pooled ? "LISTEN" : "no LISTEN (poll only)",
 		(long long)v->poll_interval);
 	for (;;) {
 		int64_t retry_next = 0;
@@ -523,7 +574,7 @@ int pgo_relay_run(pgo_relay_t *r)
 		pgo_conn_close(&r->slots[i].conn);
 	}
 	if (fatal)
-		return PGO_ERR_SCHEMA;
+		return r->fatal_code ? r->fatal_code : PGO_ERR_SCHEMA;
 	log_stats(r, pgo_now_ms());
 	pgo_log(PGO_LOG_INFO, r->subject, "stopped");
 	return PGO_OK;

@@ -76,8 +76,10 @@ struct pgo_relay {
 	char retry_sql[1024];
 	char dead_sql[1024];
 	char listen_sql[96];
-	char set_sql[3][96];
-	pgo_conn_setup_t setup;	      /* slot 0: with LISTEN */
+	char session_sql[512];	/* the relay's settings for its sessions */
+	char local_sql[512];	/* the same for one transaction (pooled) */
+	bool pooled;		/* through a transaction pooler (pooler.c) */
+	pgo_conn_setup_t setup; /* slot 0: with LISTEN */
 	pgo_conn_setup_t setup_quiet; /* the other slots: without */
 	slot_t slots[MAX_SLOTS];
 	int nslots;
@@ -113,6 +115,8 @@ struct pgo_relay {
 	bool floor_off;	     /* the probe failed: floor stays put */
 	unsigned rnd;	     /* jitter state */
 	char errmsg[512];
+	int fatal_code; /* of the setup refusal that ended the run */
+	char queue[64]; /* relay.queue (not reloadable), for the setup */
 };
 
 /* claim.c: SQL texts, parameters and the batch (no I/O) */

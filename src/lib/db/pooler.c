@@ -1,0 +1,166 @@
+/*
+ * pooler.c — is there a transaction pooler between us and PostgreSQL?
+ *
+ * A pooler in transaction mode (PgBouncer's pool_mode = transaction) hands
+ * each transaction whichever server connection is idle, so session state
+ * does not survive between transactions: advisory locks, LISTEN, named
+ * prepared statements and SET stay behind on a server connection that
+ * other clients (producers) get next.  The runners ask once at start,
+ * with blocking connections of their own, and refuse or adapt.
+ *
+ * The test: PostgreSQL's own pid (pg_backend_pid()) is the one libpq got
+ * at connect (PQbackendPID) unless something stands between; poolers send
+ * a key of their own.  Then, with two client connections A and B:
+ *   A: SELECT pg_backend_pid()            -> p1, A's transaction ends
+ *   B: BEGIN; SELECT pg_backend_pid()     -> p2, B's stays open
+ *   A: SELECT pg_backend_pid()            -> p3
+ * A session pooler keeps A's server connection A's: p2 != p1, p3 == p1.
+ * A transaction pooler gave p1's connection back after A's transaction:
+ * B most likely gets it (PgBouncer reuses the last released first), then
+ * A needs another (p2 == p1, p3 != p1); either sign is proof.  Neither, a
+ * few times over, means session pooling.  A pooler in statement mode
+ * refuses B's BEGIN: no transactions at all, reported as such.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <signal.h>
+
+#include "db/conn.h"
+#include "loop/loop.h"
+
+#define PROBE_ROUNDS 3
+
+/* pg_backend_pid() on c, or -1 with err set. */
+static int server_pid(PGconn *c, const char *sql, pgo_error_t *err)
+{
+	PGresult *r = PQexec(c, sql);
+	int pid = -1;
+
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+		pid = atoi(PQgetvalue(r, 0, 0));
+	else
+		pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(c, r),
+			      "probing for a connection pooler: %s",
+			      pgo_pq_msg(c, r));
+	PQclear(r);
+	return pid;
+}
+
+static PGconn *open_conn(const pgo_conf_t *conf, const char *app_name,
+			 pgo_error_t *err)
+{
+	char timeout[24];
+	const char *keys[8], *vals[8];
+	PGconn *c;
+
+	pgo_conn_params(conf, app_name, keys, vals, timeout);
+	c = PQconnectdbParams(keys, vals, 1);
+	if (!c || PQstatus(c) != CONNECTION_OK) {
+		pgo_error_set(err, PGO_ERR_CONNECT, 1, "%s",
+			      c ? pgo_pq_msg(c, NULL) : "out of memory");
+		PQfinish(c);
+		return NULL;
+	}
+	return c;
+}
+
+int pgo_pooler_probe(const pgo_conf_t *conf, const char *app_name,
+		     pgo_pooler_t *kind, pgo_error_t *err)
+{
+	PGconn *a = NULL, *b = NULL;
+	int rc = PGO_OK;
+
+	*kind = PGO_POOLER_NONE;
+	if (!(a = open_conn(conf, app_name, err)))
+		return PGO_ERR_CONNECT;
+	{
+		int p1 = server_pid(a, "SELECT pg_backend_pid()", err);
+
+		if (p1 < 0) {
+			rc = PGO_ERR_DB;
+			goto out;
+		}
+		if (p1 == PQbackendPID(a))
+			goto out; /* PostgreSQL itself */
+	}
+	*kind = PGO_POOLER_SESSION;
+	if (!(b = open_conn(conf, app_name, err))) {
+		rc = PGO_ERR_CONNECT;
+		goto out;
+	}
+	for (int i = 0; i < PROBE_ROUNDS; i++) {
+		int p1, p2, p3;
+		PGresult *r;
+
+		if ((p1 = server_pid(a, "SELECT pg_backend_pid()", err)) < 0) {
+			rc = PGO_ERR_DB;
+			goto out;
+		}
+		r = PQexec(b, "BEGIN");
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			PQclear(r);
+			*kind = PGO_POOLER_STATEMENT;
+			goto out;
+		}
+		PQclear(r);
+		p2 = server_pid(b, "SELECT pg_backend_pid()", err);
+		p3 = p2 < 0 ? -1
+			    : server_pid(a, "SELECT pg_backend_pid()", err);
+		PQclear(PQexec(b, "ROLLBACK"));
+		if (p2 < 0 || p3 < 0) {
+			rc = PGO_ERR_DB;
+			goto out;
+		}
+		if (p2 == p1 || p3 != p1) {
+			*kind = PGO_POOLER_TRANSACTION;
+			break;
+		}
+	}
+out:
+	PQfinish(a);
+	PQfinish(b);
+	if (rc == PGO_OK)
+		pgo_error_clear(err);
+	return rc;
+}
+
+int pgo_pooler_wait(const pgo_conf_t *conf, const char *app_name,
+		    const char *subject, struct pgo_loop *loop,
+		    volatile sig_atomic_t *stop, pgo_pooler_t *kind)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(conf);
+	int64_t backoff = 100;
+	char last[sizeof(((pgo_error_t *)0)->msg)] = "";
+	pgo_error_t err;
+
+	while (!*stop) {
+		if (pgo_pooler_probe(conf, app_name, kind, &err) == PGO_OK)
+			return PGO_OK;
+		if (strcmp(last, err.msg) != 0)
+			pgo_log(PGO_LOG_WARN, subject,
+				"cannot reach PostgreSQL yet: %s; trying again "
+				"with backoff",
+				err.msg);
+		snprintf(last, sizeof(last), "%s", err.msg);
+		if (pgo_loop_run_once(loop, pgo_now_ms() + backoff) < 0)
+			break;
+		backoff = backoff * 2 > v->reconnect_max ? v->reconnect_max
+							 : backoff * 2;
+	}
+	return PGO_ERR_AGAIN;
+}
+
+const char *pgo_pooler_name(pgo_pooler_t kind)
+{
+	switch (kind) {
+	case PGO_POOLER_TRANSACTION:
+		return "a transaction pooler (PgBouncer pool_mode = "
+		       "transaction?)";
+	case PGO_POOLER_STATEMENT:
+		return "a statement pooler (PgBouncer pool_mode = "
+		       "statement?), which allows no transactions";
+	case PGO_POOLER_SESSION: return "a session pooler";
+	default: return "PostgreSQL itself";
+	}
+}

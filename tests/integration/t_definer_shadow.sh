@@ -1,0 +1,101 @@
+# SECURITY DEFINER functions cannot be fooled by a caller's temporary
+# tables: with search_path = pg_catalog alone, PostgreSQL searched the
+# caller's temporary schema first, so a temp table pg_locks, pg_class or
+# pg_stat_activity took the catalog's place inside functions that run as
+# their owner.  The producer role of the README can run none of the relay
+# functions (claim_floor() was open to PUBLIC); the relay role, which can,
+# gets the same results with the temp tables as without them.
+. "$(dirname "$0")/../lib.sh"
+t_db
+P=t_shadow_producer R=t_shadow_relay
+psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" >/dev/null <<SQL
+CREATE ROLE $P LOGIN;
+GRANT USAGE ON SCHEMA pgoutbox TO $P;
+GRANT EXECUTE ON FUNCTION pgoutbox.send(text, text, text, jsonb, jsonb) TO $P;
+CREATE ROLE $R LOGIN;
+GRANT USAGE ON SCHEMA pgoutbox TO $R;
+GRANT SELECT ON pgoutbox.migrations TO $R;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox.outbox TO $R;
+GRANT SELECT, INSERT, UPDATE ON pgoutbox.dead_letters TO $R;
+GRANT SELECT ON pgoutbox.shard_leases TO $R;
+GRANT EXECUTE ON FUNCTION pgoutbox.rebalance(text, text, text, interval),
+                          pgoutbox.leave(text, text),
+                          pgoutbox.unarchive(text, bigint[]),
+                          pgoutbox.claim_floor(text, bigint, bigint, text[]),
+                          pgoutbox.maintain(), pgoutbox.health(interval, bigint) TO $R;
+-- a consumer's (pgoutbox consume maintains the inbox)
+GRANT EXECUTE ON FUNCTION pgoutbox.inbox_maintain(interval) TO $R;
+SQL
+base=$DATABASE_URL
+url() { echo "${base/user=postgres/user=$1}"; }
+# Temporary tables named like the catalog relations the functions read,
+# all empty: lock holders, sessions, partitions that are not there.
+FAKE="CREATE TEMP TABLE pg_locks AS SELECT * FROM pg_catalog.pg_locks LIMIT 0;
+CREATE TEMP TABLE pg_stat_activity AS SELECT * FROM pg_catalog.pg_stat_activity LIMIT 0;
+CREATE TEMP TABLE pg_class AS SELECT * FROM pg_catalog.pg_class LIMIT 0;
+CREATE TEMP TABLE pg_inherits AS SELECT * FROM pg_catalog.pg_inherits LIMIT 0;
+CREATE TEMP TABLE pg_database AS SELECT * FROM pg_catalog.pg_database LIMIT 0;"
+as() { psql -XAtq -v ON_ERROR_STOP=1 "$(url "$1")" -c "$2"; }
+shadowed() { psql -XAtq -v ON_ERROR_STOP=1 "$(url "$1")" -c "$FAKE" -c "$2"; }
+
+# The producer: none of the relay functions, not even claim_floor().
+[ "$(q "SELECT has_function_privilege('public', 'pgoutbox.claim_floor(text,bigint,bigint,text[])', 'EXECUTE')")" = f ] ||
+	fail "claim_floor() is executable by PUBLIC"
+for call in "pgoutbox.claim_floor('outbox', 0, NULL, NULL)" "pgoutbox.rebalance('outbox', 'p', 'ordered')" \
+	"pgoutbox.leave('outbox', 'p')" "pgoutbox.health()" "pgoutbox.maintain()" "pgoutbox.inbox_maintain()"; do
+	shadowed $P "SELECT * FROM $call" >/dev/null 2>"$T_TMP/p.err" && fail "the producer ran $call"
+	grep -q 'permission denied for function' "$T_TMP/p.err" || fail "producer, $call: $(cat "$T_TMP/p.err")"
+done
+[ "$(shadowed $P "SELECT pgoutbox.send('t', 'k', 'x', '{\"n\": 1}') > 0")" = t ] || fail "the producer cannot send with temp tables"
+
+# A writer holds the outbox open: an uncommitted event, its lock.
+psql -XAtq "$base application_name=t_shadow_writer" -c "BEGIN" -c "SELECT pgoutbox.send('t', 'k', 'x', '{\"n\": 2}')" \
+	-c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+PIDS+=("$!")
+wait_until 20 '[ "$(q "SELECT count(*) FROM pg_locks WHERE relation = '\''pgoutbox.outbox'\''::regclass AND mode = '\''RowExclusiveLock'\''")" = 1 ]'
+wpid=$(q "SELECT pid FROM pg_stat_activity WHERE application_name = 't_shadow_writer'")
+
+# claim_floor(): the writer is seen, so the floor waits for its event.
+FLOOR="WITH a AS (SELECT * FROM pgoutbox.claim_floor('outbox', 0, NULL, NULL))
+SELECT b.new_floor, b.new_line IS NOT NULL, cardinality(a.new_writers)
+  FROM a, pgoutbox.claim_floor('outbox', a.new_floor, a.new_line, a.new_writers) b"
+plain=$(as $R "$FLOOR")
+[ "$plain" = "0|t|1" ] || fail "claim_floor() with a writer: $plain"
+[ "$(shadowed $R "$FLOOR")" = "$plain" ] || fail "claim_floor() with temp tables: $(shadowed $R "$FLOOR"), not $plain"
+
+# health(): the writer's open transaction holds the xmin horizon.
+HEALTH="SELECT count(*) FROM pgoutbox.health('0 seconds') WHERE kind = 'xmin' AND subject LIKE 'pid $wpid %'"
+[ "$(as $R "$HEALTH")" = 1 ] || fail "health() does not see the writer"
+[ "$(shadowed $R "$HEALTH")" = 1 ] || fail "health() with temp tables does not see the writer"
+q "SELECT pg_terminate_backend($wpid)" >/dev/null
+
+# rebalance(): a live member m0 holds every shard; a second member must
+# neither forget it nor itself.
+psql -XAtq "$(url $R) application_name=t_shadow_m0" -c "SELECT count(*) FROM pgoutbox.rebalance('outbox', 'm0', 'ordered')" \
+	-c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+PIDS+=("$!")
+wait_until 20 '[ "$(lease_count)" = 64 ]'
+[ "$(shadowed $R "SELECT count(*) FROM pgoutbox.rebalance('outbox', 'm1', 'ordered')")" = 0 ] || fail "m1 took shards m0 holds"
+members=$(q "SELECT string_agg(member, ' ' ORDER BY member) FROM pgoutbox.relays WHERE queue = 'outbox'")
+[ "$members" = "m0 m1" ] || fail "rebalance() with temp tables left members: '$members', not 'm0 m1'"
+
+# leave(): the shards taken are released.
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 't_shadow_m0'" >/dev/null
+wait_until 20 '[ "$(lease_count)" = 0 ]'
+left=$(shadowed $R "SELECT count(*) FROM pgoutbox.rebalance('outbox', 'm1', 'ordered');
+SELECT pgoutbox.leave('outbox', 'm1');
+SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND objsubid = 2
+   AND classid = pgoutbox.lease_ns('outbox')::oid AND pid = pg_backend_pid()" | tr '\n' ' ')
+[ "$left" = "64  0 " ] || fail "rebalance() then leave() with temp tables: '$left' (shards taken, void, shards still held)"
+
+# inbox_maintain() and maintain(): partitions past retention go.
+part() { q "CREATE TABLE pgoutbox.$1_$2 PARTITION OF pgoutbox.$1 FOR VALUES FROM ('$3 00:00:00+00') TO ('$3 00:00:00+00'::timestamptz + interval '1 day')"; }
+part inbox 20200101 2020-01-01
+[ "$(shadowed $R "SELECT dropped FROM pgoutbox.inbox_maintain('7 days')")" = 1 ] || fail "inbox_maintain() with temp tables dropped nothing"
+[ "$(q "SELECT to_regclass('pgoutbox.inbox_20200101') IS NULL")" = t ] || fail "inbox_20200101 is still there"
+"$PGO_BIN" maintain --retention archive --days 3 >/dev/null
+part outbox_archive 20200101 2020-01-01
+part inbox 20200102 2020-01-02
+[ "$(shadowed $R "SELECT done, dropped FROM pgoutbox.maintain()")" = "t|2" ] || fail "maintain() with temp tables did not drop the 2 old partitions"
+[ "$(q "SELECT count(*) FROM pg_class WHERE relname IN ('outbox_archive_20200101', 'inbox_20200102')")" = 0 ] ||
+	fail "old partitions left: $(q "SELECT relname FROM pg_class WHERE relname LIKE '%2020010%'")"
