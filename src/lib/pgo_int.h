@@ -352,6 +352,11 @@ struct pgo_exec_conf {
 };
 int pgo_sink_exec_configure(pgo_sink_t *sink, const char *command,
 			    int64_t timeout_ms);
+struct pgo_proc_result;
+/* Gives every event of b its verdict once the command's run res ended
+ * (not by the timeout): its stdout's verdict lines, then its exit status
+ * for the rest.  The sink's own step, open to tests/fuzz. */
+void pgo_sink_exec_decide(pgo_batch_t *b, const struct pgo_proc_result *res);
 
 /* --- schema --- */
 
