@@ -134,5 +134,9 @@ int cmd_relay(int argc, char **argv)
 	pgo_relay_destroy(relay);
 	pgo_sink_destroy(sink);
 	cli_free(&cli);
-	return rc == PGO_OK ? EXIT_OK : EXIT_FAIL;
+	/* A start that cannot succeed (no such database or queue, never
+	 * migrated): the configuration is wrong. */
+	return rc == PGO_OK	      ? EXIT_OK
+	       : rc == PGO_ERR_CONFIG ? EXIT_USAGE
+				      : EXIT_FAIL;
 }

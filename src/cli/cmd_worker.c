@@ -210,5 +210,7 @@ int cmd_worker(int argc, char **argv)
 		cli_error("worker", "%s", pgo_worker_errmsg(w));
 	pgo_worker_destroy(w);
 	cli_free(&cli);
-	return rc == PGO_OK ? EXIT_OK : EXIT_FAIL;
+	return rc == PGO_OK	      ? EXIT_OK
+	       : rc == PGO_ERR_CONFIG ? EXIT_USAGE
+				      : EXIT_FAIL;
 }

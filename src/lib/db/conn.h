@@ -51,6 +51,10 @@ typedef struct pgo_conn_setup {
 	const char *prep_name[4]; /* statements to prepare (NULL-terminated) */
 	const char *prep_sql[4];
 	bool check_schema; /* read and check the schema version */
+	/* What the first session's setup failing on a missing table or
+	 * function most likely means, for the message ("relay.queue
+	 * \"x\" is not a queue: ..."); NULL: the error alone. */
+	const char *missing_hint;
 } pgo_conn_setup_t;
 
 typedef struct pgo_conn {
@@ -68,7 +72,12 @@ typedef struct pgo_conn {
 	const pgo_conn_setup_t *setup;
 	pgo_round_t round;  /* the round in flight or just finished */
 	pgo_error_t fatal;  /* why EV_FATAL was reported */
+	bool refused;	    /* DOWN with fatal set: the next step() reports
+			     * EV_FATAL (a start that cannot succeed) */
 	char last_err[256]; /* last connection error, to log changes only */
+	int64_t down_since; /* when last_err began */
+	int64_t last_warn;  /* when last_err was last logged as a warning */
+	int attempts;	    /* failed attempts since then */
 } pgo_conn_t;
 
 void pgo_conn_init(pgo_conn_t *c, const pgo_conf_t *conf,

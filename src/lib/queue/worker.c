@@ -113,6 +113,7 @@ struct pgo_worker {
 	int64_t next_retry; /* earliest retry this worker scheduled */
 	unsigned rnd;
 	char errmsg[512];
+	int stop_code; /* stop 2: why (PGO_ERR_CONFIG: a retry cannot help) */
 };
 
 int pgo_worker_opts_init(pgo_worker_opts_t *opts, size_t size)
@@ -467,8 +468,10 @@ static pgo_conn_event_t step_conn(pgo_worker_t *w, pgo_conn_t *c,
 	}
 	if (ev == PGO_CONN_EV_READY)
 		w->kick = true;
-	if (ev == PGO_CONN_EV_FATAL)
+	if (ev == PGO_CONN_EV_FATAL) {
 		snprintf(w->errmsg, sizeof(w->errmsg), "%s", c->fatal.msg);
+		w->stop_code = c->fatal.code;
+	}
 	return ev;
 }
 
@@ -871,6 +874,7 @@ static void lease_round(pgo_worker_t *w, int i)
 				 "with `pgoutbox queue create %s`)",
 				 w->queue, w->queue);
 			w->stop = 2;
+			w->stop_code = PGO_ERR_CONFIG;
 		}
 		/* A deadlock, a lock or statement timeout rolled the
 		 * outcome back: it may well go through when sent again. */
@@ -1125,7 +1129,8 @@ static int run_lease(pgo_worker_t *w)
 				lease_lost(w, i);
 		}
 	}
-	return w->stop == 2 ? PGO_ERR_INVALID : PGO_OK;
+	return w->stop == 2 ? (w->stop_code ? w->stop_code : PGO_ERR_INVALID)
+			    : PGO_OK;
 }
 
 /* =========================== sql handler mode =========================== */
@@ -1215,7 +1220,8 @@ static int run_sql(pgo_worker_t *w)
 			pgo_conn_event_t ev = step_conn(w, c, &w->srevents[i]);
 
 			if (ev == PGO_CONN_EV_FATAL)
-				return PGO_ERR_SCHEMA;
+				return w->stop_code ? w->stop_code
+						    : PGO_ERR_SCHEMA;
 			if (ev != PGO_CONN_EV_ROUND)
 				continue;
 			w->conn_more[i] = false;
@@ -1227,7 +1233,7 @@ static int run_sql(pgo_worker_t *w)
 					snprintf(w->errmsg, sizeof(w->errmsg),
 						 "%s", c->round.err);
 					pgo_conn_round_clear(c);
-					return PGO_ERR_INVALID;
+					return PGO_ERR_CONFIG;
 				}
 			} else if (c->round.res[0] &&
 				   PQntuples(c->round.res[0]) == 1) {

@@ -99,6 +99,11 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 			       "$3::bigint, $4::text[])";
 	r->setup.prep_name[2] = NULL;
 	r->setup.check_schema = true;
+	snprintf(r->missing_hint, sizeof(r->missing_hint),
+		 "relay.queue \"%s\" is not a queue of this database (create "
+		 "it with `pgoutbox queue create %s`, or fix --queue)",
+		 v->queue, v->queue);
+	r->setup.missing_hint = r->missing_hint;
 	r->setup_quiet = r->setup;
 	if (v->listen)
 		r->setup_quiet.sql[n - 1] = NULL; /* the same, minus LISTEN */
@@ -400,6 +405,7 @@ static bool step_slots(pgo_relay_t *r)
 			break;
 		case PGO_CONN_EV_FATAL:
 			relay_error(r, "%s", s->conn.fatal.msg);
+			r->fatal_code = s->conn.fatal.code;
 			pgo_log(PGO_LOG_ERROR, r->subject, "%s",
 				s->conn.fatal.msg);
 			ok = false;
@@ -523,7 +529,7 @@ int pgo_relay_run(pgo_relay_t *r)
 		pgo_conn_close(&r->slots[i].conn);
 	}
 	if (fatal)
-		return PGO_ERR_SCHEMA;
+		return r->fatal_code ? r->fatal_code : PGO_ERR_SCHEMA;
 	log_stats(r, pgo_now_ms());
 	pgo_log(PGO_LOG_INFO, r->subject, "stopped");
 	return PGO_OK;

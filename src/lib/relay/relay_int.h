@@ -76,6 +76,7 @@ struct pgo_relay {
 	char retry_sql[1024];
 	char dead_sql[1024];
 	char listen_sql[96];
+	char missing_hint[256]; /* setup.missing_hint: relay.queue is wrong */
 	char set_sql[3][96];
 	pgo_conn_setup_t setup;	      /* slot 0: with LISTEN */
 	pgo_conn_setup_t setup_quiet; /* the other slots: without */
@@ -113,6 +114,7 @@ struct pgo_relay {
 	bool floor_off;	     /* the probe failed: floor stays put */
 	unsigned rnd;	     /* jitter state */
 	char errmsg[512];
+	int fatal_code; /* why the run stopped: a slot's conn.fatal.code */
 };
 
 /* claim.c: SQL texts, parameters and the batch (no I/O) */
