@@ -2,7 +2,7 @@
 #   make demo    build, start a throwaway PostgreSQL (or use DB=URL), relay events
 #   make check   build with ASan+UBSan and run every test against real servers
 # and the rest:
-#   make build | bench | install | format | fuzz | clean
+#   make build | bench | install [PREFIX=...] | uninstall | format | fuzz | clean
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -10,8 +10,10 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_TIME  ?= 60
 PREFIX     ?= /usr/local
 DB         ?=
+# Extra `meson setup` options of $(BUILD) (e.g. -Dkafka=disabled).
+MESON_ARGS ?=
 
-.PHONY: all deps build asan fuzz demo check bench install format format-check clean
+.PHONY: all deps build asan fuzz demo check bench install uninstall format format-check clean
 
 all: build
 
@@ -19,7 +21,7 @@ deps:
 	@scripts/deps.sh
 
 $(BUILD)/build.ninja:
-	meson setup $(BUILD) --prefix=$(PREFIX) -Dbuildtype=release -Db_ndebug=true
+	meson setup $(BUILD) --prefix=$(PREFIX) -Dbuildtype=release -Db_ndebug=true $(MESON_ARGS)
 
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -88,8 +90,16 @@ chaos-bullmq: asan
 
 FORMAT_FILES = $(shell find include src tests/unit tests/fuzz examples bench -name '*.[ch]' | sort)
 
-install: build
+# PREFIX is applied to a build configured before (by `make demo`, or an
+# earlier install elsewhere); uninstall removes what the last install put.
+install: deps $(BUILD)/build.ninja
+	meson configure $(BUILD) --prefix=$(PREFIX)
+	ninja -C $(BUILD)
 	meson install -C $(BUILD)
+
+uninstall:
+	@[ -f $(BUILD)/build.ninja ] || { echo "make uninstall: no $(BUILD) to uninstall from" >&2; exit 1; }
+	ninja -C $(BUILD) uninstall
 
 format:
 	clang-format -i $(FORMAT_FILES)

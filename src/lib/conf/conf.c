@@ -39,7 +39,9 @@
 #include <ini.h>
 
 #include "pgo_int.h"
+#ifdef PGO_HAVE_REDIS
 #include "sinks/redis/conn.h"
+#endif
 
 /* --- the table --- */
 
@@ -856,8 +858,11 @@ static const char *display(const pgo_conf_key_t *k, const char *text,
 	if (pgo_nats_url_mask(text, b))
 		return b->oom ? MASK : b->data;
 #endif
-	if (!pgo_redis_url_mask(text, b))
-		(void)pgo_conninfo_mask(text, b);
+#ifdef PGO_HAVE_REDIS
+	if (pgo_redis_url_mask(text, b))
+		return b->oom ? MASK : b->data;
+#endif
+	(void)pgo_conninfo_mask(text, b);
 	/* Out of memory: hide all rather than risk a leak. */
 	return b->oom ? MASK : b->data;
 }
