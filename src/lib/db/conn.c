@@ -301,7 +301,10 @@ static void send_setup(pgo_conn_t *c)
 {
 	const pgo_conn_setup_t *s = c->setup;
 
-	PQsetNoticeReceiver(c->pg, on_notice, c);
+	if (s->notice)
+		PQsetNoticeReceiver(c->pg, s->notice, s->notice_arg);
+	else
+		PQsetNoticeReceiver(c->pg, on_notice, c);
 
 	if (PQsetnonblocking(c->pg, 1) != 0 || !PQenterPipelineMode(c->pg)) {
 		pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));

@@ -55,6 +55,10 @@ typedef struct pgo_conn_setup {
 	 * function most likely means, for the message ("relay.queue
 	 * \"x\" is not a queue: ..."); NULL: the error alone. */
 	const char *missing_hint;
+	/* Receives the server's notices on every session instead of
+	 * conn.c's (warnings logged, notices at debug); NULL: conn.c's. */
+	PQnoticeReceiver notice;
+	void *notice_arg;
 } pgo_conn_setup_t;
 
 typedef struct pgo_conn {

@@ -114,6 +114,7 @@ struct pgo_worker {
 	unsigned rnd;
 	char errmsg[512];
 	int stop_code; /* stop 2: why (PGO_ERR_CONFIG: a retry cannot help) */
+	int64_t sql_retry_at; /* sql mode: the first retry due (0: none) */
 };
 
 int pgo_worker_opts_init(pgo_worker_opts_t *opts, size_t size)
@@ -1135,6 +1136,36 @@ static int run_lease(pgo_worker_t *w)
 
 /* =========================== sql handler mode =========================== */
 
+/* The notices of pgoutbox.work_sql (011_usability): a job failed, with its
+ * id, attempt, error and retry delay (DETAIL "retry_in_ms=N"), or was
+ * dead-lettered.  Logged, and the worker comes back when the retry is due
+ * rather than at its next poll. */
+static void on_work_notice(void *arg, const PGresult *res)
+{
+	pgo_worker_t *w = arg;
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+	const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+
+	if (!hint || strcmp(hint, "pgoutbox.work_sql") != 0) {
+		const char *sev =
+			PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+		bool warning = sev && strcmp(sev, "WARNING") == 0;
+
+		pgo_log(warning ? PGO_LOG_WARN : PGO_LOG_DEBUG, w->subject,
+			"server %s: %s", warning ? "warning" : "notice",
+			msg ? msg : "?");
+		return;
+	}
+	pgo_log(PGO_LOG_WARN, w->subject, "%s", msg ? msg : "");
+	if (detail && strncmp(detail, "retry_in_ms=", 12) == 0) {
+		int64_t due = pgo_now_ms() + strtoll(detail + 12, NULL, 10);
+
+		if (!w->sql_retry_at || due < w->sql_retry_at)
+			w->sql_retry_at = due;
+	}
+}
+
 static int run_sql(pgo_worker_t *w)
 {
 	int n = w->o.concurrency;
@@ -1167,6 +1198,8 @@ static int run_sql(pgo_worker_t *w)
 		.prep_name = {"pgoutbox_work", NULL},
 		.prep_sql = {w->work_sql, NULL},
 		.check_schema = true,
+		.notice = on_work_notice,
+		.notice_arg = w,
 	};
 	conns_init(w, w->conns, n, &w->setup, &w->setup_quiet, 0);
 	if (w->o.stats_interval_ms > 0)
@@ -1175,10 +1208,14 @@ static int run_sql(pgo_worker_t *w)
 	for (;;) {
 		int64_t now = pgo_now_ms(), deadline = 0;
 		int busy = 0;
-		bool due = w->kick || now >= next_poll;
+		bool due = w->kick || now >= next_poll ||
+			   (w->sql_retry_at && now >= w->sql_retry_at);
 
-		if (due)
+		if (due) {
 			next_poll = now + w->o.poll_interval_ms;
+			if (w->sql_retry_at && now >= w->sql_retry_at)
+				w->sql_retry_at = 0;
+		}
 		if (w->stop && !stop_logged) {
 			pgo_log(PGO_LOG_INFO, w->subject,
 				"stopping after the batches in flight");
@@ -1209,7 +1246,9 @@ static int run_sql(pgo_worker_t *w)
 			next_stats = now + w->o.stats_interval_ms;
 		}
 		if (!w->stop)
-			deadline = pgo_deadline_min(deadline, next_poll);
+			deadline = pgo_deadline_min(
+				pgo_deadline_min(deadline, next_poll),
+				w->sql_retry_at);
 		if (next_stats)
 			deadline = pgo_deadline_min(deadline, next_stats);
 		if (turn(w, w->conns, w->sio, w->srevents, n, deadline) !=
@@ -1246,10 +1285,6 @@ static int run_sql(pgo_worker_t *w)
 					(uint64_t)atoi(PQgetvalue(r, 0, 1));
 				w->stats.failed += (uint64_t)failed;
 				w->stats.dead += (uint64_t)dead;
-				if (failed &&
-				    now + w->o.retry_base_ms / 2 < next_poll)
-					next_poll =
-						now + w->o.retry_base_ms / 2;
 				if (failed || dead)
 					pgo_log(PGO_LOG_INFO, w->subject,
 						"%d job(s) failed, %d "
