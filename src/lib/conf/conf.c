@@ -1328,13 +1328,22 @@ static char *ini_read_line(char *str, int num, void *stream)
 {
 	struct ini_pass *p = stream;
 	size_t len, content;
+	ssize_t got;
 	char *s;
 
 	if (p->err != PGO_OK)
 		return NULL; /* stop at the first error */
-	if (getline(&p->line, &p->cap, p->fp) < 0)
+	if ((got = getline(&p->line, &p->cap, p->fp)) < 0)
 		return NULL;
 	p->lineno++;
+	if (memchr(p->line, '\0', (size_t)got)) {
+		/* Text after it would be dropped unseen ("5\0junk" read as
+		 * 5). */
+		pass_fail(p, fail(p->conf, PGO_ERR_CONFIG,
+				  "%s:%d: the line holds a NUL byte", p->path,
+				  p->lineno));
+		return NULL;
+	}
 	s = p->line;
 	if (p->lineno == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
 		s += 3; /* UTF-8 byte order mark */

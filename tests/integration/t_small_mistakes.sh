@@ -1,0 +1,34 @@
+# The small mistakes of issue 20 item 10 are refused or said plainly:
+# a NUL byte in a config line, `migrate --to` an older version, `maintain
+# --days` without --retention, a cron expression that never fires,
+# --catch-up-max without missed catch_up, a test pattern that matches
+# nothing.
+. "$(dirname "$0")/../lib.sh"
+t_db
+
+expect_err() {
+	local want=$1 msg=$2; shift 2
+	local rc=0
+	"$@" >"$T_TMP/stdout" 2>"$T_TMP/stderr" || rc=$?
+	[ "$rc" = "$want" ] || fail "$*: exit $rc, want $want; stderr: $(cat "$T_TMP/stderr")"
+	grep -qF -- "$msg" "$T_TMP/stderr" || fail "$*: stderr lacks '$msg': $(cat "$T_TMP/stderr")"
+}
+
+printf '[relay]\nbatch = 5\0junk\n' >"$T_TMP/nul.ini"
+expect_err 2 'nul.ini:2: the line holds a NUL byte' "$PGO_BIN" config show --config "$T_TMP/nul.ini"
+
+out=$("$PGO_BIN" migrate --to 3)
+grep -q "newer than --to 3: nothing done" <<<"$out" || fail "migrate --to 3 said: $out"
+
+expect_err 2 '--days goes with --retention' "$PGO_BIN" maintain --days 3
+
+"$PGO_BIN" queue create reports >/dev/null
+expect_err 2 'never fires' "$PGO_BIN" cron add feb31 '0 3 31 2 *' --queue reports
+expect_err 2 'catch-up-max 3 needs missed catch_up' "$PGO_BIN" cron add daily '0 3 * * *' --queue reports --catch-up-max 3
+"$PGO_BIN" cron add daily '0 3 * * *' --queue reports --missed catch_up --catch-up-max 3 >/dev/null ||
+	fail "cron add with catch_up refused"
+[ "$(q "SELECT count(*) FROM pgoutbox.cron_schedules")" = 1 ] || fail "schedules: $(q 'SELECT name FROM pgoutbox.cron_schedules')"
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+rc=0; (cd "$root" && tests/run.sh "$(dirname "${PGO_BIN#"$root"/}")" no_such_test_xyz) >"$T_TMP/run.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q 'no test matches "no_such_test_xyz"' "$T_TMP/run.out" || fail "run.sh with no match: exit $rc: $(cat "$T_TMP/run.out")"
