@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "pgo_int.h"
 
 extern char **environ;
 
@@ -116,10 +117,20 @@ int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 				opt = o;
 		key = opt ? NULL : pgo_conf_key_for_flag(name);
 		if (!opt && !key && strcmp(name, "--config") != 0) {
+			const char *extra[48] = {"--config", "--help"};
+			const char *guess;
+			int ne = 2;
+
+			for (const cli_opt_t *o = cmd->opts;
+			     o && o->name && ne < 47; o++)
+				extra[ne++] = o->name;
+			guess = pgo_conf_suggest_flag(name, extra);
 			cli_error(cmd->name,
-				  "unknown option %s (see "
+				  "unknown option %s%s%s%s (see "
 				  "`pgoutbox %s --help`)",
-				  name, cmd->name);
+				  name, guess ? " (did you mean " : "",
+				  guess ? guess : "", guess ? "?)" : "",
+				  cmd->name);
 			goto usage;
 		}
 		if (opt && !opt->arg) {

@@ -2,7 +2,7 @@
 # a NUL byte in a config line, `migrate --to` an older version, `maintain
 # --days` without --retention, a cron expression that never fires,
 # --catch-up-max without missed catch_up, a test pattern that matches
-# nothing.
+# nothing, a misspelled flag (with a suggestion).
 . "$(dirname "$0")/../lib.sh"
 t_db
 
@@ -32,3 +32,7 @@ expect_err 2 'catch-up-max 3 needs missed catch_up' "$PGO_BIN" cron add daily '0
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rc=0; (cd "$root" && tests/run.sh "$(dirname "${PGO_BIN#"$root"/}")" no_such_test_xyz) >"$T_TMP/run.out" 2>&1 || rc=$?
 [ "$rc" = 2 ] && grep -q 'no test matches "no_such_test_xyz"' "$T_TMP/run.out" || fail "run.sh with no match: exit $rc: $(cat "$T_TMP/run.out")"
+
+# A misspelled flag gets a suggestion, as a misspelled INI key does.
+expect_err 2 'unknown option --bach (did you mean --batch?)' "$PGO_BIN" relay --bach 5
+expect_err 2 'did you mean --concurrency?' "$PGO_BIN" worker --queue q --exec true --concurency 3

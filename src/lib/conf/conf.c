@@ -1671,6 +1671,21 @@ const char *pgo_conf_key_for_flag(const char *flag)
 	return NULL;
 }
 
+const char *pgo_conf_suggest_flag(const char *flag, const char *const *extra)
+{
+	const char *all[KEYS_MAX + 64];
+	size_t n = 0;
+
+	if (!keys_ready() || !flag)
+		return NULL;
+	for (size_t i = 0; i < nkeys; i++)
+		if (keys[i]->flag)
+			all[n++] = keys[i]->flag;
+	for (; extra && *extra && n < sizeof(all) / sizeof(all[0]); extra++)
+		all[n++] = *extra;
+	return closest(flag, all, n);
+}
+
 int pgo_conf_validate(pgo_conf_t *conf)
 {
 	const struct pgo_conf_values *v = &conf->vals;
