@@ -36,3 +36,7 @@ rc=0; (cd "$root" && tests/run.sh "$(dirname "${PGO_BIN#"$root"/}")" no_such_tes
 # A misspelled flag gets a suggestion, as a misspelled INI key does.
 expect_err 2 'unknown option --bach (did you mean --batch?)' "$PGO_BIN" relay --bach 5
 expect_err 2 'did you mean --concurrency?' "$PGO_BIN" worker --queue q --exec true --concurency 3
+
+# send before migrate says to migrate.
+psql -XAtq "$(pg_url postgres)" -c "DROP DATABASE IF EXISTS t_small_empty" -c "CREATE DATABASE t_small_empty" >/dev/null 2>&1
+expect_err 1 'run `pgoutbox migrate`' "$PGO_BIN" send --db "$(pg_url t_small_empty)" --topic t '{}'
