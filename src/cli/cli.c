@@ -231,6 +231,24 @@ void cli_log_setup(const pgo_conf_t *conf)
 		    level < 0 ? PGO_LOG_INFO : (pgo_log_level_t)level);
 }
 
+/* The server's notices (maintain()'s "partition ... created", say) as log
+ * lines of the command, not libpq's raw "NOTICE:  ..." on stderr. */
+static void cli_notice(void *arg, const PGresult *res)
+{
+	const char *sev =
+		PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+
+	pgo_log_level_t level =
+		!sev			      ? PGO_LOG_INFO
+		: strcmp(sev, "WARNING") == 0 ? PGO_LOG_WARN
+		: strncmp(sev, "DEBUG", 5) == 0 || strcmp(sev, "LOG") == 0
+			? PGO_LOG_DEBUG
+			: PGO_LOG_INFO;
+
+	pgo_log(level, (const char *)arg, "%s", msg ? msg : "?");
+}
+
 PGconn *cli_connect(const pgo_conf_t *conf, const char *app_name)
 {
 	const char *url = pgo_conf_get(conf, "database.url");
@@ -257,5 +275,10 @@ PGconn *cli_connect(const pgo_conf_t *conf, const char *app_name)
 		PQfinish(conn);
 		return NULL;
 	}
+	/* "pgoutbox maintain" -> subject "maintain" */
+	PQsetNoticeReceiver(conn, cli_notice,
+			    (void *)(strncmp(app_name, "pgoutbox ", 9) == 0
+					     ? app_name + 9
+					     : app_name));
 	return conn;
 }
