@@ -1,7 +1,7 @@
 # The small mistakes of issue 20 item 10 are refused or said plainly:
 # a NUL byte in a config line, `migrate --to` an older version, `maintain
 # --days` without --retention, a cron expression that never fires,
-# --catch-up-max without missed catch_up, a test pattern that matches
+# --catch-up-max without missed catch_up (a warning), a test pattern that matches
 # nothing, a misspelled flag (with a suggestion).
 . "$(dirname "$0")/../lib.sh"
 t_db
@@ -24,10 +24,13 @@ expect_err 2 '--days goes with --retention' "$PGO_BIN" maintain --days 3
 
 "$PGO_BIN" queue create reports >/dev/null
 expect_err 2 'never fires' "$PGO_BIN" cron add feb31 '0 3 31 2 *' --queue reports
-expect_err 2 'catch-up-max 3 needs missed catch_up' "$PGO_BIN" cron add daily '0 3 * * *' --queue reports --catch-up-max 3
-"$PGO_BIN" cron add daily '0 3 * * *' --queue reports --missed catch_up --catch-up-max 3 >/dev/null ||
+"$PGO_BIN" cron add ignored '0 3 * * *' --queue reports --catch-up-max 3 >/dev/null 2>"$T_TMP/cu.err" ||
+	fail "cron add --catch-up-max: $(cat "$T_TMP/cu.err")"
+grep -q 'catch-up-max 3 is ignored with missed run_once' "$T_TMP/cu.err" || fail "no warning: $(cat "$T_TMP/cu.err")"
+"$PGO_BIN" cron add daily '0 3 * * *' --queue reports --missed catch_up --catch-up-max 3 >/dev/null 2>"$T_TMP/cu.err" ||
 	fail "cron add with catch_up refused"
-[ "$(q "SELECT count(*) FROM pgoutbox.cron_schedules")" = 1 ] || fail "schedules: $(q 'SELECT name FROM pgoutbox.cron_schedules')"
+! grep -q 'ignored' "$T_TMP/cu.err" || fail "warned with catch_up: $(cat "$T_TMP/cu.err")"
+[ "$(q "SELECT count(*) FROM pgoutbox.cron_schedules")" = 2 ] || fail "schedules: $(q 'SELECT name FROM pgoutbox.cron_schedules')"
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rc=0; (cd "$root" && tests/run.sh "$(dirname "${PGO_BIN#"$root"/}")" no_such_test_xyz) >"$T_TMP/run.out" 2>&1 || rc=$?

@@ -301,10 +301,10 @@ int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *schedule,
 				     "catch-up-max must be 1 to 1000, not %d",
 				     s->catch_up_max);
 	if (s->catch_up_max > 1 && strcmp(missed, "catch_up") != 0)
-		return pgo_error_set(err, PGO_ERR_INVALID, 0,
-				     "catch-up-max %d needs missed catch_up "
-				     "(with missed %s it would be ignored)",
-				     s->catch_up_max, missed);
+		pgo_log(PGO_LOG_WARN, "cron",
+			"schedule %s: catch-up-max %d is ignored with missed "
+			"%s (it bounds missed catch_up)",
+			s->name, s->catch_up_max, missed);
 	res = pgo_pq_run(
 		conn, "checking the queue",
 		"SELECT 1 FROM pgoutbox.queues WHERE name = $1 AND kind = "
