@@ -2,14 +2,18 @@
 #   make demo    build, start a throwaway PostgreSQL (or use DB=URL), relay events
 #   make check   build with ASan+UBSan and run every test against real servers
 # and the rest:
-#   make build | bench | install | format | clean
+#   make build | bench | install [PREFIX=...] | uninstall | format | fuzz | clean
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_TIME  ?= 60
 PREFIX     ?= /usr/local
 DB         ?=
+# Extra `meson setup` options of $(BUILD) (e.g. -Dkafka=disabled).
+MESON_ARGS ?=
 
-.PHONY: all deps build asan demo check bench install format format-check clean
+.PHONY: all deps build asan fuzz demo check bench install uninstall format format-check clean
 
 all: build
 
@@ -17,7 +21,7 @@ deps:
 	@scripts/deps.sh
 
 $(BUILD)/build.ninja:
-	meson setup $(BUILD) --prefix=$(PREFIX) -Dbuildtype=release -Db_ndebug=true
+	meson setup $(BUILD) --prefix=$(PREFIX) -Dbuildtype=release -Db_ndebug=true $(MESON_ARGS)
 
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -27,6 +31,15 @@ $(ASAN_BUILD)/build.ninja:
 
 asan: deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
+
+# The libFuzzer harnesses of tests/fuzz (tests/fuzz/README.md), in a clang
+# build of their own, each run for FUZZ_TIME seconds (CI: 10).
+$(FUZZ_BUILD)/build.ninja:
+	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Dtests=false -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+
+fuzz: deps $(FUZZ_BUILD)/build.ninja
+	ninja -C $(FUZZ_BUILD)
+	FUZZ_TIME=$(FUZZ_TIME) tests/fuzz/run.sh $(FUZZ_BUILD)
 
 demo: build
 	scripts/demo.sh $(if $(DB),--db "$(DB)")
@@ -83,10 +96,18 @@ chaos-nats: asan
 chaos-bullmq: asan
 	tests/chaos/chat.sh --build $(ASAN_BUILD) --runs 5 --consumer bullmq $(if $(SEED),--seed $(SEED))
 
-FORMAT_FILES = $(shell find include src tests/unit examples bench -name '*.[ch]' | sort)
+FORMAT_FILES = $(shell find include src tests/unit tests/fuzz examples bench -name '*.[ch]' | sort)
 
-install: build
+# PREFIX is applied to a build configured before (by `make demo`, or an
+# earlier install elsewhere); uninstall removes what the last install put.
+install: deps $(BUILD)/build.ninja
+	meson configure $(BUILD) --prefix=$(PREFIX)
+	ninja -C $(BUILD)
 	meson install -C $(BUILD)
+
+uninstall:
+	@[ -f $(BUILD)/build.ninja ] || { echo "make uninstall: no $(BUILD) to uninstall from" >&2; exit 1; }
+	ninja -C $(BUILD) uninstall
 
 format:
 	clang-format -i $(FORMAT_FILES)
@@ -95,4 +116,4 @@ format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -261,13 +261,17 @@ PGO_EXPORT pgo_producer_t *pgo_producer_new(PGconn *conn, const char *queue,
 PGO_EXPORT void pgo_producer_destroy(pgo_producer_t *p);
 
 /* Sends one event through a prepared statement (prepared on first use on
- * this connection).  *id (may be NULL) receives the event id.  A bad
+ * this connection): an INSERT into the queue, or, when the role may not
+ * insert into pgoutbox.outbox (the producer role of the README, which may
+ * only EXECUTE pgoutbox.send), a call of pgoutbox.send().  *id (may be
+ * NULL) receives the event id.  A bad
  * event (PGO_ERR_INVALID) is refused before anything is sent.  On a
  * database error the caller's transaction is aborted, as with any failed
  * statement: roll it back. */
 PGO_EXPORT int pgo_send(pgo_producer_t *p, const pgo_msg_t *msg, int64_t *id);
 
-/* Sends n events with one COPY.  All or none: every event is checked
+/* Sends n events with one COPY (which needs INSERT on the queue table).
+ * All or none: every event is checked
  * first, and a bad one (PGO_ERR_INVALID, the message names its index)
  * sends nothing; on any later error nothing of this call is written and
  * the caller's transaction is aborted.  Ids are not returned. */

@@ -3,7 +3,8 @@
 # relay, a producer writing orders and their events in one transaction
 # (one of them rolled back), events flowing to the relay's stdout sink,
 # `pgoutbox status`, and a clean SIGTERM.  Without --db (or DATABASE_URL)
-# it starts a throwaway PostgreSQL cluster under /tmp and removes it after.
+# it starts a throwaway PostgreSQL cluster under /tmp and removes it after;
+# a database given is never stopped, and the demo can run there again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pg.sh
@@ -25,15 +26,20 @@ step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 TMP=$(mktemp -d /tmp/pgoutbox-demo.XXXXXX)
 chmod 755 "$TMP"
 RELAY=
+OWN_PG=
+# pg.sh's variables name the cluster to stop: only ever the demo's own
+# (a PG_DIR or PG_PORT in the caller's environment is not ours).
+unset PG_DIR PG_PORT PG_BIN PG_URL PG_OPTS
 cleanup() {
 	[ -n "$RELAY" ] && kill -9 "$RELAY" 2>/dev/null || true
-	pg_stop
+	[ -n "$OWN_PG" ] && pg_stop
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
 
 if [ -z "$DB" ]; then
 	step "starting a throwaway PostgreSQL in $TMP/pg"
+	OWN_PG=1
 	pg_start "$TMP/pg"
 	psql -XAtq "$PG_URL" -c "CREATE DATABASE demo"
 	DB=$(pg_url demo)
@@ -55,12 +61,14 @@ sleep 0.5
 
 step "a service writes an order and its event in ONE transaction"
 psql_ <<'SQL'
-CREATE TABLE IF NOT EXISTS demo_orders (id int PRIMARY KEY, customer text, total numeric);
+CREATE TABLE IF NOT EXISTS pgoutbox_demo_orders (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, customer text, total numeric);
 BEGIN;
-INSERT INTO demo_orders VALUES (1, 'ada', 42.50);
-SELECT pgoutbox.send('orders', '1', 'order.created',
-                     '{"order_id": 1, "customer": "ada", "total": 42.50}',
-                     '{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}');
+WITH o AS (INSERT INTO pgoutbox_demo_orders (customer, total) VALUES ('ada', 42.50) RETURNING *)
+SELECT pgoutbox.send('orders', o.id::text, 'order.created',
+                     jsonb_build_object('order_id', o.id, 'customer', o.customer, 'total', o.total),
+                     '{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}')
+FROM o;
 COMMIT;
 SQL
 sleep 0.3
@@ -68,16 +76,16 @@ sleep 0.3
 step "a transaction that rolls back: its event is never relayed"
 psql_ <<'SQL'
 BEGIN;
-INSERT INTO demo_orders VALUES (2, 'bob', 10);
-SELECT pgoutbox.send('orders', '2', 'order.created', '{"order_id": 2}');
+WITH o AS (INSERT INTO pgoutbox_demo_orders (customer, total) VALUES ('bob', 10) RETURNING id)
+SELECT pgoutbox.send('orders', o.id::text, 'order.created', jsonb_build_object('order_id', o.id)) FROM o;
 ROLLBACK;
 SQL
 sleep 0.3
-echo "(nothing above: order 2 was rolled back)"
+echo "(nothing above: bob's order was rolled back)"
 
 step "100 orders in 100 transactions, as a busy service would write them"
 for i in $(seq 3 102); do
-	echo "BEGIN; INSERT INTO demo_orders VALUES ($i, 'c$i', $i); SELECT pgoutbox.send('orders', '$i', 'order.created', '{\"order_id\": $i}'); COMMIT;"
+	echo "BEGIN; WITH o AS (INSERT INTO pgoutbox_demo_orders (customer, total) VALUES ('c$i', $i) RETURNING id) SELECT pgoutbox.send('orders', o.id::text, 'order.created', jsonb_build_object('order_id', o.id)) FROM o; COMMIT;"
 done | psql_ >/dev/null &
 wait $!
 sleep 0.5

@@ -3,7 +3,7 @@
 # skipping those already installed.  Uses sudo when not root.
 set -euo pipefail
 
-packages=(gcc make meson ninja-build pkg-config python3 libpq-dev
+packages=(gcc clang make meson ninja-build pkg-config python3 libpq-dev
 	libinih-dev libjansson-dev libcmocka-dev postgresql postgresql-client
 	procps iproute2 libhiredis-dev redis-server redis-tools libmsgpack-dev libssl-dev
 	libnats-dev nats-server librabbitmq-dev rabbitmq-server librdkafka-dev kcat libcurl4-openssl-dev openssl pgbouncer)

@@ -25,6 +25,9 @@ failures=()
 TMP=$(mktemp -d /tmp/pgoutbox-test.XXXXXX)
 chmod 755 "$TMP"
 . scripts/pg.sh
+# The cluster is the run's own: a PG_PORT or PG_DIR in the environment (the
+# user's, or an outer run's) must not choose it.
+unset PG_DIR PG_PORT PG_BIN PG_URL PG_OPTS
 cleanup() { pg_stop; rm -rf "$TMP"; }
 trap cleanup EXIT
 
@@ -75,6 +78,10 @@ for t in tests/integration/t_*.sh "${soaks[@]}"; do
 done
 
 echo
+if [ -n "$PATTERN" ] && [ $((passed + failed)) = 0 ]; then
+	echo "run.sh: no test matches \"$PATTERN\" (tests/integration/t_*.sh, tests/soak/t_*.sh)" >&2
+	exit 2
+fi
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

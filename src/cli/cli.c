@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "pgo_int.h"
 
 extern char **environ;
 
@@ -116,10 +117,20 @@ int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 				opt = o;
 		key = opt ? NULL : pgo_conf_key_for_flag(name);
 		if (!opt && !key && strcmp(name, "--config") != 0) {
+			const char *extra[48] = {"--config", "--help"};
+			const char *guess;
+			int ne = 2;
+
+			for (const cli_opt_t *o = cmd->opts;
+			     o && o->name && ne < 47; o++)
+				extra[ne++] = o->name;
+			guess = pgo_conf_suggest_flag(name, extra);
 			cli_error(cmd->name,
-				  "unknown option %s (see "
+				  "unknown option %s%s%s%s (see "
 				  "`pgoutbox %s --help`)",
-				  name, cmd->name);
+				  name, guess ? " (did you mean " : "",
+				  guess ? guess : "", guess ? "?)" : "",
+				  cmd->name);
 			goto usage;
 		}
 		if (opt && !opt->arg) {
@@ -220,6 +231,24 @@ void cli_log_setup(const pgo_conf_t *conf)
 		    level < 0 ? PGO_LOG_INFO : (pgo_log_level_t)level);
 }
 
+/* The server's notices (maintain()'s "partition ... created", say) as log
+ * lines of the command, not libpq's raw "NOTICE:  ..." on stderr. */
+static void cli_notice(void *arg, const PGresult *res)
+{
+	const char *sev =
+		PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+
+	pgo_log_level_t level =
+		!sev			      ? PGO_LOG_INFO
+		: strcmp(sev, "WARNING") == 0 ? PGO_LOG_WARN
+		: strncmp(sev, "DEBUG", 5) == 0 || strcmp(sev, "LOG") == 0
+			? PGO_LOG_DEBUG
+			: PGO_LOG_INFO;
+
+	pgo_log(level, (const char *)arg, "%s", msg ? msg : "?");
+}
+
 PGconn *cli_connect(const pgo_conf_t *conf, const char *app_name)
 {
 	const char *url = pgo_conf_get(conf, "database.url");
@@ -246,5 +275,10 @@ PGconn *cli_connect(const pgo_conf_t *conf, const char *app_name)
 		PQfinish(conn);
 		return NULL;
 	}
+	/* "pgoutbox maintain" -> subject "maintain" */
+	PQsetNoticeReceiver(conn, cli_notice,
+			    (void *)(strncmp(app_name, "pgoutbox ", 9) == 0
+					     ? app_name + 9
+					     : app_name));
 	return conn;
 }

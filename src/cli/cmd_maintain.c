@@ -12,7 +12,7 @@
 
 #include "cli.h"
 
-static const char *retention, *days = "7";
+static const char *retention, *days;
 static bool health;
 
 static const cli_opt_t opts[] = {
@@ -76,6 +76,15 @@ int cmd_maintain(int argc, char **argv)
 	if (rc != EXIT_OK || done)
 		return rc;
 	queue = pgo_conf_get(cli.conf, "relay.queue");
+	if (days && !retention) {
+		cli_error("maintain", "--days goes with --retention archive "
+				      "(it sets how long archived events are "
+				      "kept)");
+		cli_free(&cli);
+		return EXIT_USAGE;
+	}
+	if (!days)
+		days = "7";
 	conn = cli_connect(cli.conf, "pgoutbox maintain");
 	if (!conn) {
 		cli_free(&cli);

@@ -69,7 +69,13 @@ int cmd_migrate(int argc, char **argv)
 		cli_error("migrate", "%s", err.msg);
 		return EXIT_FAIL;
 	}
-	if (from == to)
+	if (from == to && target_arg && from > atoi(target_arg))
+		/* Migrations are never undone: say so rather than "up to
+		 * date". */
+		printf("schema pgoutbox is at version %d, newer than --to %s: "
+		       "nothing done (migrations are not undone)\n",
+		       from, target_arg);
+	else if (from == to)
 		printf("schema pgoutbox is up to date (version %d)\n", to);
 	else
 		printf("schema pgoutbox migrated from version %d to %d\n", from,

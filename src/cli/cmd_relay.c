@@ -38,6 +38,7 @@ static const char *const flags[] = {"--db",
 				    "--batch",
 				    "--in-flight",
 				    "--listen",
+				    "--claim-floor",
 				    "--poll-interval",
 				    "--max-attempts",
 				    "--log-level",
@@ -135,8 +136,9 @@ int cmd_relay(int argc, char **argv)
 	pgo_sink_destroy(sink);
 	cli_free(&cli);
 	/* A refusal at start (a queue of the wrong kind, the ordered modes
-	 * through a transaction pooler) is configuration. */
-	return rc == PGO_OK	       ? EXIT_OK
-	       : rc == PGO_ERR_INVALID ? EXIT_USAGE
-				       : EXIT_FAIL;
+	 * through a transaction pooler, no such database or queue, never
+	 * migrated) is configuration. */
+	return rc == PGO_OK				       ? EXIT_OK
+	       : rc == PGO_ERR_INVALID || rc == PGO_ERR_CONFIG ? EXIT_USAGE
+							       : EXIT_FAIL;
 }

@@ -121,7 +121,11 @@ static int child_main(int role, pgo_conf_t *conf)
 		rc = pgo_scheduler_run(child_cron);
 		pgo_scheduler_destroy(child_cron);
 	}
-	return rc == PGO_OK ? EXIT_OK : EXIT_FAIL;
+	/* EXIT_USAGE: run stops instead of restarting the child (a queue
+	 * or database that does not exist, a schema never migrated). */
+	return rc == PGO_OK	      ? EXIT_OK
+	       : rc == PGO_ERR_CONFIG ? EXIT_USAGE
+				      : EXIT_FAIL;
 }
 
 static pid_t start(int role, pgo_conf_t *conf)

@@ -142,7 +142,14 @@ int cmd_send(int argc, char **argv)
 				  .payload = payload,
 				  .headers = headers},
 		     &id) != PGO_OK) {
-		cli_error("send", "%s", pgo_producer_errmsg(p));
+		/* "relation pgoutbox.outbox does not exist": most likely
+		 * never migrated, which the schema check says with what to
+		 * do (it runs only now, on the failure path). */
+		if (strstr(pgo_producer_errmsg(p), "does not exist") &&
+		    pgo_schema_check(conn, &err) != PGO_OK)
+			cli_error("send", "%s", err.msg);
+		else
+			cli_error("send", "%s", pgo_producer_errmsg(p));
 		goto out;
 	}
 	printf("%lld\n", (long long)id);

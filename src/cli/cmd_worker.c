@@ -210,9 +210,10 @@ int cmd_worker(int argc, char **argv)
 		cli_error("worker", "%s", pgo_worker_errmsg(w));
 	pgo_worker_destroy(w);
 	cli_free(&cli);
-	/* A refusal at start (a queue of the wrong kind, no such --sql
-	 * function) is configuration. */
-	return rc == PGO_OK	       ? EXIT_OK
-	       : rc == PGO_ERR_INVALID ? EXIT_USAGE
-				       : EXIT_FAIL;
+	/* A refusal at start (a queue of the wrong kind, the ordered modes
+	 * through a transaction pooler, no such database or queue, never
+	 * migrated) is configuration. */
+	return rc == PGO_OK				       ? EXIT_OK
+	       : rc == PGO_ERR_INVALID || rc == PGO_ERR_CONFIG ? EXIT_USAGE
+							       : EXIT_FAIL;
 }

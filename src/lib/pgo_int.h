@@ -210,6 +210,11 @@ struct pgo_conf_values {
 /* Read-only view of the typed values (valid until the next set/reload). */
 const struct pgo_conf_values *pgo_conf_values(const pgo_conf_t *conf);
 
+/* The flag the user probably meant by an unknown one: the nearest
+ * spelling among every key's flag and extra (NULL-ended, may be NULL), or
+ * NULL when none is close. */
+const char *pgo_conf_suggest_flag(const char *flag, const char *const *extra);
+
 /* Parses a duration ("250ms", "30s", "5m", "1h", "0") into ms. */
 int pgo_parse_duration(const char *s, int64_t *ms, const char **why);
 /* Appends a libpq conninfo string or postgres:// URL to b as it may be
@@ -352,6 +357,11 @@ struct pgo_exec_conf {
 };
 int pgo_sink_exec_configure(pgo_sink_t *sink, const char *command,
 			    int64_t timeout_ms);
+struct pgo_proc_result;
+/* Gives every event of b its verdict once the command's run res ended
+ * (not by the timeout): its stdout's verdict lines, then its exit status
+ * for the rest.  The sink's own step, open to tests/fuzz. */
+void pgo_sink_exec_decide(pgo_batch_t *b, const struct pgo_proc_result *res);
 
 /* --- schema --- */
 

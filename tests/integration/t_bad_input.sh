@@ -61,3 +61,13 @@ q "DELETE FROM pgoutbox.migrations WHERE version = 999"
 # A database without the schema: status says to migrate.
 psql -XAtq "$(pg_url postgres)" -c "DROP DATABASE IF EXISTS t_bad_input_empty" -c "CREATE DATABASE t_bad_input_empty"
 expect_err 1 'run `pgoutbox migrate`' "$PGO_BIN" status --db "$(pg_url t_bad_input_empty)"
+
+# The bullmq sink from the command line (issue 20 item 9): its keys have
+# flags, listed by relay --help with --claim-floor; a missing script names
+# every way to set it.
+"$PGO_BIN" relay --help >"$T_TMP/help"
+for f in --bullmq-script --bullmq-queue --bullmq-prefix --bullmq-attempts --bullmq-remove-on-complete --claim-floor; do
+	grep -q -- "$f" "$T_TMP/help" || fail "relay --help lacks $f"
+done
+expect_err 2 'no-such.lua' "$PGO_BIN" relay --sink bullmq --bullmq-script "$T_TMP/no-such.lua"
+expect_err 2 'PGOUTBOX_SINK_BULLMQ_SCRIPT' "$PGO_BIN" relay --sink bullmq

@@ -62,7 +62,9 @@ kill -TERM "$c2"; wait "$c2" || fail "consume --exec exited non-zero"
 python3 - "$T_TMP/exec.ndjson" "$N" <<'EOF' || fail "exec handler input is wrong"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
-ids = [int(m['id']) for m in lines]
+# The event id is a JSON number, as in the relay's NDJSON.
+assert all(type(m['id']) is int for m in lines), lines[0]
+ids = [m['id'] for m in lines]
 assert ids == list(range(1, int(sys.argv[2]) + 1)), ids[:20]
 m = lines[9]
 assert m['payload'] == {'n': 10} and m['key'] == 'k3' and m['topic'] == 't', m

@@ -39,7 +39,9 @@
 #include <ini.h>
 
 #include "pgo_int.h"
+#ifdef PGO_HAVE_REDIS
 #include "sinks/redis/conn.h"
+#endif
 
 /* --- the table --- */
 
@@ -856,8 +858,11 @@ static const char *display(const pgo_conf_key_t *k, const char *text,
 	if (pgo_nats_url_mask(text, b))
 		return b->oom ? MASK : b->data;
 #endif
-	if (!pgo_redis_url_mask(text, b))
-		(void)pgo_conninfo_mask(text, b);
+#ifdef PGO_HAVE_REDIS
+	if (pgo_redis_url_mask(text, b))
+		return b->oom ? MASK : b->data;
+#endif
+	(void)pgo_conninfo_mask(text, b);
 	/* Out of memory: hide all rather than risk a leak. */
 	return b->oom ? MASK : b->data;
 }
@@ -1323,13 +1328,22 @@ static char *ini_read_line(char *str, int num, void *stream)
 {
 	struct ini_pass *p = stream;
 	size_t len, content;
+	ssize_t got;
 	char *s;
 
 	if (p->err != PGO_OK)
 		return NULL; /* stop at the first error */
-	if (getline(&p->line, &p->cap, p->fp) < 0)
+	if ((got = getline(&p->line, &p->cap, p->fp)) < 0)
 		return NULL;
 	p->lineno++;
+	if (memchr(p->line, '\0', (size_t)got)) {
+		/* Text after it would be dropped unseen ("5\0junk" read as
+		 * 5). */
+		pass_fail(p, fail(p->conf, PGO_ERR_CONFIG,
+				  "%s:%d: the line holds a NUL byte", p->path,
+				  p->lineno));
+		return NULL;
+	}
 	s = p->line;
 	if (p->lineno == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
 		s += 3; /* UTF-8 byte order mark */
@@ -1655,6 +1669,21 @@ const char *pgo_conf_key_for_flag(const char *flag)
 		if (keys[i]->flag && strcmp(keys[i]->flag, flag) == 0)
 			return keys[i]->key;
 	return NULL;
+}
+
+const char *pgo_conf_suggest_flag(const char *flag, const char *const *extra)
+{
+	const char *all[KEYS_MAX + 64];
+	size_t n = 0;
+
+	if (!keys_ready() || !flag)
+		return NULL;
+	for (size_t i = 0; i < nkeys; i++)
+		if (keys[i]->flag)
+			all[n++] = keys[i]->flag;
+	for (; extra && *extra && n < sizeof(all) / sizeof(all[0]); extra++)
+		all[n++] = *extra;
+	return closest(flag, all, n);
 }
 
 int pgo_conf_validate(pgo_conf_t *conf)

@@ -265,6 +265,18 @@ int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *schedule,
 				     s->name ? s->name : "");
 	if (pgo_cron_parse(s->expr, &e, err) != PGO_OK)
 		return PGO_ERR_INVALID;
+	{
+		/* "0 3 31 2 *" parses but never fires: say so now, not by
+		 * silence.  No zone makes a missing day exist. */
+		int64_t next;
+		pgo_error_t why;
+
+		if (pgo_cron_next(&e, NULL, pgo_wall_us() / 1000000, &next,
+				  &why) != PGO_OK)
+			return pgo_error_set(err, PGO_ERR_INVALID, 0,
+					     "cron \"%s\" never fires: %s",
+					     e.text, why.msg);
+	}
 	rc = tz_check(conn, tz, err);
 	if (rc != PGO_OK)
 		return rc;
@@ -288,6 +300,11 @@ int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *schedule,
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
 				     "catch-up-max must be 1 to 1000, not %d",
 				     s->catch_up_max);
+	if (s->catch_up_max > 1 && strcmp(missed, "catch_up") != 0)
+		pgo_log(PGO_LOG_WARN, "cron",
+			"schedule %s: catch-up-max %d is ignored with missed "
+			"%s (it bounds missed catch_up)",
+			s->name, s->catch_up_max, missed);
 	res = pgo_pq_run(
 		conn, "checking the queue",
 		"SELECT 1 FROM pgoutbox.queues WHERE name = $1 AND kind = "

@@ -49,16 +49,100 @@ void pgo_conn_close(pgo_conn_t *c)
 	c->need_flush = false;
 }
 
+/* Whether some PG* variable may name the server libpq connects to when
+ * database.url is empty. */
+static bool pg_env_set(void)
+{
+	static const char *const vars[] = {"PGHOST",	 "PGHOSTADDR", "PGPORT",
+					   "PGDATABASE", "PGSERVICE",  NULL};
+
+	for (int i = 0; vars[i]; i++)
+		if (getenv(vars[i]) && *getenv(vars[i]))
+			return true;
+	return false;
+}
+
+/* Whether libpq reads s as a connection string (or URL). */
+static bool conninfo_parses(const char *s)
+{
+	char *errmsg = NULL;
+	PQconninfoOption *o = PQconninfoParse(s, &errmsg);
+	/* No message: out of memory, not known to be wrong. */
+	bool ok = o != NULL || errmsg == NULL;
+
+	PQfreemem(errmsg);
+	PQconninfoFree(o);
+	return ok;
+}
+
+/* A failure of the first attempt that no retry can fix: a database or
+ * role that does not exist, a connection string libpq refuses, no
+ * database configured at all.  True with c->fatal saying what to do
+ * (PGO_ERR_CONFIG); the owner stops at the next step().  Once a session
+ * came up, every failure is an outage to wait out. */
+const char *pgo_conn_start_refusal(const pgo_conf_t *conf, const char *why,
+				   bool check_url)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(conf);
+	bool configured = (v->db_url && *v->db_url) || pg_env_set();
+	const char *what;
+
+	if ((strstr(why, "database \"") || strstr(why, "role \"")) &&
+	    strstr(why, "\" does not exist"))
+		what = "fix database.url (--db, DATABASE_URL), or create it";
+	else if (check_url && v->db_url && *v->db_url &&
+		 !conninfo_parses(v->db_url))
+		what = "fix database.url (--db, DATABASE_URL): a libpq "
+		       "connection string or postgresql:// URL";
+	else if (!configured)
+		what = "no database is configured (database.url is empty and "
+		       "no PGHOST, PGPORT, PGDATABASE or PGSERVICE is set): "
+		       "set "
+		       "database.url in the configuration, --db or "
+		       "DATABASE_URL";
+	else
+		return NULL;
+	return what;
+}
+
+static bool refuse_start(pgo_conn_t *c, const char *why, bool at_kick)
+{
+	const char *what;
+
+	if (c->ever_connected)
+		return false;
+	what = pgo_conn_start_refusal(c->conf, why, at_kick);
+	if (!what)
+		return false;
+	pgo_error_set(&c->fatal, PGO_ERR_CONFIG, 0, "cannot connect: %s; %s",
+		      why, what);
+	c->refused = true;
+	return true;
+}
+
 void pgo_conn_drop(pgo_conn_t *c, const char *why)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(c->conf);
 	int64_t now = pgo_now_ms();
 
-	/* Log a failure once, not at every retry of the same outage. */
+	/* Log a failure when it changes, and again while it lasts (at
+	 * least once a minute), not at every retry of the same outage.  A
+	 * session that never came up was not lost. */
 	if (strcmp(why, c->last_err) != 0) {
-		pgo_log(PGO_LOG_WARN, c->setup->subject,
-			"connection lost: %s; reconnecting with backoff", why);
+		pgo_log(PGO_LOG_WARN, c->setup->subject, "%s: %s; %s",
+			c->ever_connected ? "connection lost"
+					  : "cannot connect",
+			why, "retrying with backoff");
 		snprintf(c->last_err, sizeof(c->last_err), "%s", why);
+		c->down_since = c->last_warn = now;
+		c->attempts = 0;
+	} else if (++c->attempts >= PGO_CONN_REWARN_ATTEMPTS ||
+		   now - c->last_warn >= PGO_CONN_REWARN_MS) {
+		pgo_log(PGO_LOG_WARN, c->setup->subject,
+			"still cannot connect (for %lld s): %s",
+			(long long)((now - c->down_since) / 1000), why);
+		c->last_warn = now;
+		c->attempts = 0;
 	} else {
 		pgo_log(PGO_LOG_DEBUG, c->setup->subject,
 			"still cannot connect: %s", why);
@@ -106,7 +190,7 @@ void pgo_conn_kick(pgo_conn_t *c, int64_t now)
 	char timeout[24];
 	const char *keys[8], *vals[8];
 
-	if (c->state != PGO_CONN_DOWN || now < c->retry_at)
+	if (c->state != PGO_CONN_DOWN || now < c->retry_at || c->refused)
 		return;
 	pgo_conn_params(c->conf, c->setup->app_name, keys, vals, timeout);
 	c->pg = PQconnectStartParams(keys, vals, 1);
@@ -115,7 +199,10 @@ void pgo_conn_kick(pgo_conn_t *c, int64_t now)
 		return;
 	}
 	if (PQstatus(c->pg) == CONNECTION_BAD) {
-		pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
+		if (refuse_start(c, pgo_pq_msg(c->pg, NULL), true))
+			pgo_conn_close(c);
+		else
+			pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
 		return;
 	}
 	c->state = PGO_CONN_CONNECTING;
@@ -263,7 +350,10 @@ static void send_setup(pgo_conn_t *c)
 {
 	const pgo_conn_setup_t *s = c->setup;
 
-	PQsetNoticeReceiver(c->pg, on_notice, c);
+	if (s->notice)
+		PQsetNoticeReceiver(c->pg, s->notice, s->notice_arg);
+	else
+		PQsetNoticeReceiver(c->pg, on_notice, c);
 
 	if (PQsetnonblocking(c->pg, 1) != 0 || !PQenterPipelineMode(c->pg)) {
 		pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
@@ -319,6 +409,12 @@ static pgo_conn_event_t finish_setup(pgo_conn_t *c)
 			goto failed;
 
 		if (pgo_schema_verdict(version, &err) != PGO_OK) {
+			/* Never migrated, at start: not a deploy migrating
+			 * right now, a step left out. */
+			if (version == 0 && !c->ever_connected) {
+				err.code = PGO_ERR_CONFIG;
+				err.retriable = 0;
+			}
 			if (!err.retriable) {
 				c->fatal = err;
 				pgo_conn_close(c);
@@ -340,6 +436,19 @@ static pgo_conn_event_t finish_setup(pgo_conn_t *c)
 		}
 	}
 failed:
+	if (c->round.failed && !c->ever_connected &&
+	    (strcmp(c->round.sqlstate, "42P01") == 0 ||
+	     strcmp(c->round.sqlstate, "3F000") == 0 ||
+	     strcmp(c->round.sqlstate, "42883") == 0)) {
+		/* A table or function the session needs is missing: a queue
+		 * that does not exist, most likely. */
+		pgo_error_set(&c->fatal, PGO_ERR_CONFIG, 0,
+			      "session setup failed: %s%s%s", c->round.err,
+			      s->missing_hint ? ": " : "",
+			      s->missing_hint ? s->missing_hint : "");
+		pgo_conn_close(c);
+		return PGO_CONN_EV_FATAL;
+	}
 	if (c->round.failed) {
 		char why[600];
 
@@ -420,6 +529,10 @@ pgo_conn_event_t pgo_conn_step(pgo_conn_t *c, short revents)
 {
 	PGnotify *n;
 
+	if (c->refused) {
+		c->refused = false;
+		return PGO_CONN_EV_FATAL;
+	}
 	switch (c->state) {
 	case PGO_CONN_DOWN: return PGO_CONN_EV_NONE;
 	case PGO_CONN_CONNECTING:
@@ -427,6 +540,11 @@ pgo_conn_event_t pgo_conn_step(pgo_conn_t *c, short revents)
 			return PGO_CONN_EV_NONE;
 		c->poll = PQconnectPoll(c->pg);
 		if (c->poll == PGRES_POLLING_FAILED) {
+			if (refuse_start(c, pgo_pq_msg(c->pg, NULL), false)) {
+				pgo_conn_close(c);
+				c->refused = false;
+				return PGO_CONN_EV_FATAL;
+			}
 			pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
 			return PGO_CONN_EV_LOST;
 		}

@@ -17,6 +17,12 @@
 
 #define PGO_ROUND_MAX 16
 
+/* An outage goes on: its reason is logged again this often, or after this
+ * many more failed attempts (a short relay.reconnect_max), whichever
+ * comes first. */
+#define PGO_CONN_REWARN_MS	 PGO_MINUTES(1)
+#define PGO_CONN_REWARN_ATTEMPTS 10
+
 typedef enum pgo_conn_state {
 	PGO_CONN_DOWN = 0,   /* no connection; a new attempt at retry_at */
 	PGO_CONN_CONNECTING, /* PQconnectPoll() in progress */
@@ -68,6 +74,14 @@ typedef struct pgo_conn_setup {
 	 * its result is not part of the round). */
 	bool pooled;
 	const char *local_sql;
+	/* What the first session's setup failing on a missing table or
+	 * function most likely means, for the message ("relay.queue
+	 * \"x\" is not a queue: ..."); NULL: the error alone. */
+	const char *missing_hint;
+	/* Receives the server's notices on every session instead of
+	 * conn.c's (warnings logged, notices at debug); NULL: conn.c's. */
+	PQnoticeReceiver notice;
+	void *notice_arg;
 } pgo_conn_setup_t;
 
 typedef struct pgo_conn {
@@ -85,7 +99,12 @@ typedef struct pgo_conn {
 	const pgo_conn_setup_t *setup;
 	pgo_round_t round;  /* the round in flight or just finished */
 	pgo_error_t fatal;  /* why EV_FATAL was reported */
+	bool refused;	    /* DOWN with fatal set: the next step() reports
+			     * EV_FATAL (a start that cannot succeed) */
 	char last_err[256]; /* last connection error, to log changes only */
+	int64_t down_since; /* when last_err began */
+	int64_t last_warn;  /* when last_err was last logged as a warning */
+	int attempts;	    /* failed attempts since then */
 } pgo_conn_t;
 
 void pgo_conn_init(pgo_conn_t *c, const pgo_conf_t *conf,
@@ -149,6 +168,11 @@ int pgo_pooler_probe(const pgo_conf_t *conf, const char *app_name,
  * tried again with backoff, turning loop meanwhile (a stop request wakes
  * it).  PGO_OK and *kind; PGO_ERR_AGAIN when *stop was set first. */
 struct pgo_loop;
+/* What to do about a first connection's failure that no retry can fix
+ * (no such database or role, no database configured, and with check_url
+ * a database.url libpq cannot read); NULL when waiting may help. */
+const char *pgo_conn_start_refusal(const pgo_conf_t *conf, const char *why,
+				   bool check_url);
 int pgo_pooler_wait(const pgo_conf_t *conf, const char *app_name,
 		    const char *subject, struct pgo_loop *loop,
 		    volatile sig_atomic_t *stop, pgo_pooler_t *kind);

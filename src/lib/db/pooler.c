@@ -130,18 +130,37 @@ int pgo_pooler_wait(const pgo_conf_t *conf, const char *app_name,
 		    volatile sig_atomic_t *stop, pgo_pooler_t *kind)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(conf);
-	int64_t backoff = 100;
+	int64_t backoff = 100, now, since = 0, warned = 0;
+	int attempts = 0;
 	char last[sizeof(((pgo_error_t *)0)->msg)] = "";
 	pgo_error_t err;
 
 	while (!*stop) {
 		if (pgo_pooler_probe(conf, app_name, kind, &err) == PGO_OK)
 			return PGO_OK;
-		if (strcmp(last, err.msg) != 0)
+		/* No retry fixes it: the session's own setup refuses it with
+		 * what to do (conn.c). */
+		if (pgo_conn_start_refusal(conf, err.msg, true)) {
+			*kind = PGO_POOLER_NONE;
+			return PGO_OK;
+		}
+		/* As conn.c says it: when the reason changes, and again
+		 * while it lasts. */
+		now = pgo_now_ms();
+		if (strcmp(last, err.msg) != 0) {
 			pgo_log(PGO_LOG_WARN, subject,
-				"cannot reach PostgreSQL yet: %s; trying again "
-				"with backoff",
+				"cannot connect: %s; retrying with backoff",
 				err.msg);
+			since = warned = now;
+			attempts = 0;
+		} else if (++attempts >= PGO_CONN_REWARN_ATTEMPTS ||
+			   now - warned >= PGO_CONN_REWARN_MS) {
+			pgo_log(PGO_LOG_WARN, subject,
+				"still cannot connect (for %lld s): %s",
+				(long long)((now - since) / 1000), err.msg);
+			warned = now;
+			attempts = 0;
+		}
 		snprintf(last, sizeof(last), "%s", err.msg);
 		if (pgo_loop_run_once(loop, pgo_now_ms() + backoff) < 0)
 			break;

@@ -623,13 +623,27 @@ static const char *field(const redisReply *fields, const char *name,
 }
 
 /* The message JSON the exec handler reads on stdin. */
+/* Whether id is an event id as the relay writes it (a decimal bigint
+ * without leading zeros): then it is a JSON number, as in the relay's
+ * NDJSON; any other message id (another producer's) stays a string. */
+static bool id_is_number(const char *id)
+{
+	size_t n = strspn(id, "0123456789");
+
+	return n > 0 && id[n] == '\0' && (n == 1 || id[0] != '0') &&
+	       (n < 19 || (n == 19 && strcmp(id, "9223372036854775807") <= 0));
+}
+
 static void message_json(pgo_buf_t *b, const pgo_inbox_msg_t *m)
 {
 	pgo_buf_reset(b);
 	pgo_buf_puts(b, "{\"entry_id\":");
 	pgo_buf_json_str(b, m->entry_id);
 	pgo_buf_puts(b, ",\"id\":");
-	pgo_buf_json_str(b, m->id);
+	if (id_is_number(m->id))
+		pgo_buf_puts(b, m->id);
+	else
+		pgo_buf_json_str(b, m->id);
 	pgo_buf_puts(b, ",\"topic\":");
 	pgo_buf_json_str(b, m->topic);
 	pgo_buf_puts(b, ",\"key\":");

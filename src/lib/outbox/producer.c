@@ -93,36 +93,49 @@ static int check_msg(pgo_producer_t *p, const pgo_msg_t *m, size_t i)
 	return PGO_OK;
 }
 
-/* Makes sure the INSERT is prepared on this connection.  A lookup in
- * pg_prepared_statements cannot fail the caller's transaction the way a
- * blind EXECUTE of a missing statement would. */
+/* Makes sure the send is prepared on this connection: an INSERT into the
+ * queue table, or, for a role that may not insert there (the documented
+ * producer role may only EXECUTE pgoutbox.send, a SECURITY DEFINER
+ * function), a call of pgoutbox.send.  The lookups (pg_prepared_statements,
+ * the privilege of a table found by to_regclass) cannot fail the
+ * caller's transaction the way a blind EXECUTE of a missing statement or
+ * a privilege check of a missing table would. */
 static int ensure_prepared(pgo_producer_t *p)
 {
-	const char *name = p->stmt;
+	const char *params[2] = {p->stmt, p->queue};
 	char sql[256];
 	PGresult *res;
-	bool exists;
+	bool exists, may_insert;
 
 	if (p->prepared)
 		return PGO_OK;
-	res = PQexecParams(p->conn,
-			   "SELECT 1 FROM pg_prepared_statements "
-			   "WHERE name = $1",
-			   1, NULL, &name, NULL, NULL, 0);
+	res = PQexecParams(
+		p->conn,
+		"SELECT EXISTS (SELECT 1 FROM pg_prepared_statements "
+		"WHERE name = $1), coalesce(has_table_privilege("
+		"to_regclass(format('pgoutbox.%I', $2::text)), "
+		"'INSERT'), true)",
+		2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		fail(p, PGO_ERR_DB, "send: %s", pgo_pq_msg(p->conn, res));
 		PQclear(res);
 		return PGO_ERR_DB;
 	}
-	exists = PQntuples(res) > 0;
+	exists = PQgetvalue(res, 0, 0)[0] == 't';
+	may_insert = PQgetvalue(res, 0, 1)[0] == 't';
 	PQclear(res);
 	if (!exists) {
-		snprintf(sql, sizeof(sql),
-			 "INSERT INTO pgoutbox.\"%s\" "
-			 "(topic, key, type, payload, headers) "
-			 "VALUES ($1, $2, $3, $4::jsonb, "
-			 "coalesce($5::jsonb, '{}')) RETURNING id",
-			 p->queue);
+		if (may_insert || strcmp(p->queue, "outbox") != 0)
+			snprintf(sql, sizeof(sql),
+				 "INSERT INTO pgoutbox.\"%s\" "
+				 "(topic, key, type, payload, headers) "
+				 "VALUES ($1, $2, $3, $4::jsonb, "
+				 "coalesce($5::jsonb, '{}')) RETURNING id",
+				 p->queue);
+		else
+			snprintf(sql, sizeof(sql),
+				 "SELECT pgoutbox.send($1, $2, $3, $4::jsonb, "
+				 "coalesce($5::jsonb, '{}'))");
 		res = PQprepare(p->conn, p->stmt, sql, 5, NULL);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 			fail(p, PGO_ERR_DB, "send: preparing: %s",

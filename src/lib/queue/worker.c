@@ -113,9 +113,10 @@ struct pgo_worker {
 	int64_t next_retry; /* earliest retry this worker scheduled */
 	unsigned rnd;
 	char errmsg[512];
-	int fatal_code;	    /* lease mode: why a fatal error ended the run */
 	bool pooled;	    /* through a transaction pooler (pooler.c) */
 	char local_sql[96]; /* lease mode, pooled: set_sql per transaction */
+	int stop_code; /* stop 2: why (PGO_ERR_CONFIG: a retry cannot help) */
+	int64_t sql_retry_at; /* sql mode: the first retry due (0: none) */
 };
 
 int pgo_worker_opts_init(pgo_worker_opts_t *opts, size_t size)
@@ -479,8 +480,10 @@ static pgo_conn_event_t step_conn(pgo_worker_t *w, pgo_conn_t *c,
 	}
 	if (ev == PGO_CONN_EV_READY)
 		w->kick = true;
-	if (ev == PGO_CONN_EV_FATAL)
+	if (ev == PGO_CONN_EV_FATAL) {
 		snprintf(w->errmsg, sizeof(w->errmsg), "%s", c->fatal.msg);
+		w->stop_code = c->fatal.code;
+	}
 	return ev;
 }
 
@@ -883,7 +886,7 @@ static void lease_round(pgo_worker_t *w, int i)
 				 "with `pgoutbox queue create %s`)",
 				 w->queue, w->queue);
 			w->stop = 2;
-			w->fatal_code = PGO_ERR_INVALID;
+			w->stop_code = PGO_ERR_CONFIG;
 		}
 		/* A deadlock, a lock or statement timeout rolled the
 		 * outcome back: it may well go through when sent again. */
@@ -1129,7 +1132,7 @@ static int run_lease(pgo_worker_t *w)
 
 			if (ev == PGO_CONN_EV_FATAL) {
 				w->stop = 2;
-				w->fatal_code = c->fatal.code;
+				w->stop_code = c->fatal.code;
 			} else if (ev == PGO_CONN_EV_ROUND) {
 				bool was_claim =
 					w->inflight[i] &&
@@ -1146,10 +1149,41 @@ static int run_lease(pgo_worker_t *w)
 				lease_lost(w, i);
 		}
 	}
-	return w->stop == 2 ? w->fatal_code : PGO_OK;
+	return w->stop == 2 ? (w->stop_code ? w->stop_code : PGO_ERR_INVALID)
+			    : PGO_OK;
 }
 
 /* =========================== sql handler mode =========================== */
+
+/* The notices of pgoutbox.work_sql (012_usability): a job failed, with its
+ * id, attempt, error and retry delay (DETAIL "retry_in_ms=N"), or was
+ * dead-lettered.  Logged, and the worker comes back when the retry is due
+ * rather than at its next poll. */
+static void on_work_notice(void *arg, const PGresult *res)
+{
+	pgo_worker_t *w = arg;
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+	const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+
+	if (!hint || strcmp(hint, "pgoutbox.work_sql") != 0) {
+		const char *sev =
+			PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+		bool warning = sev && strcmp(sev, "WARNING") == 0;
+
+		pgo_log(warning ? PGO_LOG_WARN : PGO_LOG_DEBUG, w->subject,
+			"server %s: %s", warning ? "warning" : "notice",
+			msg ? msg : "?");
+		return;
+	}
+	pgo_log(PGO_LOG_WARN, w->subject, "%s", msg ? msg : "");
+	if (detail && strncmp(detail, "retry_in_ms=", 12) == 0) {
+		int64_t due = pgo_now_ms() + strtoll(detail + 12, NULL, 10);
+
+		if (!w->sql_retry_at || due < w->sql_retry_at)
+			w->sql_retry_at = due;
+	}
+}
 
 static int run_sql(pgo_worker_t *w)
 {
@@ -1186,6 +1220,8 @@ static int run_sql(pgo_worker_t *w)
 		.refuse_sql = REFUSE_SQL,
 		.refuse_param = {w->queue, NULL},
 		.pooled = w->pooled,
+		.notice = on_work_notice,
+		.notice_arg = w,
 	};
 	conns_init(w, w->conns, n, &w->setup, &w->setup_quiet, 0);
 	if (w->o.stats_interval_ms > 0)
@@ -1194,10 +1230,14 @@ static int run_sql(pgo_worker_t *w)
 	for (;;) {
 		int64_t now = pgo_now_ms(), deadline = 0;
 		int busy = 0;
-		bool due = w->kick || now >= next_poll;
+		bool due = w->kick || now >= next_poll ||
+			   (w->sql_retry_at && now >= w->sql_retry_at);
 
-		if (due)
+		if (due) {
 			next_poll = now + w->o.poll_interval_ms;
+			if (w->sql_retry_at && now >= w->sql_retry_at)
+				w->sql_retry_at = 0;
+		}
 		if (w->stop && !stop_logged) {
 			pgo_log(PGO_LOG_INFO, w->subject,
 				"stopping after the batches in flight");
@@ -1228,7 +1268,9 @@ static int run_sql(pgo_worker_t *w)
 			next_stats = now + w->o.stats_interval_ms;
 		}
 		if (!w->stop)
-			deadline = pgo_deadline_min(deadline, next_poll);
+			deadline = pgo_deadline_min(
+				pgo_deadline_min(deadline, next_poll),
+				w->sql_retry_at);
 		if (next_stats)
 			deadline = pgo_deadline_min(deadline, next_stats);
 		if (turn(w, w->conns, w->sio, w->srevents, n, deadline) !=
@@ -1239,7 +1281,8 @@ static int run_sql(pgo_worker_t *w)
 			pgo_conn_event_t ev = step_conn(w, c, &w->srevents[i]);
 
 			if (ev == PGO_CONN_EV_FATAL)
-				return c->fatal.code;
+				return w->stop_code ? w->stop_code
+						    : PGO_ERR_SCHEMA;
 			if (ev != PGO_CONN_EV_ROUND)
 				continue;
 			w->conn_more[i] = false;
@@ -1251,7 +1294,7 @@ static int run_sql(pgo_worker_t *w)
 					snprintf(w->errmsg, sizeof(w->errmsg),
 						 "%s", c->round.err);
 					pgo_conn_round_clear(c);
-					return PGO_ERR_INVALID;
+					return PGO_ERR_CONFIG;
 				}
 			} else if (c->round.res[0] &&
 				   PQntuples(c->round.res[0]) == 1) {
@@ -1264,10 +1307,6 @@ static int run_sql(pgo_worker_t *w)
 					(uint64_t)atoi(PQgetvalue(r, 0, 1));
 				w->stats.failed += (uint64_t)failed;
 				w->stats.dead += (uint64_t)dead;
-				if (failed &&
-				    now + w->o.retry_base_ms / 2 < next_poll)
-					next_poll =
-						now + w->o.retry_base_ms / 2;
 				if (failed || dead)
 					pgo_log(PGO_LOG_INFO, w->subject,
 						"%d job(s) failed, %d "

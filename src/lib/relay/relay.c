@@ -95,6 +95,11 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 		"WHERE pgoutbox.queue_kind(name) <> 'outbox'";
 	snprintf(r->queue, sizeof(r->queue), "%s", v->queue);
 	r->setup.refuse_param[0] = r->queue;
+	snprintf(r->missing_hint, sizeof(r->missing_hint),
+		 "relay.queue \"%s\" is not a queue of this database (create "
+		 "it with `pgoutbox queue create %s`, or fix --queue)",
+		 v->queue, v->queue);
+	r->setup.missing_hint = r->missing_hint;
 	r->setup_quiet = r->setup;
 	if (v->listen)
 		r->setup_quiet.sql[n - 1] = NULL; /* the same, minus LISTEN */

@@ -79,6 +79,7 @@ struct pgo_relay {
 	char session_sql[512];	/* the relay's settings for its sessions */
 	char local_sql[512];	/* the same for one transaction (pooled) */
 	bool pooled;		/* through a transaction pooler (pooler.c) */
+	char missing_hint[256]; /* setup.missing_hint: relay.queue is wrong */
 	pgo_conn_setup_t setup; /* slot 0: with LISTEN */
 	pgo_conn_setup_t setup_quiet; /* the other slots: without */
 	slot_t slots[MAX_SLOTS];

@@ -118,11 +118,15 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 				s->member,
 				n ? "is the leader now"
 				  : "is on standby: another relay leads");
-		else
+		else if (n != before)
+			/* One line a change of share; the list at debug (a
+			 * deploy rebalances dozens of times). */
 			pgo_log(PGO_LOG_INFO, r->subject,
-				"member %s owns %d shard%s (was %d): %s",
-				s->member, n, n == 1 ? "" : "s", before,
-				shards.data);
+				"member %s owns %d shard%s (was %d)", s->member,
+				n, n == 1 ? "" : "s", before);
+		pgo_log(PGO_LOG_DEBUG, r->subject,
+			"member %s shards %s epochs %s", s->member, shards.data,
+			epochs.data);
 		free(s->owned_shards);
 		free(s->owned_epochs);
 		s->owned_shards = shards.data;

@@ -292,7 +292,7 @@ static void apply_stdout(pgo_batch_t *b, const pgo_proc_result_t *res)
 }
 
 /* The command is gone and its output read: every event gets a verdict. */
-static void decide(pgo_batch_t *b, const pgo_proc_result_t *res)
+void pgo_sink_exec_decide(pgo_batch_t *b, const pgo_proc_result_t *res)
 {
 	char line[ERRLINE_MAX + 1];
 	char msg[320];
@@ -361,7 +361,7 @@ static void run_done(void *arg, const pgo_proc_result_t *res)
 			run->timeout_ms, (int)res->pid);
 		fail_timeout(b, res, run->timeout_ms);
 	} else {
-		decide(b, res);
+		pgo_sink_exec_decide(b, res);
 	}
 	run_unlink(exec_state(sink), run);
 	pgo_sink_done(sink, b);

@@ -396,7 +396,9 @@ static int load_export(struct bq_sink *s, const char *path, pgo_error_t *err)
 				     "your bullmq package's add script with "
 				     "`node tools/bullmq-export.js --out "
 				     "FILE` and point sink.bullmq_script at "
-				     "FILE");
+				     "FILE (--bullmq-script FILE, "
+				     "PGOUTBOX_SINK_BULLMQ_SCRIPT=FILE or "
+				     "bullmq_script in [sink])");
 	f = fopen(path, "rb");
 	if (!f)
 		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
