@@ -94,7 +94,7 @@ int cmd_consume(int argc, char **argv)
 		   *max_attempts = NULL, *from = NULL, *window = NULL,
 		   *drill = NULL;
 	static const char *const flags[] = {"--db", "--redis", "--log-level",
-					    NULL};
+					    "--metrics-listen", NULL};
 	const cli_opt_t opts[] = {
 		{"--stream", "NAME", "stream to read (required)", &stream,
 		 NULL},
