@@ -229,6 +229,14 @@ bool pgo_conninfo_mask(const char *conninfo, pgo_buf_t *b);
 /* Formats ms in the largest unit that divides it: "0", "250ms", "5m". */
 void pgo_format_duration(int64_t ms, char *buf, size_t size);
 
+/* --- consume --- */
+
+struct pgo_consumer;
+/* Gives `pgoutbox consume` its metrics and, with metrics.listen, the
+ * endpoint (src/lib/metrics); PGO_ERR_INVALID when it cannot listen. */
+int pgo_consumer_monitor(struct pgo_consumer *c, const pgo_conf_t *conf,
+			 pgo_error_t *err);
+
 /* --- retry --- */
 
 /* Backoff before attempt `attempt` (1 = first retry): base * 2^(attempt-1)
