@@ -229,6 +229,13 @@ bool pgo_conninfo_mask(const char *conninfo, pgo_buf_t *b);
 /* Formats ms in the largest unit that divides it: "0", "250ms", "5m". */
 void pgo_format_duration(int64_t ms, char *buf, size_t size);
 
+/* --- status --- */
+
+/* pgo_status_print()'s report, as text or (json) as one JSON object with
+ * the same facts and a newline. */
+int pgo_status_write(PGconn *conn, const char *queue, bool json, FILE *out,
+		     pgo_error_t *err);
+
 /* --- consume --- */
 
 struct pgo_consumer;
