@@ -90,17 +90,44 @@ acks=$(promq 'pgoutbox_commit_to_ack_seconds_count')
 p99=$(promq 'histogram_quantile(0.99, sum by (le) (pgoutbox_commit_to_ack_seconds_bucket))')
 note "prometheus: published $received = Redis entries, pending peak $peak -> 0, $batches batches, commit-to-ack p99 ${p99}s"
 
+# Every query of the Grafana dashboard is valid PromQL for this
+# Prometheus, and those on the relay's metrics return data.
+python3 - "$(dirname "$0")/../../contrib/grafana/pgoutbox.json" "$P" >"$T_TMP/grafana.txt" 2>&1 <<'PY' || fail "dashboard queries: $(cat "$T_TMP/grafana.txt")"
+import json, sys, urllib.parse, urllib.request
+dash, prom = json.load(open(sys.argv[1])), sys.argv[2]
+n = empty = 0
+for panel in dash["panels"]:
+    for t in panel["targets"]:
+        q = (t["expr"].replace("$__rate_interval", "1m").replace("$__range", "5m")
+             .replace('=~"$queue"', '=~".*"'))
+        url = prom + "/api/v1/query?" + urllib.parse.urlencode({"query": q})
+        r = json.load(urllib.request.urlopen(url))
+        assert r["status"] == "success", (panel["title"], q, r)
+        n += 1
+        # No worker, scheduler or consumer runs here, and a concurrent
+        # relay holds no shards: only those panels may be empty.
+        if not r["data"]["result"]:
+            empty += 1
+            assert panel["title"] in ("Shards owned", "Worker jobs / s", "Worker job duration",
+                                      "Cron ticks", "Inbox consumers / s"), ("no data", panel["title"], q)
+print(n, empty)
+PY
+read -r nq nempty < <(tail -1 "$T_TMP/grafana.txt")
+note "grafana dashboard: $nq queries valid PromQL, the relay's $((nq - nempty)) return data"
+
 # The scrape passes promtool's lint.
 body_of "$M/metrics" >"$T_TMP/scrape.txt"
 promtool check metrics <"$T_TMP/scrape.txt" >"$T_TMP/lint.txt" 2>&1 || fail "promtool check metrics: $(cat "$T_TMP/lint.txt")"
 [ -s "$T_TMP/lint.txt" ] && fail "promtool check metrics complains: $(cat "$T_TMP/lint.txt")"
-for name in pgoutbox_events_retried_total pgoutbox_events_dead_lettered_total pgoutbox_shards_owned \
+for name in pgoutbox_events_retried_total pgoutbox_events_dead_lettered_total \
 	pgoutbox_lease_takeovers_total pgoutbox_sink_up pgoutbox_sink_outages_total pgoutbox_pg_connections \
 	pgoutbox_pg_reconnects_total pgoutbox_oldest_due_event_age_seconds pgoutbox_dead_letters \
 	pgoutbox_oldest_xmin_age_seconds pgoutbox_batches_total; do
 	grep -q "^$name" "$T_TMP/scrape.txt" || fail "$name missing from the scrape"
 done
 grep -q '^pgoutbox_events_published_total{queue="outbox",sink="redis",relay="' "$T_TMP/scrape.txt" || fail "labels queue, sink, relay missing"
+# A concurrent relay holds no shards: no gauge that could say "unowned".
+grep -q '^pgoutbox_shards_owned' "$T_TMP/scrape.txt" && fail "pgoutbox_shards_owned from a concurrent relay"
 
 # Redis stops: /readyz says 503 and why; back: 200.
 redis_stop

@@ -59,6 +59,11 @@ wait_until 30 '[ "$(done_jobs)" -ge 25 ]'
 db_done=$(q "SELECT count(*) FROM pgoutbox.cron_history WHERE outcome = 'fired'" 2>/dev/null || echo "?")
 curl -s "$W/metrics" | grep -q '^pgoutbox_worker_job_duration_seconds_count{queue="jobs"' || fail "no job durations"
 grep -q '^pgoutbox_events_published_total' <(curl -s "$R/metrics") || fail "the relay's port does not serve the relay"
+# The ordered relay's two connections hold the 64 shards between them.
+owned() { curl -s "$R/metrics" | awk '/^pgoutbox_shards_owned\{/ {print $2}'; }
+wait_until 30 '[ "$(owned)" = 64 ]'
+takeovers=$(curl -s "$R/metrics" | awk '/^pgoutbox_lease_takeovers_total\{/ {print $2}')
+[ "$takeovers" -ge 64 ] || fail "lease takeovers $takeovers, expected at least the 64 first leases"
 for u in R W C; do lint "${!u}" "$u"; done
 note "run: relay :$base, worker :$((base + 1)) (done $(done_jobs)), cron :$((base + 2)) (fired $fired, history $db_done); promtool clean"
 kill -TERM "$run_pid"

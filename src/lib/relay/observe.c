@@ -105,10 +105,13 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 		sb, nb);
 	m->wakeups = FAMILY(PGO_METRIC_COUNTER, "pgoutbox_notifications_total",
 			    "NOTIFY wake-ups received", NULL, 0);
-	m->shards = FAMILY(PGO_METRIC_GAUGE, "pgoutbox_shards_owned",
-			   "Shard leases this relay holds (strict mode: 1 "
-			   "while it leads)",
-			   NULL, 0);
+	/* Ordered and strict modes only: a concurrent relay holds none, and
+	 * "no relay holds a shard" must not fire for it. */
+	if (r->mode != PGO_MODE_CONCURRENT)
+		m->shards = FAMILY(PGO_METRIC_GAUGE, "pgoutbox_shards_owned",
+				   "Shard leases this relay holds (strict "
+				   "mode: 1 while it leads)",
+				   NULL, 0);
 	m->takeovers = FAMILY(PGO_METRIC_COUNTER,
 			      "pgoutbox_lease_takeovers_total",
 			      "Shard leases this relay acquired (at start, in a "
@@ -222,7 +225,7 @@ static void collect(void *arg)
 	pgo_series_set(m->wakeups, (double)r->stats.wakeups);
 	pgo_series_set(m->reconnects, (double)r->stats.reconnects);
 	pgo_series_set(m->pg_conns, conns);
-	pgo_series_set(m->shards, r->mode == PGO_MODE_CONCURRENT ? 0 : owned);
+	pgo_series_set(m->shards, owned);
 	pgo_series_set(m->sink_up, pgo_observe_sink_up(r) ? 1 : 0);
 }
 
