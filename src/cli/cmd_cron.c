@@ -92,7 +92,8 @@ int cmd_cron(int argc, char **argv)
 			 "       pgoutbox cron list\n"
 			 "       pgoutbox cron history NAME [--limit N]\n"
 			 "       pgoutbox cron remove NAME\n"
-			 "       pgoutbox cron run [--grace DUR] [--metrics-listen ADDR]",
+			 "       pgoutbox cron run [--grace DUR] "
+			 "[--metrics-listen ADDR]",
 		.summary = "Distributed cron: each tick of a schedule is "
 			   "enqueued exactly once, however\nmany `cron run` "
 			   "instances are up.",

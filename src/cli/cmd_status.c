@@ -25,8 +25,9 @@ int cmd_status(int argc, char **argv)
 {
 	bool json = false, watch = false, done;
 	const cli_opt_t opts[] = {
-		{"--json", NULL, "one JSON object with the same facts, for "
-				 "scripts",
+		{"--json", NULL,
+		 "one JSON object with the same facts, for "
+		 "scripts",
 		 NULL, &json},
 		{"--watch", NULL,
 		 "refresh every second until interrupted (with --json: one "

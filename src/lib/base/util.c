@@ -194,8 +194,8 @@ int pgo_parse_rfc3339_us(const char *t, int64_t *us)
 	h = digits(t + 11, 2);
 	mi = digits(t + 14, 2);
 	sec = digits(t + 17, 2);
-	if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 ||
-	    mi < 0 || sec < 0)
+	if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || mi < 0 ||
+	    sec < 0)
 		return -1;
 	p = t + 19;
 	if (*p == '.')

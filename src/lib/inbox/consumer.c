@@ -102,8 +102,8 @@ struct pgo_consumer {
 	pgo_monitor_t *mon;
 	pgo_series_t *m_msgs[5]; /* processed duplicate failed skipped
 				  * trimmed */
-	pgo_buf_t json;	  /* the message for the exec handler */
-	char errmsg[512]; /* why run() failed */
+	pgo_buf_t json;		 /* the message for the exec handler */
+	char errmsg[512];	 /* why run() failed */
 };
 
 static void redis_io(void *arg, int fd, short revents);
@@ -360,8 +360,8 @@ static bool metrics_ready(void *arg, char *why, size_t size)
 int pgo_consumer_monitor(pgo_consumer_t *c, const pgo_conf_t *conf,
 			 pgo_error_t *err)
 {
-	static const char *const outcome[5] = {
-		"processed", "duplicate", "failed", "skipped", "trimmed"};
+	static const char *const outcome[5] = {"processed", "duplicate",
+					       "failed", "skipped", "trimmed"};
 	const pgo_endpoint_probe_t probe = {metrics_collect, metrics_ready, c};
 	pgo_metric_t *f;
 	char l[300];

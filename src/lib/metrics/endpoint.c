@@ -105,8 +105,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	}
 	if (strcmp(url, "/readyz") == 0) {
 		why[0] = '\0';
-		if (e->probe.ready && !e->probe.ready(e->probe.arg, why,
-						      sizeof(why)))
+		if (e->probe.ready &&
+		    !e->probe.ready(e->probe.arg, why, sizeof(why)))
 			return respond_line(c, MHD_HTTP_SERVICE_UNAVAILABLE,
 					    why[0] ? why : "not ready");
 		return respond_line(c, MHD_HTTP_OK, why[0] ? why : "ready");
@@ -191,8 +191,7 @@ static int listen_on(const char *addr, int *port, pgo_error_t *err)
 	char host[256], service[8], why[160] = "no address";
 	int fd = -1, rc, one = 1;
 
-	if (!split_listen(addr, host, sizeof(host), service,
-			  sizeof(service))) {
+	if (!split_listen(addr, host, sizeof(host), service, sizeof(service))) {
 		pgo_error_set(err, PGO_ERR_INVALID, 0,
 			      "metrics.listen \"%s\": expected host:port, "
 			      "[v6]:port or :port (e.g. 127.0.0.1:9187)",
@@ -285,8 +284,8 @@ pgo_endpoint_t *pgo_endpoint_new(pgo_loop_t *loop, const char *listen,
 	}
 	e->listen_fd = -1; /* MHD closes it */
 	info = MHD_get_daemon_info(e->mhd, MHD_DAEMON_INFO_EPOLL_FD);
-	e->io = pgo_loop_io_add(loop, info ? info->epoll_fd : -1, POLLIN,
-				on_io, e);
+	e->io = pgo_loop_io_add(loop, info ? info->epoll_fd : -1, POLLIN, on_io,
+				e);
 	e->tmo = pgo_loop_timer_add(loop, 0, on_timer, e);
 	if (!info || !e->io || !e->tmo) {
 		pgo_endpoint_destroy(e);

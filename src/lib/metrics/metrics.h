@@ -68,8 +68,7 @@ double pgo_series_value(const pgo_series_t *s);
 /* Writes `k1="v1",k2="v2"` into buf (values escaped as the format says);
  * the arguments are pairs ended by NULL.  Returns buf (truncated to size
  * when too long). */
-char *pgo_metrics_labels(char *buf, size_t size, ...)
-	__attribute__((sentinel));
+char *pgo_metrics_labels(char *buf, size_t size, ...) __attribute__((sentinel));
 
 /* Appends the whole registry in the Prometheus text format 0.0.4. */
 void pgo_metrics_format(const pgo_metrics_t *m, pgo_buf_t *out);

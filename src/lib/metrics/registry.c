@@ -16,16 +16,17 @@
 
 #include "metrics/metrics.h"
 
-const double pgo_metrics_seconds_buckets[] = {
-	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-	0.5,   1,      2.5,   5,    10,	   30,	 60};
-const int pgo_metrics_seconds_nbuckets = (int)(sizeof(
-	pgo_metrics_seconds_buckets) / sizeof(pgo_metrics_seconds_buckets[0]));
+const double pgo_metrics_seconds_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025,
+					      0.05,  0.1,    0.25,  0.5,  1,
+					      2.5,   5,	     10,    30,	  60};
+const int pgo_metrics_seconds_nbuckets =
+	(int)(sizeof(pgo_metrics_seconds_buckets) /
+	      sizeof(pgo_metrics_seconds_buckets[0]));
 
 struct pgo_series {
 	struct pgo_series *next;
 	const struct pgo_metric *family; /* its bounds, for observe() */
-	char *labels;	   /* `k="v",...`; "" for none */
+	char *labels;			 /* `k="v",...`; "" for none */
 	double value;	   /* counter, gauge; histogram: the sum */
 	uint64_t count;	   /* histogram: observations */
 	uint64_t *buckets; /* histogram: per bound, not cumulative */

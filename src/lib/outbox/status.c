@@ -270,9 +270,8 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 	static const char *const topic_cols[] = {
 		"topic", "pending", "oldest_seconds", "delayed", "retried"};
 	static const bool topic_num[] = {false, true, true, true, true};
-	static const char *const shard_cols[] = {"shard", "pending",
-						 "lag_seconds", "halted",
-						 "halted_by"};
+	static const char *const shard_cols[] = {
+		"shard", "pending", "lag_seconds", "halted", "halted_by"};
 	static const bool shard_num[] = {true, true, true, true, false};
 	static const char *const health_cols[] = {"kind", "subject", "detail"};
 	static const bool health_num[] = {false, false, false};
@@ -322,7 +321,7 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 		j_num(b, &m, "pid", PQgetvalue(res, i, 2));
 		j_str(b, &m, "heartbeat_age", PQgetvalue(res, i, 3));
 		j_str(b, &m, "role",
-		      leader			 ? "leader"
+		      leader		     ? "leader"
 		      : count_shards(shards) ? "owner"
 					     : "standby");
 		j_key(b, &m, "shards");
@@ -344,8 +343,7 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 	} else {
 		pgo_buf_puts(b, "null");
 	}
-	json_rows(b, &first, "warnings", f->health, health_cols, health_num,
-		  3);
+	json_rows(b, &first, "warnings", f->health, health_cols, health_num, 3);
 	json_rows(b, &first, "relay_connections", f->relays, relay_cols,
 		  relay_num, 5);
 	pgo_buf_puts(b, "}\n");

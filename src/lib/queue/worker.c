@@ -116,8 +116,8 @@ struct pgo_worker {
 	pgo_monitor_t *mon;
 	pgo_series_t *m_jobs[6]; /* done failed dead lost timeout reaped */
 	pgo_series_t *m_duration;
-	bool pg_up;	   /* every connection of the run is up */
-	char pg_why[256];  /* ... else why not, for /readyz */
+	bool pg_up;	    /* every connection of the run is up */
+	char pg_why[256];   /* ... else why not, for /readyz */
 	int64_t next_retry; /* earliest retry this worker scheduled */
 	unsigned rnd;
 	char errmsg[512];
@@ -257,8 +257,8 @@ static const char *const outcomes[6] = {"done", "failed",  "dead",
 static void metrics_collect(void *arg)
 {
 	pgo_worker_t *w = arg;
-	const uint64_t n[6] = {w->stats.done, w->stats.failed,
-			       w->stats.dead, w->stats.lost,
+	const uint64_t n[6] = {w->stats.done,	  w->stats.failed,
+			       w->stats.dead,	  w->stats.lost,
 			       w->stats.timeouts, w->stats.reaped};
 
 	for (int i = 0; i < 6; i++)
@@ -292,15 +292,17 @@ static int metrics_init(pgo_worker_t *w, pgo_error_t *err)
 	jobs = pgo_metrics_family(
 		pgo_monitor_metrics(w->mon), PGO_METRIC_COUNTER,
 		"pgoutbox_worker_jobs_total",
-		"Jobs by outcome: done, failed (retried), dead (dead-lettered), "
+		"Jobs by outcome: done, failed (retried), dead "
+		"(dead-lettered), "
 		"lost (lease taken over), timeout (killed), reaped (expired "
 		"leases this worker returned)",
 		NULL, 0);
 	for (int i = 0; i < 6; i++)
 		w->m_jobs[i] = pgo_metric_series(
-			jobs, pgo_metrics_labels(labels, sizeof(labels), "queue",
-						 w->queue, "worker", w->name,
-						 "outcome", outcomes[i], NULL));
+			jobs,
+			pgo_metrics_labels(labels, sizeof(labels), "queue",
+					   w->queue, "worker", w->name,
+					   "outcome", outcomes[i], NULL));
 	w->m_duration = pgo_metric_series(
 		pgo_metrics_family(pgo_monitor_metrics(w->mon),
 				   PGO_METRIC_HISTOGRAM,
@@ -862,7 +864,8 @@ static void claim_done(pgo_worker_t *w, PGresult *res)
 					      sizeof(errbuf));
 
 			pgo_series_observe(w->m_duration,
-					   (double)(pgo_now_ms() - t0) / 1000.0);
+					   (double)(pgo_now_ms() - t0) /
+						   1000.0);
 
 			if (hr != 0 && !errbuf[0])
 				snprintf(errbuf, sizeof(errbuf),

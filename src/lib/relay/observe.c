@@ -80,11 +80,11 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 			       NULL);
 #define FAMILY(type, name, help, b, n)                                         \
 	pgo_metric_series(pgo_metrics_family(reg, type, name, help, b, n), L)
-	m->published = FAMILY(PGO_METRIC_COUNTER,
-			      "pgoutbox_events_published_total",
-			      "Events the sink acknowledged and the relay "
-			      "deleted (or archived)",
-			      NULL, 0);
+	m->published =
+		FAMILY(PGO_METRIC_COUNTER, "pgoutbox_events_published_total",
+		       "Events the sink acknowledged and the relay "
+		       "deleted (or archived)",
+		       NULL, 0);
 	m->retried = FAMILY(PGO_METRIC_COUNTER, "pgoutbox_events_retried_total",
 			    "Events put back with a backoff after the sink "
 			    "refused them",
@@ -95,9 +95,9 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 	m->batches = FAMILY(PGO_METRIC_COUNTER, "pgoutbox_batches_total",
 			    "Batches settled (claimed, published, committed)",
 			    NULL, 0);
-	m->batch_seconds = FAMILY(
-		PGO_METRIC_HISTOGRAM, "pgoutbox_batch_duration_seconds",
-		"From a batch's claim to its COMMIT", sb, nb);
+	m->batch_seconds =
+		FAMILY(PGO_METRIC_HISTOGRAM, "pgoutbox_batch_duration_seconds",
+		       "From a batch's claim to its COMMIT", sb, nb);
 	m->ack_seconds = FAMILY(
 		PGO_METRIC_HISTOGRAM, "pgoutbox_commit_to_ack_seconds",
 		"From an event's created_at (its transaction's time) to the "
@@ -112,27 +112,27 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 				   "Shard leases this relay holds (strict "
 				   "mode: 1 while it leads)",
 				   NULL, 0);
-	m->takeovers = FAMILY(PGO_METRIC_COUNTER,
-			      "pgoutbox_lease_takeovers_total",
-			      "Shard leases this relay acquired (at start, in a "
-			      "rebalance, or from a relay that died)",
-			      NULL, 0);
+	m->takeovers =
+		FAMILY(PGO_METRIC_COUNTER, "pgoutbox_lease_takeovers_total",
+		       "Shard leases this relay acquired (at start, in a "
+		       "rebalance, or from a relay that died)",
+		       NULL, 0);
 	m->sink_up = FAMILY(PGO_METRIC_GAUGE, "pgoutbox_sink_up",
 			    "1 while the sink takes events, 0 while it says "
 			    "its downstream is unavailable",
 			    NULL, 0);
-	m->outages = FAMILY(PGO_METRIC_COUNTER, "pgoutbox_sink_outages_total",
-			    "Times the sink went from up to unavailable", NULL,
-			    0);
+	m->outages =
+		FAMILY(PGO_METRIC_COUNTER, "pgoutbox_sink_outages_total",
+		       "Times the sink went from up to unavailable", NULL, 0);
 	m->pg_conns = FAMILY(PGO_METRIC_GAUGE, "pgoutbox_pg_connections",
 			     "The relay's claiming connections to PostgreSQL "
 			     "that are up",
 			     NULL, 0);
-	m->reconnects = FAMILY(PGO_METRIC_COUNTER,
-			       "pgoutbox_pg_reconnects_total",
-			       "Claiming connections lost (each is reconnected "
-			       "with a backoff)",
-			       NULL, 0);
+	m->reconnects =
+		FAMILY(PGO_METRIC_COUNTER, "pgoutbox_pg_reconnects_total",
+		       "Claiming connections lost (each is reconnected "
+		       "with a backoff)",
+		       NULL, 0);
 	m->pending = FAMILY(PGO_METRIC_GAUGE, "pgoutbox_events_pending",
 			    "Events in the queue (read every metrics.interval)",
 			    NULL, 0);
@@ -249,7 +249,8 @@ static bool ready(void *arg, char *why, size_t size)
 		if (s->conn.state != PGO_CONN_READY &&
 		    s->conn.state != PGO_CONN_BUSY) {
 			snprintf(why, size,
-				 "postgresql: connection %d is not connected%s%s",
+				 "postgresql: connection %d is not "
+				 "connected%s%s",
 				 i, s->conn.last_err[0] ? ": " : "",
 				 s->conn.last_err);
 			why[strcspn(why, "\n")] = '\0';
@@ -340,20 +341,18 @@ static void gauges_done(pgo_relay_t *r)
 	pgo_series_set(m->oldest_due, strtod(PQgetvalue(res, 0, 1), NULL));
 	res = round->res[1];
 	pgo_metric_clear(m->dead_letters);
-	pgo_series_set(pgo_metric_series(m->dead_letters,
-					 pgo_metrics_labels(labels,
-							    sizeof(labels),
-							    "queue", v->queue,
-							    NULL)),
-		       0);
+	pgo_series_set(
+		pgo_metric_series(m->dead_letters,
+				  pgo_metrics_labels(labels, sizeof(labels),
+						     "queue", v->queue, NULL)),
+		0);
 	for (int i = 0; i < PQntuples(res); i++)
-		pgo_series_set(
-			pgo_metric_series(
-				m->dead_letters,
-				pgo_metrics_labels(labels, sizeof(labels),
-						   "queue",
-						   PQgetvalue(res, i, 0), NULL)),
-			strtod(PQgetvalue(res, i, 1), NULL));
+		pgo_series_set(pgo_metric_series(
+				       m->dead_letters,
+				       pgo_metrics_labels(
+					       labels, sizeof(labels), "queue",
+					       PQgetvalue(res, i, 0), NULL)),
+			       strtod(PQgetvalue(res, i, 1), NULL));
 	pgo_series_set(m->slot_xmin_age,
 		       strtod(PQgetvalue(round->res[2], 0, 0), NULL));
 	pgo_series_set(m->xmin_age,

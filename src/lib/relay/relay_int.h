@@ -10,6 +10,7 @@
  *             from the claimed rows, the settle statements' parameters
  *   settle.c  the settle rules: a plan from the sink's verdicts (pure)
  *   shards.c  ordered and strict modes: membership and shard leases
+ *   observe.c metrics, /readyz, READY=1, the gauges read from the database
  */
 #ifndef PGO_RELAY_INT_H
 #define PGO_RELAY_INT_H
@@ -111,12 +112,12 @@ struct pgo_relay {
 	/* The claim floor (claim.c): no fresh row of the queue has a lower
 	 * id, now or later; claims start there. */
 	int64_t floor;
-	char floor_line[24]; /* pending line ("" = none), see 006 */
-	char *floor_writers; /* its writers: a text[] literal */
-	bool floor_probing;  /* a probe rides on some slot's claim */
-	int64_t floor_next;  /* monotonic ms: the next probe */
-	bool floor_off;	     /* the probe failed: floor stays put */
-	unsigned rnd;	     /* jitter state */
+	char floor_line[24];	      /* pending line ("" = none), see 006 */
+	char *floor_writers;	      /* its writers: a text[] literal */
+	bool floor_probing;	      /* a probe rides on some slot's claim */
+	int64_t floor_next;	      /* monotonic ms: the next probe */
+	bool floor_off;		      /* the probe failed: floor stays put */
+	unsigned rnd;		      /* jitter state */
 	struct pgo_monitor *mon;      /* metrics, endpoint, sd_notify */
 	pgo_relay_metrics_t *metrics; /* its series (observe.c) */
 	char errmsg[512];
