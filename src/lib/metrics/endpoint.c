@@ -36,7 +36,14 @@ struct pgo_endpoint {
 	char subject[96];
 	char unhealthy[160]; /* /healthz: "" = healthy, else why not */
 	pgo_buf_t body;	     /* the last /metrics text, reused */
+	/* The last /metrics response, shared by the scrapes of the next
+	 * CACHE_MS (libmicrohttpd counts its users): a flood of scrapes
+	 * costs the relay one formatting per CACHE_MS, not one each. */
+	struct MHD_Response *cached;
+	int64_t cached_at; /* monotonic ms */
 };
+
+#define CACHE_MS 100
 
 /* Queues a text response; MHD copies the body. */
 static enum MHD_Result respond(struct MHD_Connection *c, unsigned status,
@@ -85,16 +92,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 		return respond_line(c, MHD_HTTP_METHOD_NOT_ALLOWED,
 				    "only GET and HEAD");
 	if (strcmp(url, "/metrics") == 0) {
-		if (e->probe.collect)
-			e->probe.collect(e->probe.arg);
-		pgo_buf_reset(&e->body);
-		pgo_metrics_format(e->metrics, &e->body);
-		if (e->body.oom)
-			return respond_line(c, MHD_HTTP_SERVICE_UNAVAILABLE,
-					    "out of memory");
-		return respond(c, MHD_HTTP_OK,
-			       "text/plain; version=0.0.4; charset=utf-8",
-			       e->body.data ? e->body.data : "", e->body.len);
+		int64_t now = pgo_now_ms();
+
+		if (!e->cached || now - e->cached_at >= CACHE_MS) {
+			struct MHD_Response *r;
+
+			if (e->probe.collect)
+				e->probe.collect(e->probe.arg);
+			pgo_buf_reset(&e->body);
+			pgo_metrics_format(e->metrics, &e->body);
+			if (e->body.oom)
+				return respond_line(
+					c, MHD_HTTP_SERVICE_UNAVAILABLE,
+					"out of memory");
+			r = MHD_create_response_from_buffer(
+				e->body.len, e->body.data ? e->body.data : "",
+				MHD_RESPMEM_MUST_COPY);
+			if (!r)
+				return MHD_NO;
+			MHD_add_response_header(
+				r, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"text/plain; version=0.0.4; charset=utf-8");
+			MHD_add_response_header(
+				r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+			if (e->cached)
+				MHD_destroy_response(e->cached);
+			e->cached = r;
+			e->cached_at = now;
+		}
+		return MHD_queue_response(c, MHD_HTTP_OK, e->cached);
 	}
 	if (strcmp(url, "/healthz") == 0) {
 		/* Answered from the loop: it is turning. */
@@ -328,6 +354,8 @@ void pgo_endpoint_destroy(pgo_endpoint_t *e)
 	pgo_loop_timer_del(e->tmo);
 	if (e->mhd)
 		MHD_stop_daemon(e->mhd);
+	if (e->cached)
+		MHD_destroy_response(e->cached);
 	pgo_buf_free(&e->body);
 	free(e);
 }
