@@ -27,22 +27,11 @@ static void on_hup(int sig)
 		pgo_relay_request_reload(running);
 }
 
-static const char *const flags[] = {"--db",
-				    "--queue",
-				    "--name",
-				    "--mode",
-				    "--poison",
-				    "--heartbeat",
-				    "--lease-timeout",
-				    "--sink",
-				    "--batch",
-				    "--in-flight",
-				    "--listen",
-				    "--poll-interval",
-				    "--max-attempts",
-				    "--log-level",
-				    "--metrics-listen",
-				    NULL};
+static const char *const flags[] = {
+	"--db",		  "--queue",	 "--name",	     "--mode",
+	"--poison",	  "--heartbeat", "--lease-timeout",  "--sink",
+	"--batch",	  "--in-flight", "--listen",	     "--poll-interval",
+	"--max-attempts", "--log-level", "--metrics-listen", NULL};
 
 /* The sinks of this build and their flags, from the sink registry. */
 static void sinks_help(FILE *out)

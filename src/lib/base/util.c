@@ -194,8 +194,8 @@ int pgo_parse_rfc3339_us(const char *t, int64_t *us)
 	h = digits(t + 11, 2);
 	mi = digits(t + 14, 2);
 	sec = digits(t + 17, 2);
-	if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || mi < 0 ||
-	    sec < 0)
+	if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 ||
+	    mi < 0 || mi > 59 || sec < 0 || sec > 60)
 		return -1;
 	p = t + 19;
 	if (*p == '.')
@@ -207,13 +207,22 @@ int pgo_parse_rfc3339_us(const char *t, int64_t *us)
 	if (strcmp(p, "Z") != 0 && strcmp(p, "+00") != 0 &&
 	    strcmp(p, "+00:00") != 0)
 		return -1;
-	tm.tm_year = y - 1900;
-	tm.tm_mon = mo - 1;
-	tm.tm_mday = d;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = sec;
-	*us = (int64_t)timegm(&tm) * 1000000 + frac;
+	/* The events of a batch share their hour: timegm() once an hour
+	 * (per thread), minutes and seconds added here. */
+	{
+		static _Thread_local char hour_key[14];
+		static _Thread_local int64_t hour_at;
+
+		if (memcmp(hour_key, t, 13) != 0) {
+			tm.tm_year = y - 1900;
+			tm.tm_mon = mo - 1;
+			tm.tm_mday = d;
+			tm.tm_hour = h;
+			hour_at = (int64_t)timegm(&tm);
+			memcpy(hour_key, t, 13);
+		}
+		*us = (hour_at + mi * 60 + sec) * 1000000 + frac;
+	}
 	return 0;
 }
 

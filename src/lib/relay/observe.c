@@ -31,6 +31,7 @@ struct pgo_relay_metrics {
 	/* An outage: from the sink's first "down" or refused batch to its
 	 * "up" or the next batch it takes. */
 	bool outage;
+	bool served; /* metrics.listen is set: someone reads the histograms */
 	char labels[256]; /* queue, sink, relay */
 	/* The gauge connection (metrics.listen set only). */
 	pgo_conn_t conn;
@@ -167,6 +168,7 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 	pgo_series_set(m->sink_up, 1);
 	if (!*v->metrics_listen)
 		return PGO_OK;
+	m->served = true;
 	/* The gauges' own connection. */
 	snprintf(m->app_name, sizeof(m->app_name), "pgoutbox metrics %s",
 		 v->name);
@@ -302,8 +304,11 @@ void pgo_observe_settled(pgo_relay_t *r, const slot_t *s, int64_t now)
 void pgo_observe_acked(pgo_relay_t *r, const pgo_batch_t *b)
 {
 	pgo_relay_metrics_t *m = r->metrics;
-	int64_t wall = pgo_wall_us();
+	int64_t wall;
 
+	if (!m->served) /* nobody scrapes: spare the batch the parsing */
+		return;
+	wall = pgo_wall_us();
 	for (size_t i = 0; i < b->n; i++) {
 		int64_t at;
 
