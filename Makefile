@@ -71,6 +71,10 @@ bench-redis: build
 
 # The nats sink (issue 13): drain of 100,000 events into JetStream and
 # commit-to-stream latency at 500 events/s, ~1 minute.
+.PHONY: bench-metrics
+bench-metrics: build
+	bench/metrics-flood.sh $(BUILD)
+
 .PHONY: bench-nats
 bench-nats: build
 	bench/nats.sh $(BUILD)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "pgo_int.h"
 
 #define EXIT_DRILL 3
 
@@ -94,7 +95,7 @@ int cmd_consume(int argc, char **argv)
 		   *max_attempts = NULL, *from = NULL, *window = NULL,
 		   *drill = NULL;
 	static const char *const flags[] = {"--db", "--redis", "--log-level",
-					    NULL};
+					    "--metrics-listen", NULL};
 	const cli_opt_t opts[] = {
 		{"--stream", "NAME", "stream to read (required)", &stream,
 		 NULL},
@@ -206,8 +207,9 @@ int cmd_consume(int argc, char **argv)
 	}
 	cli_log_setup(cli.conf);
 	c = pgo_consumer_new(&o, &err);
-	if (!c) {
+	if (!c || pgo_consumer_monitor(c, cli.conf, &err) != PGO_OK) {
 		cli_error("consume", "%s", err.msg);
+		pgo_consumer_destroy(c);
 		cli_free(&cli);
 		return EXIT_USAGE;
 	}

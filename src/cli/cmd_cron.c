@@ -22,7 +22,8 @@ static void on_stop(int sig)
 		pgo_scheduler_request_stop(running);
 }
 
-static const char *const flags[] = {"--db", "--log-level", NULL};
+static const char *const flags[] = {"--db", "--log-level", "--metrics-listen",
+				    NULL};
 
 /* A duration with an optional sign ("+2s", "-500ms"). */
 static bool signed_dur(const char *flag, const char *text, int64_t *ms)
@@ -91,7 +92,8 @@ int cmd_cron(int argc, char **argv)
 			 "       pgoutbox cron list\n"
 			 "       pgoutbox cron history NAME [--limit N]\n"
 			 "       pgoutbox cron remove NAME\n"
-			 "       pgoutbox cron run [--grace DUR]",
+			 "       pgoutbox cron run [--grace DUR] "
+			 "[--metrics-listen ADDR]",
 		.summary = "Distributed cron: each tick of a schedule is "
 			   "enqueued exactly once, however\nmany `cron run` "
 			   "instances are up.",

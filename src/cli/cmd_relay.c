@@ -42,6 +42,7 @@ static const char *const flags[] = {"--db",
 				    "--poll-interval",
 				    "--max-attempts",
 				    "--log-level",
+				    "--metrics-listen",
 				    NULL};
 
 /* The sinks of this build and their flags, from the sink registry. */

@@ -7,7 +7,10 @@
  * the scheduler when cron.enabled is on.  A child that dies is restarted
  * after a second.  SIGTERM/SIGINT are forwarded to every child, which
  * finishes its work in flight; run exits 0 when all of them did.  SIGHUP
- * is forwarded to the relay (configuration reload).
+ * is forwarded to the relay (configuration reload).  With metrics.listen
+ * host:PORT the relay serves its metrics on PORT, the worker on PORT+1 and
+ * the scheduler on PORT+2.  Under systemd (Type=notify) the first of them
+ * sends READY=1, STOPPING=1 and the watchdog's WATCHDOG=1.
  */
 #include <errno.h>
 #include <signal.h>
@@ -53,6 +56,49 @@ static void on_child(int sig)
 		pgo_scheduler_request_stop(child_cron);
 }
 
+/* metrics.listen "host:PORT" becomes "host:PORT+role" in each child (the
+ * relay on PORT, the worker on PORT+1, the scheduler on PORT+2): one
+ * process, one endpoint. */
+static void child_listen(int role, pgo_conf_t *conf)
+{
+	const char *base = pgo_conf_get(conf, "metrics.listen");
+	const char *colon = base ? strrchr(base, ':') : NULL;
+	char addr[300];
+	int port;
+
+	if (!colon || role == 0)
+		return;
+	port = atoi(colon + 1);
+	if (port <= 0)
+		return; /* port 0 or garbage: each child as given */
+	snprintf(addr, sizeof(addr), "%.*s:%d", (int)(colon - base), base,
+		 port + role);
+	pgo_conf_set(conf, "metrics.listen", addr, PGO_CONF_FLAG,
+		     "--metrics-listen");
+}
+
+/* The one child that speaks systemd's notify protocol (the first role
+ * started): READY=1 once it is connected, its loop feeds the watchdog.
+ * The unit needs NotifyAccess=all (contrib/systemd/pgoutbox@.service). */
+static int notify_role = -1;
+
+static void child_notify(int role)
+{
+	char pid[24];
+
+	if (role != notify_role) {
+		unsetenv("NOTIFY_SOCKET");
+		unsetenv("WATCHDOG_USEC");
+		unsetenv("WATCHDOG_PID");
+		return;
+	}
+	/* systemd named the parent; sd_watchdog_enabled() checks the pid. */
+	if (getenv("WATCHDOG_PID")) {
+		snprintf(pid, sizeof(pid), "%d", (int)getpid());
+		setenv("WATCHDOG_PID", pid, 1);
+	}
+}
+
 static int child_main(int role, pgo_conf_t *conf)
 {
 	const struct sigaction sa = {.sa_handler = on_child};
@@ -62,6 +108,8 @@ static int child_main(int role, pgo_conf_t *conf)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	child_listen(role, conf);
+	child_notify(role);
 	if (role == ROLE_RELAY && !*pgo_conf_get(conf, "relay.name")) {
 		char name[96], host[64];
 
@@ -148,7 +196,8 @@ static pid_t start(int role, pgo_conf_t *conf)
 
 int cmd_run(int argc, char **argv)
 {
-	static const char *const flags[] = {"--db", "--log-level", NULL};
+	static const char *const flags[] = {"--db", "--log-level",
+					    "--metrics-listen", NULL};
 	bool no_relay = false, done;
 	const cli_opt_t opts[] = {
 		{"--no-relay", NULL, "run only the worker and the scheduler",
@@ -218,6 +267,9 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	for (int r = 0; r < NROLES && notify_role < 0; r++)
+		if (want[r])
+			notify_role = r;
 	for (int r = 0; r < NROLES; r++)
 		if (want[r])
 			pids[r] = start(r, cli.conf);

@@ -58,6 +58,10 @@ bool pgo_sqlstate_retriable(const char *sqlstate);
 int64_t pgo_now_ms(void);
 /* CLOCK_REALTIME in microseconds since the epoch. */
 int64_t pgo_wall_us(void);
+/* Reads an event's created_at, "YYYY-MM-DDTHH:MM:SS[.ffffff]Z" (UTC, as
+ * the relay gives it to sinks), into microseconds since the epoch.
+ * Returns 0, or -1 when t does not read so (*us untouched). */
+int pgo_parse_rfc3339_us(const char *t, int64_t *us);
 
 /* --- arena: per-batch memory, reset after each cycle --- */
 
@@ -203,6 +207,9 @@ struct pgo_conf_values {
 	bool cron_enabled;	   /* pgoutbox run starts a scheduler */
 	int64_t cron_grace;	   /* ms: later ticks count as missed */
 	int64_t cron_history_keep; /* ms: history kept this long */
+	/* [metrics] */
+	char *metrics_listen;	  /* host:port of /metrics; empty = off */
+	int64_t metrics_interval; /* ms: the relay's database gauges */
 	/* [log] */
 	int log_level; /* pgo_log_level_t */
 };
@@ -226,6 +233,21 @@ bool pgo_conninfo_mask(const char *conninfo, pgo_buf_t *b);
 
 /* Formats ms in the largest unit that divides it: "0", "250ms", "5m". */
 void pgo_format_duration(int64_t ms, char *buf, size_t size);
+
+/* --- status --- */
+
+/* pgo_status_print()'s report, as text or (json) as one JSON object with
+ * the same facts and a newline. */
+int pgo_status_write(PGconn *conn, const char *queue, bool json, FILE *out,
+		     pgo_error_t *err);
+
+/* --- consume --- */
+
+struct pgo_consumer;
+/* Gives `pgoutbox consume` its metrics and, with metrics.listen, the
+ * endpoint (src/lib/metrics); PGO_ERR_INVALID when it cannot listen. */
+int pgo_consumer_monitor(struct pgo_consumer *c, const pgo_conf_t *conf,
+			 pgo_error_t *err);
 
 /* --- retry --- */
 

@@ -155,6 +155,8 @@ static const struct {
 	{"cron.enabled", "off"},
 	{"cron.grace", "10s"},
 	{"cron.history_keep", "168h"},
+	{"metrics.listen", ""},
+	{"metrics.interval", "5s"},
 	{"log.level", "info"},
 };
 
@@ -611,6 +613,7 @@ static void test_key_for_flag(void **state)
 		{"--exec", "sink.exec_command"},
 		{"--exec-timeout", "sink.exec_timeout"},
 		{"--log-level", "log.level"},
+		{"--metrics-listen", "metrics.listen"},
 		{"--retry-base", NULL},
 		{"batch", NULL},
 		{"--batch=5", NULL},

@@ -237,6 +237,17 @@ static const pgo_conf_key_t own_keys[] = {
 	 .type = T_DURATION, .def = "168h", .min = 0, .max = HOURS(24 * 3650),
 	 .help = "Cron history older than this is deleted (0 = kept)"},
 
+	/* [metrics] */
+	{KEY("metrics", "listen"), FIELD(metrics_listen), .type = T_STRING,
+	 .def = "", .flag = "--metrics-listen",
+	 .help = "Serve /metrics, /healthz and /readyz over HTTP on this "
+		 "host:port (e.g. 127.0.0.1:9187); empty: off"},
+	{KEY("metrics", "interval"), FIELD(metrics_interval),
+	 .type = T_DURATION, .def = "5s", .min = 100, .max = HOURS(1),
+	 .reloadable = true,
+	 .help = "How often the relay refreshes the gauges it reads from the "
+		 "database (pending, oldest due, dead letters, xmin age)"},
+
 	/* [log] */
 	{KEY("log", "level"), FIELD(log_level), .type = T_ENUM, .def = "info",
 	 .choices = level_choices, .reloadable = true, .flag = "--log-level",
@@ -246,8 +257,8 @@ static const pgo_conf_key_t own_keys[] = {
 #define NOWN (sizeof(own_keys) / sizeof(own_keys[0]))
 
 /* The order of the sections in `config show` and the reference. */
-static const char *const section_order[] = {"database", "relay", "sink",
-					    "worker",	"cron",	 "log"};
+static const char *const section_order[] = {
+	"database", "relay", "sink", "worker", "cron", "metrics", "log"};
 
 /* Every key, conf.c's and the sinks', by section in section_order: a
  * section's own keys first, then each sink's in registry order.  Built

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "cron/cronexpr.h"
+#include "metrics/metrics.h"
 #include "loop/loop.h"
 #include "pgo_int.h"
 
@@ -463,6 +464,10 @@ struct pgo_scheduler {
 	volatile sig_atomic_t stop;	/* set by pgo_scheduler_request_stop */
 	zone_cache_t zones; /* the schedules' zones, asked of this pg */
 	pgo_scheduler_stats_t stats;
+	uint64_t missed; /* ticks found past the grace (fired or skipped) */
+	/* metrics (src/lib/metrics) */
+	pgo_monitor_t *mon;
+	pgo_series_t *m_fired, *m_skipped, *m_missed, *m_elsewhere;
 	char errmsg[512];
 };
 
@@ -479,6 +484,74 @@ int pgo_scheduler_opts_init(pgo_scheduler_opts_t *opts, size_t size)
 	};
 
 	return pgo_abi_init(PGO_ABI_SCHEDULER_OPTS, opts, size, &d);
+}
+
+/* --- metrics --- */
+
+static void metrics_collect(void *arg)
+{
+	pgo_scheduler_t *s = arg;
+
+	pgo_series_set(s->m_fired, (double)s->stats.fired);
+	pgo_series_set(s->m_skipped, (double)s->stats.skipped);
+	pgo_series_set(s->m_missed, (double)s->missed);
+	pgo_series_set(s->m_elsewhere, (double)s->stats.lost_races);
+}
+
+static bool metrics_ready(void *arg, char *why, size_t size)
+{
+	pgo_scheduler_t *s = arg;
+
+	if (s->stop)
+		snprintf(why, size, "stopping");
+	else if (!s->pg)
+		snprintf(why, size, "postgresql: not connected");
+	else
+		snprintf(why, size, "ready: connected to PostgreSQL");
+	return s->pg && !s->stop;
+}
+
+static int metrics_init(pgo_scheduler_t *s, pgo_error_t *err)
+{
+	const pgo_endpoint_probe_t probe = {metrics_collect, metrics_ready, s};
+	pgo_metrics_t *reg;
+	pgo_metric_t *ticks;
+	char l[160];
+
+	s->mon = pgo_monitor_new(s->loop, s->conf, s->subject, err);
+	if (!s->mon)
+		return err->code;
+	pgo_monitor_probe(s->mon, &probe);
+	reg = pgo_monitor_metrics(s->mon);
+	ticks = pgo_metrics_family(reg, PGO_METRIC_COUNTER,
+				   "pgoutbox_cron_ticks_total",
+				   "Ticks this scheduler decided: fired (a job "
+				   "enqueued) or skipped (overlap or missed "
+				   "policy)",
+				   NULL, 0);
+	s->m_fired = pgo_metric_series(
+		ticks, pgo_metrics_labels(l, sizeof(l), "scheduler", s->name,
+					  "outcome", "fired", NULL));
+	s->m_skipped = pgo_metric_series(
+		ticks, pgo_metrics_labels(l, sizeof(l), "scheduler", s->name,
+					  "outcome", "skipped", NULL));
+	pgo_metrics_labels(l, sizeof(l), "scheduler", s->name, NULL);
+	s->m_missed = pgo_metric_series(
+		pgo_metrics_family(reg, PGO_METRIC_COUNTER,
+				   "pgoutbox_cron_ticks_missed_total",
+				   "Ticks found later than cron.grace (no "
+				   "scheduler was running); each also fired "
+				   "or skipped by its missed policy",
+				   NULL, 0),
+		l);
+	s->m_elsewhere = pgo_metric_series(
+		pgo_metrics_family(reg, PGO_METRIC_COUNTER,
+				   "pgoutbox_cron_ticks_elsewhere_total",
+				   "Ticks another scheduler instance handled "
+				   "first",
+				   NULL, 0),
+		l);
+	return PGO_OK;
 }
 
 pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
@@ -540,6 +613,10 @@ pgo_scheduler_t *pgo_scheduler_new(const pgo_conf_t *conf,
 	s->o.name = s->name;
 	snprintf(s->subject, sizeof(s->subject), "cron %s", s->name);
 	s->backoff = 100;
+	if (metrics_init(s, err) != PGO_OK) {
+		pgo_scheduler_destroy(s);
+		return NULL;
+	}
 	pgo_error_clear(err);
 	return s;
 }
@@ -551,6 +628,7 @@ void pgo_scheduler_destroy(pgo_scheduler_t *s)
 	if (s->pg)
 		PQfinish(s->pg);
 	zone_cache_clear(&s->zones);
+	pgo_monitor_destroy(s->mon);
 	pgo_loop_destroy(s->loop); /* and its timers */
 	free(s);
 }
@@ -798,6 +876,7 @@ static int64_t handle_schedule(pgo_scheduler_t *s, PGresult *res, int row,
 	}
 	s->stats.fired += (uint64_t)fired;
 	s->stats.skipped += (uint64_t)(d.n - fired);
+	s->missed += (uint64_t)nmissed;
 	pgo_log(PGO_LOG_INFO, s->subject,
 		"schedule %s: %d tick(s) up to %s: %d fired, %d skipped", name,
 		d.n, iso(newest, when, sizeof(when)), fired, d.n - fired);
@@ -899,6 +978,8 @@ static void on_pass(void *arg)
 	if (s->stop)
 		return;
 	sleep_ms = pass(s, pgo_now_ms());
+	if (s->pg)
+		pgo_monitor_ready(s->mon);
 	if (sleep_ms < 1)
 		sleep_ms = 1;
 	if (sleep_ms > PASS_MAX_MS)
@@ -936,6 +1017,9 @@ int pgo_scheduler_run(pgo_scheduler_t *s)
 	pgo_loop_timer_set(s->expire_timer, now);
 	while (!s->stop) {
 		int rc = pgo_loop_run_once(s->loop, 0);
+
+		if (s->stop)
+			pgo_monitor_stopping(s->mon);
 
 		if (rc < 0) {
 			snprintf(s->errmsg, sizeof(s->errmsg), "poll: %s",

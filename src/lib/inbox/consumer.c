@@ -34,6 +34,7 @@
 
 #include "loop/loop.h"
 #include "base/proc.h"
+#include "metrics/metrics.h"
 #include "sinks/redis/conn.h"
 
 #define BACKOFF_MIN_MS 100
@@ -97,8 +98,12 @@ struct pgo_consumer {
 	int commits;	   /* fresh commits, for exit_after_commit */
 	bool warned_no_id; /* logged once: entries without "id" */
 	pgo_consumer_stats_t stats;
-	pgo_buf_t json;	  /* the message for the exec handler */
-	char errmsg[512]; /* why run() failed */
+	/* metrics (src/lib/metrics), when the CLI asked for them */
+	pgo_monitor_t *mon;
+	pgo_series_t *m_msgs[5]; /* processed duplicate failed skipped
+				  * trimmed */
+	pgo_buf_t json;		 /* the message for the exec handler */
+	char errmsg[512];	 /* why run() failed */
 };
 
 static void redis_io(void *arg, int fd, short revents);
@@ -310,6 +315,7 @@ void pgo_consumer_destroy(pgo_consumer_t *c)
 	pgo_redis_close(&c->redis);
 	if (c->pg)
 		PQfinish(c->pg);
+	pgo_monitor_destroy(c->mon);
 	pgo_loop_destroy(c->loop);
 	free(c->db_url);
 	free(c->sql_name);
@@ -321,6 +327,62 @@ void pgo_consumer_destroy(pgo_consumer_t *c)
 	free(c->window);
 	pgo_buf_free(&c->json);
 	free(c);
+}
+
+/* --- metrics --- */
+
+static void metrics_collect(void *arg)
+{
+	pgo_consumer_t *c = arg;
+	const uint64_t n[5] = {c->stats.processed, c->stats.duplicates,
+			       c->stats.failed, c->stats.skipped,
+			       c->stats.trimmed};
+
+	for (int i = 0; i < 5; i++)
+		pgo_series_set(c->m_msgs[i], (double)n[i]);
+}
+
+static bool metrics_ready(void *arg, char *why, size_t size)
+{
+	pgo_consumer_t *c = arg;
+
+	if (c->stop)
+		snprintf(why, size, "stopping");
+	else if (!c->pg)
+		snprintf(why, size, "postgresql: not connected");
+	else if (c->redis.state != PGO_REDIS_UP)
+		snprintf(why, size, "redis: not connected");
+	else
+		snprintf(why, size, "ready: connected to PostgreSQL and Redis");
+	return !c->stop && c->pg && c->redis.state == PGO_REDIS_UP;
+}
+
+int pgo_consumer_monitor(pgo_consumer_t *c, const pgo_conf_t *conf,
+			 pgo_error_t *err)
+{
+	static const char *const outcome[5] = {"processed", "duplicate",
+					       "failed", "skipped", "trimmed"};
+	const pgo_endpoint_probe_t probe = {metrics_collect, metrics_ready, c};
+	pgo_metric_t *f;
+	char l[300];
+
+	c->mon = pgo_monitor_new(c->loop, conf, c->subject, err);
+	if (!c->mon)
+		return err->code;
+	pgo_monitor_probe(c->mon, &probe);
+	f = pgo_metrics_family(pgo_monitor_metrics(c->mon), PGO_METRIC_COUNTER,
+			       "pgoutbox_consumer_messages_total",
+			       "Stream entries by outcome: processed "
+			       "(committed), duplicate (dropped by the inbox), "
+			       "failed (rolled back), skipped (out of "
+			       "attempts), trimmed (gone from the stream)",
+			       NULL, 0);
+	for (int i = 0; i < 5; i++)
+		c->m_msgs[i] = pgo_metric_series(
+			f, pgo_metrics_labels(l, sizeof(l), "stream", c->stream,
+					      "group", c->group, "outcome",
+					      outcome[i], NULL));
+	return PGO_OK;
 }
 
 void pgo_consumer_request_stop(pgo_consumer_t *c)
@@ -1144,6 +1206,7 @@ int pgo_consumer_run(pgo_consumer_t *c)
 			sleep_until(c, c->redis_retry_at);
 			continue;
 		}
+		pgo_monitor_ready(c->mon);
 		if (read_once(c) == DRILL) {
 			c->stats.drill_exit = 1;
 			pgo_log(PGO_LOG_WARN, c->subject,
@@ -1153,6 +1216,7 @@ int pgo_consumer_run(pgo_consumer_t *c)
 			break;
 		}
 	}
+	pgo_monitor_stopping(c->mon);
 	log_stats(c, "stopped");
 	pgo_redis_close(&c->redis);
 	return rc == PGO_ERR_SCHEMA || rc == PGO_ERR_INVALID ? rc : PGO_OK;

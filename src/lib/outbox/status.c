@@ -1,12 +1,40 @@
 /*
  * status.c — the operator's view of a queue: what is pending (per topic,
  * with the age of the oldest event and how many are waiting for a retry),
- * the dead letters, and which relays are connected right now.
+ * the dead letters, shard leases, the retention mode, what holds back
+ * vacuum, and which relays are connected right now.
+ *
+ * The facts are read once (collect()) and written either as text for a
+ * person (`pgoutbox status`) or as one JSON object for scripts (`status
+ * --json`), so the two cannot tell different stories.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "pgo_int.h"
+
+/* Every result the report needs, in the order it is written. */
+typedef struct facts {
+	PGresult *topics;    /* topic, pending, oldest s, delayed, retried */
+	PGresult *dead;	     /* count, latest failed_at, its error */
+	PGresult *members;   /* member, mode, pid, heartbeat age, shards */
+	PGresult *shards;    /* shard, pending, lag s, halted, its error */
+	PGresult *retention; /* retention, days, partitions (0 or 1 row) */
+	PGresult *health;    /* kind, subject, detail */
+	PGresult *relays;    /* application_name, pid, client, up, state */
+} facts_t;
+
+static void facts_clear(facts_t *f)
+{
+	PQclear(f->topics);
+	PQclear(f->dead);
+	PQclear(f->members);
+	PQclear(f->shards);
+	PQclear(f->retention);
+	PQclear(f->health);
+	PQclear(f->relays);
+	memset(f, 0, sizeof(*f));
+}
 
 /* Runs a query with one text parameter; NULL (and err filled) on error. */
 static PGresult *query(PGconn *conn, const char *sql, const char *param,
@@ -24,16 +52,32 @@ static PGresult *query(PGconn *conn, const char *sql, const char *param,
 	return res;
 }
 
-/* Ordered modes: who owns which shards, halted shards, and the shards
- * that lag most. */
-static int print_shards(PGconn *conn, const char *queue, FILE *out,
-			pgo_error_t *err)
+static int collect(PGconn *conn, const char *queue, facts_t *f,
+		   pgo_error_t *err)
 {
 	char sql[1024];
-	PGresult *res;
 
+	snprintf(
+		sql, sizeof(sql),
+		"SELECT topic, count(*), "
+		"coalesce(to_char(extract(epoch FROM now() - min(created_at)), "
+		"'FM9999999990.000'), '0'), "
+		"count(*) FILTER (WHERE run_at > now()), "
+		"count(*) FILTER (WHERE attempts > 0) "
+		"FROM pgoutbox.\"%s\" GROUP BY topic ORDER BY 2 DESC, 1",
+		queue);
+	if (!(f->topics = query(conn, sql, NULL, err)))
+		return PGO_ERR_DB;
+	f->dead = query(conn,
+			"SELECT count(*), coalesce(max(failed_at)::text, '-'), "
+			"coalesce((array_agg(last_error ORDER BY failed_at "
+			"DESC))[1], '-') FROM pgoutbox.dead_letters WHERE "
+			"queue = $1",
+			queue, err);
+	if (!f->dead)
+		return PGO_ERR_DB;
 	/* Members and their live leases (pg_locks is the truth). */
-	res = query(
+	f->members = query(
 		conn,
 		"SELECT r.member, r.mode, r.backend_pid, "
 		"date_trunc('second', now() - r.heartbeat_at), "
@@ -45,17 +89,68 @@ static int print_shards(PGconn *conn, const char *queue, FILE *out,
 		"l.pid = r.backend_pid) s), '') "
 		"FROM pgoutbox.relays r WHERE r.queue = $1 ORDER BY r.member",
 		queue, err);
-	if (!res)
+	if (!f->members)
 		return PGO_ERR_DB;
+	snprintf(sql, sizeof(sql),
+		 "SELECT shard, count(*), "
+		 "to_char(extract(epoch FROM now() - min(created_at)), "
+		 "'FM9999999990.000'), "
+		 "count(*) FILTER (WHERE run_at = 'infinity'), "
+		 "coalesce(max(last_error) FILTER (WHERE run_at = "
+		 "'infinity'), '') "
+		 "FROM pgoutbox.\"%s\" GROUP BY shard "
+		 "ORDER BY count(*) FILTER (WHERE run_at = 'infinity') DESC, "
+		 "min(created_at) LIMIT 8",
+		 queue);
+	if (!(f->shards = query(conn, sql, NULL, err)))
+		return PGO_ERR_DB;
+	f->retention = query(
+		conn,
+		"SELECT retention, retention_days, (SELECT count(*) FROM "
+		"pg_inherits WHERE inhparent = to_regclass(format("
+		"'pgoutbox.%I', name || '_archive'))) FROM pgoutbox.queues "
+		"WHERE name = $1",
+		queue, err);
+	if (!f->retention)
+		return PGO_ERR_DB;
+	f->health = query(conn,
+			  "SELECT kind, subject, detail FROM pgoutbox.health()",
+			  NULL, err);
+	if (!f->health)
+		return PGO_ERR_DB;
+	f->relays = query(conn,
+			  "SELECT application_name, pid, "
+			  "coalesce(client_addr::text, 'local'), "
+			  "date_trunc('second', now() - backend_start), state "
+			  "FROM pg_stat_activity WHERE datname = "
+			  "current_database() AND application_name LIKE "
+			  "'pgoutbox relay%' ORDER BY backend_start",
+			  NULL, err);
+	return f->relays ? PGO_OK : PGO_ERR_DB;
+}
+
+/* How many shards a lease holder's list "1,2,3" names. */
+static int count_shards(const char *shards)
+{
+	int n = *shards ? 1 : 0;
+
+	for (const char *p = shards; *p; p++)
+		n += *p == ',';
+	return n;
+}
+
+/* --- text --- */
+
+static void text_shards(const facts_t *f, FILE *out)
+{
+	const PGresult *res = f->members;
+
 	if (PQntuples(res) > 0)
 		fprintf(out, "  lease holders (ordered/strict relays): %d\n",
 			PQntuples(res));
 	for (int i = 0; i < PQntuples(res); i++) {
 		const char *shards = PQgetvalue(res, i, 4);
-		int n = *shards ? 1 : 0;
-
-		for (const char *p = shards; *p; p++)
-			n += *p == ',';
+		int n = count_shards(shards);
 		const char *tag = strcmp(shards, "-1") == 0 ? "LEADER (strict)"
 				  : n == 0 ? "no shards (standby)"
 					   : NULL;
@@ -68,22 +163,7 @@ static int print_shards(PGconn *conn, const char *queue, FILE *out,
 			fprintf(out, "      %d shard%s: %s\n", n,
 				n == 1 ? "" : "s", shards);
 	}
-	PQclear(res);
-
-	snprintf(sql, sizeof(sql),
-		 "SELECT shard, count(*), "
-		 "to_char(extract(epoch FROM now() - min(created_at)), "
-		 "'FM9999999990.000'), "
-		 "count(*) FILTER (WHERE run_at = 'infinity'), "
-		 "coalesce(max(last_error) FILTER (WHERE run_at = "
-		 "'infinity'), '') "
-		 "FROM pgoutbox.\"%s\" GROUP BY shard "
-		 "ORDER BY count(*) FILTER (WHERE run_at = 'infinity') DESC, "
-		 "min(created_at) LIMIT 8",
-		 queue);
-	res = query(conn, sql, NULL, err);
-	if (!res)
-		return PGO_ERR_DB;
+	res = f->shards;
 	if (PQntuples(res) > 0)
 		fprintf(out, "  %-10s %10s %12s\n", "shard", "pending",
 			"lag (s)");
@@ -95,74 +175,12 @@ static int print_shards(PGconn *conn, const char *queue, FILE *out,
 				PQgetvalue(res, i, 4));
 		fputc('\n', out);
 	}
-	PQclear(res);
-	return PGO_OK;
 }
 
-/* Retention mode, the archive's extent, and what holds back vacuum. */
-static int print_retention(PGconn *conn, const char *queue, FILE *out,
-			   pgo_error_t *err)
+static void write_text(const facts_t *f, const char *queue, FILE *out)
 {
-	PGresult *res;
+	const PGresult *res = f->topics;
 
-	res = query(conn,
-		    "SELECT retention, retention_days, (SELECT count(*) FROM "
-		    "pg_inherits WHERE inhparent = to_regclass(format("
-		    "'pgoutbox.%I', name || '_archive'))) FROM pgoutbox.queues "
-		    "WHERE name = $1",
-		    queue, err);
-	if (!res)
-		return PGO_ERR_DB;
-	if (PQntuples(res) == 1) {
-		if (strcmp(PQgetvalue(res, 0, 0), "archive") == 0)
-			fprintf(out,
-				"  retention: archive, %s days, in %s "
-				"day partitions of pgoutbox.%s_archive\n",
-				PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
-				queue);
-		else
-			fprintf(out, "  retention: delete on ack\n");
-	}
-	PQclear(res);
-	res = query(conn, "SELECT kind, subject, detail FROM pgoutbox.health()",
-		    NULL, err);
-	if (!res)
-		return PGO_ERR_DB;
-	for (int i = 0; i < PQntuples(res); i++)
-		fprintf(out, "  WARNING %s %s: %s\n", PQgetvalue(res, i, 0),
-			PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
-	PQclear(res);
-	return PGO_OK;
-}
-
-int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
-		     pgo_error_t *err)
-{
-	char sql[640];
-	PGresult *res;
-	int rc;
-
-	if (!queue)
-		queue = "outbox";
-	rc = pgo_ident_check(queue, err);
-	if (rc != PGO_OK)
-		return rc;
-	rc = pgo_schema_check(conn, err);
-	if (rc != PGO_OK)
-		return rc;
-
-	snprintf(
-		sql, sizeof(sql),
-		"SELECT topic, count(*), "
-		"coalesce(to_char(extract(epoch FROM now() - min(created_at)), "
-		"'FM9999999990.000'), '0'), "
-		"count(*) FILTER (WHERE run_at > now()), "
-		"count(*) FILTER (WHERE attempts > 0) "
-		"FROM pgoutbox.\"%s\" GROUP BY topic ORDER BY 2 DESC, 1",
-		queue);
-	res = query(conn, sql, NULL, err);
-	if (!res)
-		return PGO_ERR_DB;
 	fprintf(out, "queue %s\n", queue);
 	if (PQntuples(res) == 0)
 		fprintf(out, "  pending: none\n");
@@ -174,45 +192,204 @@ int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
 			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3),
 			PQgetvalue(res, i, 4));
-	PQclear(res);
-
-	res = query(conn,
-		    "SELECT count(*), coalesce(max(failed_at)::text, '-'), "
-		    "coalesce((array_agg(last_error ORDER BY failed_at DESC))"
-		    "[1], '-') FROM pgoutbox.dead_letters WHERE queue = $1",
-		    queue, err);
-	if (!res)
-		return PGO_ERR_DB;
+	res = f->dead;
 	fprintf(out, "  dead letters: %s", PQgetvalue(res, 0, 0));
 	if (strcmp(PQgetvalue(res, 0, 0), "0") != 0)
 		fprintf(out, " (latest %s: %.120s)", PQgetvalue(res, 0, 1),
 			PQgetvalue(res, 0, 2));
 	fputc('\n', out);
-	PQclear(res);
-
-	rc = print_shards(conn, queue, out, err);
-	if (rc != PGO_OK)
-		return rc;
-	rc = print_retention(conn, queue, out, err);
-	if (rc != PGO_OK)
-		return rc;
-
-	res = query(conn,
-		    "SELECT application_name, pid, coalesce(client_addr::text, "
-		    "'local'), date_trunc('second', now() - backend_start), "
-		    "state FROM pg_stat_activity WHERE datname = "
-		    "current_database() AND application_name LIKE "
-		    "'pgoutbox relay%' ORDER BY backend_start",
-		    NULL, err);
-	if (!res)
-		return PGO_ERR_DB;
+	text_shards(f, out);
+	res = f->retention;
+	if (PQntuples(res) == 1) {
+		if (strcmp(PQgetvalue(res, 0, 0), "archive") == 0)
+			fprintf(out,
+				"  retention: archive, %s days, in %s "
+				"day partitions of pgoutbox.%s_archive\n",
+				PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
+				queue);
+		else
+			fprintf(out, "  retention: delete on ack\n");
+	}
+	res = f->health;
+	for (int i = 0; i < PQntuples(res); i++)
+		fprintf(out, "  WARNING %s %s: %s\n", PQgetvalue(res, i, 0),
+			PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+	res = f->relays;
 	fprintf(out, "  relay connections: %d\n", PQntuples(res));
 	for (int i = 0; i < PQntuples(res); i++)
 		fprintf(out, "    %-32s pid %-8s %-16s up %-10s %s\n",
 			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
 			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3),
 			PQgetvalue(res, i, 4));
-	PQclear(res);
-	pgo_error_clear(err);
-	return PGO_OK;
+}
+
+/* --- JSON: the same facts, numbers as numbers --- */
+
+static void j_key(pgo_buf_t *b, bool *first, const char *key)
+{
+	if (!*first)
+		pgo_buf_puts(b, ",");
+	*first = false;
+	pgo_buf_json_str(b, key);
+	pgo_buf_puts(b, ":");
+}
+
+static void j_str(pgo_buf_t *b, bool *first, const char *key, const char *v)
+{
+	j_key(b, first, key);
+	pgo_buf_json_str(b, v);
+}
+
+/* A number PostgreSQL wrote (count, epoch seconds): copied as it is. */
+static void j_num(pgo_buf_t *b, bool *first, const char *key, const char *v)
+{
+	j_key(b, first, key);
+	pgo_buf_puts(b, *v ? v : "0");
+}
+
+static void json_rows(pgo_buf_t *b, bool *first, const char *key,
+		      const PGresult *res, const char *const *names,
+		      const bool *numeric, int ncols)
+{
+	j_key(b, first, key);
+	pgo_buf_puts(b, "[");
+	for (int i = 0; i < PQntuples(res); i++) {
+		bool f = true;
+
+		pgo_buf_puts(b, i ? ",{" : "{");
+		for (int c = 0; c < ncols; c++)
+			(numeric[c] ? j_num : j_str)(b, &f, names[c],
+						     PQgetvalue(res, i, c));
+		pgo_buf_puts(b, "}");
+	}
+	pgo_buf_puts(b, "]");
+}
+
+static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
+{
+	static const char *const topic_cols[] = {
+		"topic", "pending", "oldest_seconds", "delayed", "retried"};
+	static const bool topic_num[] = {false, true, true, true, true};
+	static const char *const shard_cols[] = {
+		"shard", "pending", "lag_seconds", "halted", "halted_by"};
+	static const bool shard_num[] = {true, true, true, true, false};
+	static const char *const health_cols[] = {"kind", "subject", "detail"};
+	static const bool health_num[] = {false, false, false};
+	static const char *const relay_cols[] = {"application_name", "pid",
+						 "client", "up", "state"};
+	static const bool relay_num[] = {false, true, false, false, false};
+	const PGresult *res;
+	bool first = true;
+	long long total = 0;
+
+	pgo_buf_puts(b, "{");
+	j_str(b, &first, "queue", queue);
+	for (int i = 0; i < PQntuples(f->topics); i++)
+		total += atoll(PQgetvalue(f->topics, i, 1));
+	j_key(b, &first, "pending_total");
+	pgo_buf_printf(b, "%lld", total);
+	json_rows(b, &first, "pending", f->topics, topic_cols, topic_num, 5);
+	j_key(b, &first, "dead_letters");
+	{
+		bool d = true;
+		bool any = strcmp(PQgetvalue(f->dead, 0, 0), "0") != 0;
+
+		pgo_buf_puts(b, "{");
+		j_num(b, &d, "count", PQgetvalue(f->dead, 0, 0));
+		j_key(b, &d, "latest_at");
+		if (any)
+			pgo_buf_json_str(b, PQgetvalue(f->dead, 0, 1));
+		else
+			pgo_buf_puts(b, "null");
+		j_key(b, &d, "latest_error");
+		if (any)
+			pgo_buf_json_str(b, PQgetvalue(f->dead, 0, 2));
+		else
+			pgo_buf_puts(b, "null");
+		pgo_buf_puts(b, "}");
+	}
+	j_key(b, &first, "lease_holders");
+	pgo_buf_puts(b, "[");
+	res = f->members;
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *shards = PQgetvalue(res, i, 4);
+		bool leader = strcmp(shards, "-1") == 0, m = true;
+
+		pgo_buf_puts(b, i ? ",{" : "{");
+		j_str(b, &m, "member", PQgetvalue(res, i, 0));
+		j_str(b, &m, "mode", PQgetvalue(res, i, 1));
+		j_num(b, &m, "pid", PQgetvalue(res, i, 2));
+		j_str(b, &m, "heartbeat_age", PQgetvalue(res, i, 3));
+		j_str(b, &m, "role",
+		      leader		     ? "leader"
+		      : count_shards(shards) ? "owner"
+					     : "standby");
+		j_key(b, &m, "shards");
+		pgo_buf_printf(b, "[%s]", leader ? "" : shards);
+		pgo_buf_puts(b, "}");
+	}
+	pgo_buf_puts(b, "]");
+	json_rows(b, &first, "shards", f->shards, shard_cols, shard_num, 5);
+	j_key(b, &first, "retention");
+	res = f->retention;
+	if (PQntuples(res) == 1) {
+		bool r = true;
+
+		pgo_buf_puts(b, "{");
+		j_str(b, &r, "mode", PQgetvalue(res, 0, 0));
+		j_num(b, &r, "days", PQgetvalue(res, 0, 1));
+		j_num(b, &r, "partitions", PQgetvalue(res, 0, 2));
+		pgo_buf_puts(b, "}");
+	} else {
+		pgo_buf_puts(b, "null");
+	}
+	json_rows(b, &first, "warnings", f->health, health_cols, health_num, 3);
+	json_rows(b, &first, "relay_connections", f->relays, relay_cols,
+		  relay_num, 5);
+	pgo_buf_puts(b, "}\n");
+}
+
+int pgo_status_write(PGconn *conn, const char *queue, bool json, FILE *out,
+		     pgo_error_t *err)
+{
+	facts_t f = {0};
+	int rc;
+
+	if (!queue)
+		queue = "outbox";
+	rc = pgo_ident_check(queue, err);
+	if (rc != PGO_OK)
+		return rc;
+	rc = pgo_schema_check(conn, err);
+	if (rc != PGO_OK)
+		return rc;
+	rc = collect(conn, queue, &f, err);
+	if (rc != PGO_OK) {
+		facts_clear(&f);
+		return rc;
+	}
+	if (json) {
+		pgo_buf_t b;
+
+		pgo_buf_init(&b);
+		write_json(&f, queue, &b);
+		if (b.oom)
+			rc = pgo_error_set(err, PGO_ERR_NOMEM, 1,
+					   "status: out of memory");
+		else
+			fwrite(b.data, 1, b.len, out);
+		pgo_buf_free(&b);
+	} else {
+		write_text(&f, queue, out);
+	}
+	facts_clear(&f);
+	if (rc == PGO_OK)
+		pgo_error_clear(err);
+	return rc;
+}
+
+int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
+		     pgo_error_t *err)
+{
+	return pgo_status_write(conn, queue, false, out, err);
 }

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "db/conn.h"
+#include "metrics/metrics.h"
 #include "loop/loop.h"
 #include "base/proc.h"
 
@@ -48,6 +49,7 @@ typedef struct job_run {
 	int64_t id, epoch;
 	int attempt;
 	pgo_proc_t *proc; /* the command (proc.c ends it: done is job_done) */
+	int64_t started;  /* monotonic ms, for its duration */
 	bool lost;	  /* the lease is no longer ours: group killed */
 	bool hb_sent;	  /* in the heartbeat in flight */
 } job_run_t;
@@ -110,6 +112,12 @@ struct pgo_worker {
 	bool kick;	  /* claim now: a wake-up, a free slot, a full batch */
 	volatile sig_atomic_t stop;
 	pgo_worker_stats_t stats;
+	/* metrics (src/lib/metrics): jobs by outcome, as in stats */
+	pgo_monitor_t *mon;
+	pgo_series_t *m_jobs[6]; /* done failed dead lost timeout reaped */
+	pgo_series_t *m_duration;
+	bool pg_up;	    /* every connection of the run is up */
+	char pg_why[256];   /* ... else why not, for /readyz */
 	int64_t next_retry; /* earliest retry this worker scheduled */
 	unsigned rnd;
 	char errmsg[512];
@@ -242,6 +250,72 @@ static void build_sql(pgo_worker_t *w)
 		 "$1, $2, $3::integer, $4::integer, $5::bigint, $6::bigint)");
 }
 
+/* --- metrics --- */
+
+static const char *const outcomes[6] = {"done", "failed",  "dead",
+					"lost", "timeout", "reaped"};
+
+static void metrics_collect(void *arg)
+{
+	pgo_worker_t *w = arg;
+	const uint64_t n[6] = {w->stats.done,	  w->stats.failed,
+			       w->stats.dead,	  w->stats.lost,
+			       w->stats.timeouts, w->stats.reaped};
+
+	for (int i = 0; i < 6; i++)
+		pgo_series_set(w->m_jobs[i], (double)n[i]);
+}
+
+static bool metrics_ready(void *arg, char *why, size_t size)
+{
+	pgo_worker_t *w = arg;
+
+	if (w->stop)
+		snprintf(why, size, "stopping");
+	else if (!w->pg_up)
+		snprintf(why, size, "postgresql: %s", w->pg_why);
+	else
+		snprintf(why, size, "ready: connected to PostgreSQL");
+	return w->pg_up && !w->stop;
+}
+
+static int metrics_init(pgo_worker_t *w, pgo_error_t *err)
+{
+	const pgo_endpoint_probe_t probe = {metrics_collect, metrics_ready, w};
+	pgo_metric_t *jobs;
+	char labels[200];
+
+	w->mon = pgo_monitor_new(w->loop, w->conf, w->subject, err);
+	if (!w->mon)
+		return err->code;
+	pgo_monitor_probe(w->mon, &probe);
+	snprintf(w->pg_why, sizeof(w->pg_why), "not connected yet");
+	jobs = pgo_metrics_family(
+		pgo_monitor_metrics(w->mon), PGO_METRIC_COUNTER,
+		"pgoutbox_worker_jobs_total",
+		"Jobs by outcome: done, failed (retried), dead "
+		"(dead-lettered), "
+		"lost (lease taken over), timeout (killed), reaped (expired "
+		"leases this worker returned)",
+		NULL, 0);
+	for (int i = 0; i < 6; i++)
+		w->m_jobs[i] = pgo_metric_series(
+			jobs,
+			pgo_metrics_labels(labels, sizeof(labels), "queue",
+					   w->queue, "worker", w->name,
+					   "outcome", outcomes[i], NULL));
+	w->m_duration = pgo_metric_series(
+		pgo_metrics_family(pgo_monitor_metrics(w->mon),
+				   PGO_METRIC_HISTOGRAM,
+				   "pgoutbox_worker_job_duration_seconds",
+				   "How long an exec or callback job ran",
+				   pgo_metrics_seconds_buckets,
+				   pgo_metrics_seconds_nbuckets),
+		pgo_metrics_labels(labels, sizeof(labels), "queue", w->queue,
+				   "worker", w->name, NULL));
+	return PGO_OK;
+}
+
 pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
 			     const pgo_worker_opts_t *caller_opts,
 			     pgo_error_t *err)
@@ -351,6 +425,10 @@ pgo_worker_t *pgo_worker_new(const pgo_conf_t *conf,
 		 w->name);
 	w->rnd = (unsigned)getpid() ^ (unsigned)pgo_wall_us();
 	build_sql(w);
+	if (metrics_init(w, err) != PGO_OK) {
+		pgo_worker_destroy(w);
+		return NULL;
+	}
 	pgo_error_clear(err);
 	return w;
 }
@@ -391,6 +469,7 @@ void pgo_worker_destroy(pgo_worker_t *w)
 	free(w->srevents);
 	free(w->conn_more);
 	free(w->jobs);
+	pgo_monitor_destroy(w->mon);
 	pgo_loop_destroy(w->loop);
 	free(w->queue);
 	free(w->name);
@@ -436,13 +515,26 @@ static int turn(pgo_worker_t *w, const pgo_conn_t *conns, pgo_loop_io_t **ios,
 {
 	int rc;
 
+	w->pg_up = true;
 	for (int i = 0; i < n; i++) {
 		struct pollfd pfd;
 
+		if (conns[i].state < PGO_CONN_READY && w->pg_up) {
+			w->pg_up = false;
+			snprintf(w->pg_why, sizeof(w->pg_why),
+				 "connection %d is not connected%s%.200s", i,
+				 conns[i].last_err[0] ? ": " : "",
+				 conns[i].last_err);
+			w->pg_why[strcspn(w->pg_why, "\n")] = '\0';
+		}
 		pgo_conn_pollfd(&conns[i], &pfd);
 		pgo_loop_io_set(ios[i], pfd.fd, pfd.events);
 		revents[i] = 0;
 	}
+	if (w->pg_up)
+		pgo_monitor_ready(w->mon);
+	if (w->stop)
+		pgo_monitor_stopping(w->mon);
 	rc = pgo_loop_run_once(
 		w->loop,
 		pgo_deadline_min(deadline, pgo_now_ms() + MAX_WAIT_MS));
@@ -770,8 +862,13 @@ static void claim_done(pgo_worker_t *w, PGresult *res)
 				.payload = payload,
 			};
 			char errbuf[512] = "";
+			int64_t t0 = pgo_now_ms();
 			int hr = w->o.handler(w->o.handler_ctx, &job, errbuf,
 					      sizeof(errbuf));
+
+			pgo_series_observe(w->m_duration,
+					   (double)(pgo_now_ms() - t0) /
+						   1000.0);
 
 			if (hr != 0 && !errbuf[0])
 				snprintf(errbuf, sizeof(errbuf),
@@ -796,6 +893,7 @@ static void claim_done(pgo_worker_t *w, PGresult *res)
 			j->id = id;
 			j->epoch = epoch;
 			j->attempt = attempt;
+			j->started = pgo_now_ms();
 			w->running++;
 			rc = spawn_job(w, j, payload);
 			if (rc != 0) {
@@ -961,6 +1059,8 @@ static void job_done(void *arg, const pgo_proc_result_t *res)
 			 "exit status unknown (child reaped elsewhere)");
 		break;
 	}
+	pgo_series_observe(w->m_duration,
+			   (double)(pgo_now_ms() - j->started) / 1000.0);
 	if (j->lost) {
 		w->stats.lost++;
 		pgo_log(PGO_LOG_WARN, w->subject,

@@ -194,6 +194,7 @@ static void unavailable(pgo_relay_t *r, slot_t *s, size_t i)
 	pgo_batch_t *b = &s->batch;
 
 	r->sink_backoff = r->sink_backoff ? r->sink_backoff * 2 : 100;
+	pgo_observe_sink(r, false);
 	if (r->sink_backoff > v->reconnect_max)
 		r->sink_backoff = v->reconnect_max;
 	pgo_log(r->sink_backoff == 100 ? PGO_LOG_WARN : PGO_LOG_DEBUG,
@@ -283,6 +284,9 @@ static void settle(pgo_relay_t *r, slot_t *s)
 		int64_t now = pgo_now_ms();
 
 		r->sink_backoff = 0;
+		pgo_observe_acked(r, b);
+		if (plan.n_ok)
+			pgo_observe_sink(r, true);
 		s->n_ok = plan.n_ok;
 		s->n_retry = plan.n_retry;
 		s->n_dead = plan.n_dead;
@@ -327,6 +331,7 @@ static void settled(pgo_relay_t *r, slot_t *s)
 		r->stats.retried += (uint64_t)s->n_retry;
 		r->stats.dead += (uint64_t)s->n_dead;
 		r->stats.batches++;
+		pgo_observe_settled(r, s, pgo_now_ms());
 		pgo_log(PGO_LOG_DEBUG, r->subject,
 			"slot %d: batch of %zu settled in %lld ms", s->idx,
 			s->batch.n,

@@ -139,6 +139,10 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 		pgo_relay_destroy(r);
 		return NULL;
 	}
+	if (pgo_observe_init(r, err) != PGO_OK) {
+		pgo_relay_destroy(r);
+		return NULL;
+	}
 	pgo_error_clear(err);
 	return r;
 }
@@ -159,6 +163,7 @@ void pgo_relay_destroy(pgo_relay_t *r)
 	}
 	if (r->sink)
 		pgo_sink_detach(r->sink);
+	pgo_observe_destroy(r);
 	pgo_loop_destroy(r->loop);
 	free(r->floor_writers);
 	free(r);
@@ -192,6 +197,7 @@ static void sink_health(void *ctx, int up, const char *reason)
 {
 	pgo_relay_t *r = ctx;
 
+	pgo_observe_sink(r, up != 0);
 	if (!up) {
 		if (!r->sink_down)
 			pgo_log(PGO_LOG_WARN, r->subject,
@@ -320,6 +326,7 @@ static void begin_stop(pgo_relay_t *r, int64_t now)
 	r->drain_until = now + v->drain_timeout;
 	pgo_log(PGO_LOG_INFO, r->subject,
 		"stopping: finishing the batches in flight");
+	pgo_observe_stopping(r);
 	pgo_sink_drain(r->sink, r->drain_until);
 }
 
@@ -564,14 +571,17 @@ int pgo_relay_run(pgo_relay_t *r)
 		/* The sink's watchers and timers run inside this turn (and
 		 * may settle batches); the slots' sockets are stepped after
 		 * it. */
-		rc = pgo_loop_run_once(r->loop,
-				       turn_deadline(r, retry_next, paused));
+		rc = pgo_loop_run_once(
+			r->loop,
+			pgo_deadline_min(turn_deadline(r, retry_next, paused),
+					 pgo_observe_turn(r, now)));
 		if (rc < 0) {
 			relay_error(r, "poll: %s", strerror(-rc));
 			return PGO_ERR_IO;
 		}
 		if (!step_slots(r))
 			fatal = true;
+		pgo_observe_step(r);
 	}
 	for (int i = 0; i < r->nslots; i++) {
 		if (!fatal)

@@ -10,6 +10,7 @@
  *             from the claimed rows, the settle statements' parameters
  *   settle.c  the settle rules: a plan from the sink's verdicts (pure)
  *   shards.c  ordered and strict modes: membership and shard leases
+ *   observe.c metrics, /readyz, READY=1, the gauges read from the database
  */
 #ifndef PGO_RELAY_INT_H
 #define PGO_RELAY_INT_H
@@ -20,6 +21,9 @@
 #include "loop/loop.h"
 
 #define MAX_SLOTS 16
+
+struct pgo_monitor;
+typedef struct pgo_relay_metrics pgo_relay_metrics_t;
 
 typedef enum slot_state {
 	SLOT_IDLE = 0,	  /* no cycle running (connection READY or not) */
@@ -109,12 +113,14 @@ struct pgo_relay {
 	/* The claim floor (claim.c): no fresh row of the queue has a lower
 	 * id, now or later; claims start there. */
 	int64_t floor;
-	char floor_line[24]; /* pending line ("" = none), see 006 */
-	char *floor_writers; /* its writers: a text[] literal */
-	bool floor_probing;  /* a probe rides on some slot's claim */
-	int64_t floor_next;  /* monotonic ms: the next probe */
-	bool floor_off;	     /* the probe failed: floor stays put */
-	unsigned rnd;	     /* jitter state */
+	char floor_line[24];	      /* pending line ("" = none), see 006 */
+	char *floor_writers;	      /* its writers: a text[] literal */
+	bool floor_probing;	      /* a probe rides on some slot's claim */
+	int64_t floor_next;	      /* monotonic ms: the next probe */
+	bool floor_off;		      /* the probe failed: floor stays put */
+	unsigned rnd;		      /* jitter state */
+	struct pgo_monitor *mon;      /* metrics, endpoint, sd_notify */
+	pgo_relay_metrics_t *metrics; /* its series (observe.c) */
 	char errmsg[512];
 	int fatal_code; /* of the setup refusal that ended the run */
 	char queue[64]; /* relay.queue (not reloadable), for the setup */
@@ -212,6 +218,30 @@ void pgo_cycle_abandon(pgo_relay_t *r, slot_t *s);
 double pgo_relay_jitter(pgo_relay_t *r);
 /* Remembers that a retry comes due at `due` (monotonic ms). */
 void pgo_relay_retry_at(pgo_relay_t *r, int64_t due);
+
+/* observe.c: metrics, readiness, the database gauges */
+
+/* Makes the registry, the endpoint (metrics.listen) and the gauges'
+ * connection; PGO_ERR_INVALID when the endpoint cannot listen. */
+int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err);
+void pgo_observe_destroy(pgo_relay_t *r);
+/* Before the loop's turn: READY=1 once connected, the gauge query when
+ * due; returns its deadline (0: none). */
+int64_t pgo_observe_turn(pgo_relay_t *r, int64_t now);
+/* After the loop's turn: drives the gauges' connection. */
+void pgo_observe_step(pgo_relay_t *r);
+void pgo_observe_stopping(pgo_relay_t *r);
+/* The sink takes events (not down, no batch refused since). */
+bool pgo_observe_sink_up(const pgo_relay_t *r);
+/* The sink said down or refused a batch as unavailable (up false), or
+ * said up or took a batch (up true): outages are counted here. */
+void pgo_observe_sink(pgo_relay_t *r, bool up);
+/* A lease round won n shards the slot did not hold. */
+void pgo_observe_takeovers(pgo_relay_t *r, int n);
+/* The sink's verdicts are in: commit-to-ack of the acknowledged events. */
+void pgo_observe_acked(pgo_relay_t *r, const pgo_batch_t *b);
+/* A batch committed: its duration. */
+void pgo_observe_settled(pgo_relay_t *r, const slot_t *s, int64_t now);
 
 /* shards.c */
 void pgo_shards_init(pgo_relay_t *r, slot_t *s);

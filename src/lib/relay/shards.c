@@ -77,6 +77,28 @@ bool pgo_shards_send(pgo_relay_t *r, slot_t *s)
 	return pgo_conn_send(&s->conn) == PGO_OK;
 }
 
+/* How many shards of the lease round's result the old set ("{1,2}")
+ * did not hold. */
+static int gained(const char *old, const PGresult *res)
+{
+	int n = 0;
+
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *shard = PQgetvalue(res, i, 0), *p = old + 1;
+		size_t len = strlen(shard);
+		bool held = false;
+
+		while (*p && *p != '}' && !held) {
+			size_t w = strcspn(p, ",}");
+
+			held = w == len && strncmp(p, shard, len) == 0;
+			p += w + (p[w] == ',');
+		}
+		n += !held;
+	}
+	return n;
+}
+
 void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
@@ -127,6 +149,7 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 		pgo_log(PGO_LOG_DEBUG, r->subject,
 			"member %s shards %s epochs %s", s->member, shards.data,
 			epochs.data);
+		pgo_observe_takeovers(r, gained(s->owned_shards, res));
 		free(s->owned_shards);
 		free(s->owned_epochs);
 		s->owned_shards = shards.data;

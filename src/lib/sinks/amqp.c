@@ -565,14 +565,11 @@ static void connect_finished(struct am_sink *s)
 /* created_at (RFC 3339, UTC) in seconds since the epoch; 0 if unreadable. */
 static uint64_t epoch_of(const char *rfc3339)
 {
-	struct tm tm = {0};
+	int64_t us;
 
-	if (sscanf(rfc3339, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon,
-		   &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+	if (pgo_parse_rfc3339_us(rfc3339, &us) != 0 || us < 0)
 		return 0;
-	tm.tm_year -= 1900;
-	tm.tm_mon -= 1;
-	return (uint64_t)timegm(&tm);
+	return (uint64_t)(us / 1000000);
 }
 
 static amqp_bytes_t bytes_of(const char *str)
