@@ -67,6 +67,11 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	snprintf(r->app_name, sizeof(r->app_name), "pgoutbox relay %s",
 		 v->name && *v->name ? v->name : "");
 	r->mode = v->mode;
+	if (pgo_adopted_load(r, err) != PGO_OK) {
+		r->sink = NULL; /* not attached yet */
+		pgo_relay_destroy(r);
+		return NULL;
+	}
 	pgo_claim_build_sql(r);
 	r->setup.subject = r->subject;
 	r->setup.app_name = r->app_name;
@@ -160,6 +165,7 @@ void pgo_relay_destroy(pgo_relay_t *r)
 	if (r->sink)
 		pgo_sink_detach(r->sink);
 	pgo_loop_destroy(r->loop);
+	pgo_adopted_free(r);
 	free(r->floor_writers);
 	free(r);
 }
