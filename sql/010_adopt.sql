@@ -103,13 +103,20 @@ EXCEPTION WHEN others THEN
 END $$;
 
 -- A flag's value as SQL: a column of the table (quoted), or an expression.
-CREATE FUNCTION pgoutbox.adopt_expr(rel regclass, v text) RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_attribute a
-                              WHERE a.attrelid = rel AND a.attname = v
-                                AND a.attnum > 0 AND NOT a.attisdropped)
-                THEN format('%I', v) ELSE v END
-$$;
+-- A bare name that is no column is an error naming the flag.
+CREATE FUNCTION pgoutbox.adopt_expr(rel regclass, flag text, v text) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_attribute a
+                WHERE a.attrelid = rel AND a.attname = v AND a.attnum > 0 AND NOT a.attisdropped) THEN
+        RETURN format('%I', v);
+    END IF;
+    IF v ~ '^[A-Za-z_][A-Za-z0-9_]*$' AND lower(v) NOT IN ('true', 'false', 'null') THEN
+        RAISE EXCEPTION 'pgoutbox adopt: %: % has no column %; pass % COLUMN, an expression, or a quoted constant such as % "''orders''" (the defaults are the columns of Debezium''s outbox: id, aggregatetype, aggregateid, type, payload)',
+            flag, rel, v, flag, flag USING ERRCODE = 'undefined_column';
+    END IF;
+    RETURN v;
+END $$;
 
 -- Adopts table p_table as queue p_name; returns one line per object it
 -- added (and warnings).  Raises, changing nothing, when the table or the
@@ -183,10 +190,15 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     tbl := format('%I.%I', nsp, relname);
-    topic := pgoutbox.adopt_expr(rel, coalesce(p_topic, 'aggregatetype'));
-    key := pgoutbox.adopt_expr(rel, coalesce(p_key, 'aggregateid'));
-    typ := pgoutbox.adopt_expr(rel, coalesce(p_type, 'type'));
-    payload := pgoutbox.adopt_expr(rel, coalesce(p_payload, 'payload'));
+    SELECT a.name INTO msg FROM pgoutbox.adopted a WHERE a.tbl = rel;
+    IF msg IS NOT NULL THEN
+        RAISE EXCEPTION 'pgoutbox adopt: % is adopted already, as "%"', tbl, msg
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+    topic := pgoutbox.adopt_expr(rel, '--topic', coalesce(p_topic, 'aggregatetype'));
+    key := pgoutbox.adopt_expr(rel, '--key', coalesce(p_key, 'aggregateid'));
+    typ := pgoutbox.adopt_expr(rel, '--type', coalesce(p_type, 'type'));
+    payload := pgoutbox.adopt_expr(rel, '--payload', coalesce(p_payload, 'payload'));
     IF NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = rel AND i.indisprimary) THEN
         RAISE EXCEPTION 'pgoutbox adopt: % has no primary key: the relay marks and finds rows by their id, so the table needs one (ALTER TABLE % ADD PRIMARY KEY (%))', tbl, tbl, idcol
             USING ERRCODE = 'invalid_table_definition';
@@ -229,7 +241,7 @@ BEGIN
                         THEN format('jsonb_build_object(''outbox_id'', (%I)::text)::text', idcol)
                         ELSE '''{}''' END;
     ELSE
-        headers := pgoutbox.adopt_expr(rel, p_headers);
+        headers := pgoutbox.adopt_expr(rel, '--headers', p_headers);
         ty := pgoutbox.adopt_type(tbl, '--headers', headers);
         IF ty NOT IN ('jsonb'::regtype, 'json'::regtype) THEN
             RAISE EXCEPTION 'pgoutbox adopt: --headers: % is of type %; it must be json or jsonb (an object)', headers, ty
@@ -240,7 +252,7 @@ BEGIN
     IF p_created_at IS NULL THEN
         created := 'now()';
     ELSE
-        created := pgoutbox.adopt_expr(rel, p_created_at);
+        created := pgoutbox.adopt_expr(rel, '--created-at', p_created_at);
         ty := pgoutbox.adopt_type(tbl, '--created-at', created);
         IF ty NOT IN ('timestamp with time zone'::regtype, 'timestamp without time zone'::regtype, 'date'::regtype) THEN
             RAISE EXCEPTION 'pgoutbox adopt: --created-at: % is of type %; it must be a timestamp', created, ty

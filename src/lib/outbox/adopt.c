@@ -20,8 +20,15 @@ static int run_lines(PGconn *conn, const char *sql, int n,
 	PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		const char *msg = pgo_pq_msg(conn, res);
+
+		/* The functions' messages start with what they are. */
+		if (strncmp(msg, "pgoutbox adopt: ", 16) == 0)
+			msg += 16;
+		else if (strncmp(msg, "pgoutbox unadopt: ", 18) == 0)
+			msg += 18;
 		pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
-			      "%s", pgo_pq_msg(conn, res));
+			      "%s", msg);
 		PQclear(res);
 		return PGO_ERR_DB;
 	}
