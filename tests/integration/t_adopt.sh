@@ -86,6 +86,8 @@ run_shape() {
 	eval "\"\$PGO_BIN\" adopt $tbl --name $name $flags" >"$T_TMP/$name.adopt" 2>&1 ||
 		fail "adopt $tbl: $(cat "$T_TMP/$name.adopt")"
 	note "adopt $tbl: $(tr '\n' ';' <"$T_TMP/$name.adopt")"
+	"$PGO_BIN" status --queue "$name" >"$T_TMP/$name.status" 2>&1 || fail "status: $(cat "$T_TMP/$name.status")"
+	grep -Eq '^  [^ ]+ +300 ' "$T_TMP/$name.status" || fail "status of $name does not show the backlog: $(cat "$T_TMP/$name.status")"
 	start_relay "$out" --queue "$name" --mode concurrent --sink stdout --poll-interval 60s --in-flight 2 --log-level debug
 	wait_until 30 "[ \"\$(q \"$pending_sql\")\" = 0 ]"
 	[ "$(ids_of "$out" | wc -l)" = 300 ] || fail "$name: backlog: $(ids_of "$out" | wc -l) deliveries of 300"

@@ -65,6 +65,8 @@ SQL
 wait_until 10 '[ "$(q "SELECT count(*) FROM consumers.outbox WHERE sent_at IS NOT NULL")" = 4 ]'
 note "an event with the application's NOTIFY was sent after $((($(date +%s%N) - t0) / 1000000)) ms (poll interval 60 s)"
 stop_relay "$RELAY_PID"
+"$PGO_BIN" status --queue chat >"$T_TMP/status" 2>&1 || fail "status: $(cat "$T_TMP/status")"
+grep -q 'pending: none' "$T_TMP/status" && grep -q 'dead letters: 2' "$T_TMP/status" || fail "status: $(cat "$T_TMP/status")"
 grep -q 'permission denied' "$T_TMP/out.log" && fail "the relay hit a permission error: $(grep permission "$T_TMP/out.log")"
 [ "$(q "SELECT string_agg(id::text, ' ' ORDER BY id) FROM consumers.outbox WHERE sent_at IS NULL")" = "2 3" ] ||
 	fail "unsent rows: $(q 'SELECT id, sent_at FROM consumers.outbox ORDER BY id')"

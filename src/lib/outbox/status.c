@@ -26,8 +26,8 @@ static PGresult *query(PGconn *conn, const char *sql, const char *param,
 
 /* Ordered modes: who owns which shards, halted shards, and the shards
  * that lag most. */
-static int print_shards(PGconn *conn, const char *queue, FILE *out,
-			pgo_error_t *err)
+static int print_shards(PGconn *conn, const char *queue, const char *from,
+			FILE *out, pgo_error_t *err)
 {
 	char sql[1024];
 	PGresult *res;
@@ -77,10 +77,10 @@ static int print_shards(PGconn *conn, const char *queue, FILE *out,
 		 "count(*) FILTER (WHERE run_at = 'infinity'), "
 		 "coalesce(max(last_error) FILTER (WHERE run_at = "
 		 "'infinity'), '') "
-		 "FROM pgoutbox.\"%s\" GROUP BY shard "
+		 "FROM %s GROUP BY shard "
 		 "ORDER BY count(*) FILTER (WHERE run_at = 'infinity') DESC, "
 		 "min(created_at) LIMIT 8",
-		 queue);
+		 from);
 	res = query(conn, sql, NULL, err);
 	if (!res)
 		return PGO_ERR_DB;
@@ -138,7 +138,7 @@ static int print_retention(PGconn *conn, const char *queue, FILE *out,
 int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 		     pgo_error_t *err)
 {
-	char sql[640];
+	char sql[640], from[96];
 	PGresult *res;
 	int rc;
 
@@ -150,6 +150,18 @@ int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 	rc = pgo_schema_check(conn, err);
 	if (rc != PGO_OK)
 		return rc;
+	/* An adopted table's pending rows come through the map
+	 * (sql/013_adopt.sql); a queue's are its table. */
+	res = query(conn, "SELECT kind FROM pgoutbox.queues WHERE name = $1",
+		    queue, err);
+	if (!res)
+		return PGO_ERR_DB;
+	if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "adopted") == 0)
+		snprintf(from, sizeof(from), "pgoutbox.adopted_pending('%s')",
+			 queue);
+	else
+		snprintf(from, sizeof(from), "pgoutbox.\"%s\"", queue);
+	PQclear(res);
 
 	snprintf(
 		sql, sizeof(sql),
@@ -158,8 +170,8 @@ int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 		"'FM9999999990.000'), '0'), "
 		"count(*) FILTER (WHERE run_at > now()), "
 		"count(*) FILTER (WHERE attempts > 0) "
-		"FROM pgoutbox.\"%s\" GROUP BY topic ORDER BY 2 DESC, 1",
-		queue);
+		"FROM %s GROUP BY topic ORDER BY 2 DESC, 1",
+		from);
 	res = query(conn, sql, NULL, err);
 	if (!res)
 		return PGO_ERR_DB;
@@ -190,7 +202,7 @@ int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 	fputc('\n', out);
 	PQclear(res);
 
-	rc = print_shards(conn, queue, out, err);
+	rc = print_shards(conn, queue, from, out, err);
 	if (rc != PGO_OK)
 		return rc;
 	rc = print_retention(conn, queue, out, err);
