@@ -53,3 +53,27 @@ rc=0
 [ "$rc" = 2 ] || fail "an ordered relay of a table without shards exited $rc: $(cat "$T_TMP/err")"
 grep -q 'adopted with --shards 0' "$T_TMP/err" || fail "ordered relay without shards: $(cat "$T_TMP/err")"
 true
+# Debezium-style producers that delete the row in the transaction that
+# inserts it: adopt says that such events cannot be relayed.
+psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" >/dev/null <<'SQL'
+CREATE TABLE dbz (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb);
+CREATE PROCEDURE dbz_write() LANGUAGE plpgsql AS $$
+DECLARE
+    u uuid;
+BEGIN
+    FOR i IN 1..5 LOOP
+        u := gen_random_uuid();
+        INSERT INTO dbz VALUES (u, 'order', 'o' || i, 'OrderCreated', '{}');
+        DELETE FROM dbz WHERE id = u;
+        COMMIT;
+    END LOOP;
+END $$;
+CALL dbz_write();
+SELECT pg_stat_force_next_flush();
+SQL
+wait_until 20 '[ "$(q "SELECT n_tup_del FROM pg_stat_user_tables WHERE relname = '"'dbz'"'")" -ge 5 ]'
+"$PGO_BIN" adopt public.dbz --name dbz >"$T_TMP/dbz" 2>&1 || fail "adopt dbz: $(cat "$T_TMP/dbz")"
+grep -q "WARNING: every row ever inserted into public.dbz was deleted again" "$T_TMP/dbz" || fail "no warning: $(cat "$T_TMP/dbz")"
+grep -q "pgoutbox cannot relay such events" "$T_TMP/dbz" || fail "the warning does not say what it means: $(cat "$T_TMP/dbz")"
+note "$(grep WARNING "$T_TMP/dbz" | cut -c1-160)..."
+true
