@@ -734,11 +734,11 @@ typedef void (*pgo_adopt_line_fn)(void *ctx, const char *line);
  * statement (nothing changes on error); line() gets each object added.
  * PGO_ERR_INVALID (bad name) or PGO_ERR_DB with err saying what is
  * wrong. */
-PGO_EXPORT int pgo_adopt(PGconn *conn, const pgo_adopt_map_t *m, pgo_adopt_line_fn line,
-			 void *ctx, pgo_error_t *err);
+PGO_EXPORT int pgo_adopt(PGconn *conn, const pgo_adopt_map_t *m,
+			 pgo_adopt_line_fn line, void *ctx, pgo_error_t *err);
 /* Removes exactly what adopt added, and the map. */
-PGO_EXPORT int pgo_unadopt(PGconn *conn, const char *name, pgo_adopt_line_fn line,
-		void *ctx, pgo_error_t *err);
+PGO_EXPORT int pgo_unadopt(PGconn *conn, const char *name,
+			   pgo_adopt_line_fn line, void *ctx, pgo_error_t *err);
 
 /* --- status --- */
 

@@ -156,7 +156,8 @@ int pgo_status_print(PGconn *conn, const char *queue, FILE *out,
 		    queue, err);
 	if (!res)
 		return PGO_ERR_DB;
-	if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "adopted") == 0)
+	if (PQntuples(res) == 1 &&
+	    strcmp(PQgetvalue(res, 0, 0), "adopted") == 0)
 		snprintf(from, sizeof(from), "pgoutbox.adopted_pending('%s')",
 			 queue);
 	else

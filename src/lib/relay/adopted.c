@@ -129,9 +129,8 @@ static void columns(const pgo_relay_t *r, const char *q, char *out, size_t n)
 		 eid, map(r, M_TOPIC), map(r, M_KEY), map(r, M_TYPE),
 		 map(r, M_PAYLOAD), map(r, M_HEADERS), map(r, M_CREATED), q,
 		 eid, PQgetisnull(r->adopted, 0, M_SHARD_COL) ? "0" : "t.",
-		 PQgetisnull(r->adopted, 0, M_SHARD_COL)
-			 ? ""
-			 : map(r, M_SHARD_COL));
+		 PQgetisnull(r->adopted, 0, M_SHARD_COL) ? ""
+							 : map(r, M_SHARD_COL));
 }
 
 /* The ordered modes: the rows of the inner query c that no state row
@@ -219,9 +218,9 @@ void pgo_adopted_build_sql(pgo_relay_t *r)
 			 map(r, M_SHARDS));
 	else
 		snprintf(shard, sizeof(shard), "NULL::integer");
-	/* The settle round, with the parameters of claim.c's statements
-	 * (payload and headers as text: an adopted payload need not be
-	 * JSON). */
+		/* The settle round, with the parameters of claim.c's statements
+		 * (payload and headers as text: an adopted payload need not be
+		 * JSON). */
 #define UNNEST                                                                 \
 	"unnest($1::bigint[], $2::text[], $3::text[], $4::text[], "            \
 	"$5::text[], $6::text[], $7::timestamptz[], $8::bigint[], $9::int[], " \
