@@ -420,6 +420,16 @@ BEGIN
     RETURN NEXT format('unadopted "%s" (%s)', p_name, a.tbl);
 END $$;
 
+-- The map of an adopted table, for relays: readable by any role that may
+-- use the schema (the map is no secret; a relay role then needs no grant
+-- to find out whether its queue is an adopted table).
+CREATE FUNCTION pgoutbox.adopted_map(p_name text) RETURNS SETOF pgoutbox.adopted
+LANGUAGE sql STABLE
+SECURITY DEFINER SET search_path = pg_catalog
+AS $$
+    SELECT * FROM pgoutbox.adopted a WHERE a.name = p_name
+$$;
+
 -- The pending events of an adopted table as `pgoutbox status` reads a
 -- queue: run_at, attempts and last_error from the bookkeeping; dead
 -- letters left out (they are in pgoutbox.dead_letters).  The caller needs

@@ -25,7 +25,7 @@ SELECT 'message.created', jsonb_build_object('chat_id', i, 'body', 'hi') FROM ge
 -- The relay role of docs/adopt.md.
 CREATE ROLE $R LOGIN;
 GRANT USAGE ON SCHEMA pgoutbox TO $R;
-GRANT SELECT ON pgoutbox.migrations, pgoutbox.adopted, pgoutbox.shard_leases TO $R;
+GRANT SELECT ON pgoutbox.migrations, pgoutbox.shard_leases TO $R;
 GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox.adopted_state TO $R;
 GRANT SELECT, INSERT, UPDATE ON pgoutbox.dead_letters TO $R;
 GRANT EXECUTE ON FUNCTION pgoutbox.rebalance(text, text, text, interval),

@@ -90,11 +90,16 @@ int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err)
 			   "SELECT tbl_sql, event_id, topic_sql, key_sql, "
 			   "type_sql, payload_sql, headers_sql, created_sql, "
 			   "pending_sql, done_sql, channel, shard_col, shards "
-			   "FROM pgoutbox.adopted WHERE name = $1",
+			   "FROM pgoutbox.adopted_map($1)",
 			   1, NULL, &name, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-		/* No such row, or a schema from before adopt: one of
-		 * pgoutbox's own queues. */
+		/* No such row: one of pgoutbox's own queues.  (A schema
+		 * that is not this build's is reported by the slots.) */
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			pgo_log(PGO_LOG_WARN, r->subject,
+				"cannot read whether queue %s is an adopted "
+				"table (%s): relaying it as pgoutbox.%s",
+				name, pgo_pq_msg(pg, res), name);
 		PQclear(res);
 		PQfinish(pg);
 		return PGO_OK;
