@@ -714,6 +714,32 @@ PGO_EXPORT void pgo_scheduler_get_stats(const pgo_scheduler_t *s,
 					pgo_scheduler_stats_t *out);
 PGO_EXPORT const char *pgo_scheduler_errmsg(const pgo_scheduler_t *s);
 
+/* --- adopt: an application's own outbox table as a queue --- */
+
+/* The column map of `pgoutbox adopt` (sql/013_adopt.sql): each value a
+ * column of the table or an SQL expression over its row; NULL: the
+ * default (Debezium's names, every row pending, deleted once sent). */
+typedef struct pgo_adopt_map {
+	const char *table, *name; /* "schema.table", the queue name */
+	const char *id, *topic, *key, *type, *payload, *headers, *created;
+	const char *pending; /* predicate of unsent rows */
+	const char *done;    /* "delete" or an assignment */
+	const char *channel; /* the application's own NOTIFY channel */
+	int shards;	     /* 0: concurrent mode only (no shard column) */
+} pgo_adopt_map_t;
+
+typedef void (*pgo_adopt_line_fn)(void *ctx, const char *line);
+
+/* Checks the table and the map and adds what the relay needs, in one
+ * statement (nothing changes on error); line() gets each object added.
+ * PGO_ERR_INVALID (bad name) or PGO_ERR_DB with err saying what is
+ * wrong. */
+PGO_EXPORT int pgo_adopt(PGconn *conn, const pgo_adopt_map_t *m,
+			 pgo_adopt_line_fn line, void *ctx, pgo_error_t *err);
+/* Removes exactly what adopt added, and the map. */
+PGO_EXPORT int pgo_unadopt(PGconn *conn, const char *name,
+			   pgo_adopt_line_fn line, void *ctx, pgo_error_t *err);
+
 /* --- status --- */
 
 /* Writes a human-readable report of the queue (NULL = "outbox"):

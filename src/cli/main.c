@@ -24,6 +24,8 @@ static const struct {
 	{"worker", cmd_worker, "run the jobs of a work queue"},
 	{"cron", cmd_cron, "distributed cron: schedules and the scheduler"},
 	{"run", cmd_run, "relay, worker and cron scheduler from one config"},
+	{"adopt", cmd_adopt, "relay an outbox table the application has"},
+	{"unadopt", cmd_unadopt, "undo adopt: remove what it added"},
 	{"maintain", cmd_maintain,
 	 "retention (archive partitions), inbox partitions, health"},
 };

@@ -525,9 +525,20 @@ static bool read_round(pgo_conn_t *c)
 	return false;
 }
 
-pgo_conn_event_t pgo_conn_step(pgo_conn_t *c, short revents)
+/* Counts the notifications libpq has parsed, and frees them. */
+static void take_notifies(pgo_conn_t *c)
 {
 	PGnotify *n;
+
+	while ((n = PQnotifies(c->pg)) != NULL) {
+		c->notifies++;
+		PQfreemem(n);
+	}
+}
+
+pgo_conn_event_t pgo_conn_step(pgo_conn_t *c, short revents)
+{
+	bool done;
 
 	if (c->refused) {
 		c->refused = false;
@@ -568,17 +579,20 @@ pgo_conn_event_t pgo_conn_step(pgo_conn_t *c, short revents)
 			return PGO_CONN_EV_LOST;
 		}
 	}
-	while ((n = PQnotifies(c->pg)) != NULL) {
-		c->notifies++;
-		PQfreemem(n);
-	}
+	take_notifies(c);
 	if (PQstatus(c->pg) == CONNECTION_BAD) {
 		pgo_conn_drop(c, pgo_pq_msg(c->pg, NULL));
 		return PGO_CONN_EV_LOST;
 	}
 	if (c->state != PGO_CONN_BUSY && c->state != PGO_CONN_SETUP)
 		return PGO_CONN_EV_NONE;
-	if (!read_round(c))
+	done = read_round(c);
+	/* Reading the results parses what came after them too: a
+	 * notification the server sent at the COMMIT of this round (one that
+	 * arrived while the transaction was open) is in libpq's list now,
+	 * and no more bytes may come to wake us for it. */
+	take_notifies(c);
+	if (!done)
 		return PGO_CONN_EV_NONE;
 	if (c->state == PGO_CONN_SETUP)
 		return finish_setup(c);

@@ -55,8 +55,22 @@ static PGresult *query(PGconn *conn, const char *sql, const char *param,
 static int collect(PGconn *conn, const char *queue, facts_t *f,
 		   pgo_error_t *err)
 {
-	char sql[1024];
+	char sql[1024], from[96];
+	PGresult *kind;
 
+	/* An adopted table's pending rows come through the map
+	 * (sql/013_adopt.sql); a queue's are its table. */
+	kind = query(conn, "SELECT kind FROM pgoutbox.queues WHERE name = $1",
+		     queue, err);
+	if (!kind)
+		return PGO_ERR_DB;
+	if (PQntuples(kind) == 1 &&
+	    strcmp(PQgetvalue(kind, 0, 0), "adopted") == 0)
+		snprintf(from, sizeof(from), "pgoutbox.adopted_pending('%s')",
+			 queue);
+	else
+		snprintf(from, sizeof(from), "pgoutbox.\"%s\"", queue);
+	PQclear(kind);
 	snprintf(
 		sql, sizeof(sql),
 		"SELECT topic, count(*), "
@@ -64,8 +78,8 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 		"'FM9999999990.000'), '0'), "
 		"count(*) FILTER (WHERE run_at > now()), "
 		"count(*) FILTER (WHERE attempts > 0) "
-		"FROM pgoutbox.\"%s\" GROUP BY topic ORDER BY 2 DESC, 1",
-		queue);
+		"FROM %s GROUP BY topic ORDER BY 2 DESC, 1",
+		from);
 	if (!(f->topics = query(conn, sql, NULL, err)))
 		return PGO_ERR_DB;
 	f->dead = query(conn,
@@ -98,10 +112,10 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 		 "count(*) FILTER (WHERE run_at = 'infinity'), "
 		 "coalesce(max(last_error) FILTER (WHERE run_at = "
 		 "'infinity'), '') "
-		 "FROM pgoutbox.\"%s\" GROUP BY shard "
+		 "FROM %s GROUP BY shard "
 		 "ORDER BY count(*) FILTER (WHERE run_at = 'infinity') DESC, "
 		 "min(created_at) LIMIT 8",
-		 queue);
+		 from);
 	if (!(f->shards = query(conn, sql, NULL, err)))
 		return PGO_ERR_DB;
 	f->retention = query(

@@ -25,6 +25,8 @@
  * Round 2 settles: retried rows go back in with their ids (attempts + 1,
  * a later run_at, the error), dead ones go to dead letters, then COMMIT.
  *
+ * An adopted table (adopted.c) gets statements of its own with the same
+ * parameters and result columns.
  * This file only builds: the SQL texts, each claim's parameters, the batch
  * from the claimed rows, the settle statements' parameters.  The rules
  * are in settle.c; cycle.c sends the rounds and moves the slot along.
@@ -208,6 +210,9 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		"attempts = EXCLUDED.attempts, last_error = "
 		"EXCLUDED.last_error, failed_at = now()",
 		q);
+	r->done_sql[0] = '\0';
+	if (r->adopted)
+		pgo_adopted_build_sql(r);
 }
 
 /* How often the floor moves at most: each probe reads pg_locks. */
@@ -231,13 +236,15 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 	snprintf(q->floor, sizeof(q->floor), "%lld", (long long)r->floor);
 	if (now >= s->sweep_at)
 		s->sweeping = true;
-	s->sweep = s->sweeping && v->claim_floor;
+	s->sweep = s->sweeping && v->claim_floor && !r->adopted;
 	s->sweep_floor = r->floor;
 	snprintf(q->from, sizeof(q->from), "%lld",
 		 s->sweep ? 0LL : (long long)r->floor);
 	s->probe = false;
-	if (v->claim_floor && !r->floor_off && !r->floor_probing &&
-	    now >= r->floor_next) {
+	/* An adopted table has no floor: its rows are marked, not
+	 * deleted, so the pending index is what skips the sent ones. */
+	if (v->claim_floor && !r->adopted && !r->floor_off &&
+	    !r->floor_probing && now >= r->floor_next) {
 		/* Outside the claim transaction: rows this slot claims
 		 * must not look gone to the probe until they are. */
 		q->probe[0] = v->queue;
@@ -474,12 +481,12 @@ int pgo_claim_rows_params(const slot_t *s, pgo_ack_t kind, pgo_buf_t col[10])
 	return count;
 }
 
-bool pgo_claim_unsent_ids(const pgo_batch_t *b, pgo_buf_t *ids)
+bool pgo_claim_ids(const pgo_batch_t *b, bool ok, pgo_buf_t *ids)
 {
 	pgo_buf_init(ids);
 	pgo_buf_puts(ids, "{");
 	for (size_t i = 0; i < b->n; i++) {
-		if (b->acks[i] == PGO_ACK_OK)
+		if ((b->acks[i] == PGO_ACK_OK) != ok)
 			continue;
 		pgo_buf_printf(ids, "%s%lld", ids->len > 1 ? "," : "",
 			       (long long)b->events[i].id);

@@ -174,12 +174,28 @@ static void queue_unarchive(pgo_relay_t *r, slot_t *s)
 	const char *params[2];
 	pgo_buf_t ids;
 
-	if (pgo_claim_unsent_ids(&s->batch, &ids)) {
+	if (pgo_claim_ids(&s->batch, false, &ids)) {
 		params[0] = pgo_conf_values(r->conf)->queue;
 		params[1] = ids.data;
 		pgo_conn_query(&s->conn,
 			       "SELECT pgoutbox.unarchive($1, $2::bigint[])", 2,
 			       params);
+	} else {
+		s->conn.round.failed = true; /* forces a rollback */
+	}
+	pgo_buf_free(&ids);
+}
+
+/* An adopted table: the events the sink acknowledged get the map's
+ * `done` (DELETE or UPDATE) in the claim transaction. */
+static void queue_done(pgo_relay_t *r, slot_t *s)
+{
+	const char *params[1];
+	pgo_buf_t ids;
+
+	if (pgo_claim_ids(&s->batch, true, &ids)) {
+		params[0] = ids.data;
+		pgo_conn_query(&s->conn, r->done_sql, 1, params);
 	} else {
 		s->conn.round.failed = true; /* forces a rollback */
 	}
@@ -224,10 +240,15 @@ static void log_plan(pgo_relay_t *r, slot_t *s, const pgo_settle_plan_t *p)
 		pgo_log(PGO_LOG_ERROR, r->subject,
 			"shard %s halted: event %lld (key %s) failed %d "
 			"times: %s; fix the cause, then UPDATE "
-			"pgoutbox.\"%s\" SET run_at = now() WHERE id = %lld",
+			"pgoutbox.%s%s%s SET run_at = now() WHERE %s%s%sid = "
+			"%lld",
 			pgo_claim_shard_of(s, i), (long long)e->id,
 			e->key ? e->key : "-", s->fix[i].attempts,
-			b->errors[i] ? b->errors[i] : "failed", v->queue,
+			b->errors[i] ? b->errors[i] : "failed",
+			r->adopted ? "adopted_state" : "\"",
+			r->adopted ? "" : v->queue, r->adopted ? "" : "\"",
+			r->adopted ? "queue = '" : "",
+			r->adopted ? v->queue : "", r->adopted ? "' AND " : "",
 			(long long)e->id);
 	}
 	if (p->n_overtaken) {
@@ -295,8 +316,10 @@ static void settle(pgo_relay_t *r, slot_t *s)
 			    s->fix[i].delay_ms > 0)
 				pgo_relay_retry_at(r, now + s->fix[i].delay_ms);
 		log_plan(r, s, &plan);
-		if (plan.n_retry || plan.n_dead)
+		if ((plan.n_retry || plan.n_dead) && !r->adopted)
 			queue_unarchive(r, s);
+		if (plan.n_ok && r->adopted)
+			queue_done(r, s);
 		if (plan.n_retry)
 			queue_rows(s, PGO_ACK_RETRY, r->retry_sql);
 		if (plan.n_dead)

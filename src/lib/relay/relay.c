@@ -67,6 +67,11 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	snprintf(r->app_name, sizeof(r->app_name), "pgoutbox relay %s",
 		 v->name && *v->name ? v->name : "");
 	r->mode = v->mode;
+	if (pgo_adopted_load(r, err) != PGO_OK) {
+		r->sink = NULL; /* not attached yet */
+		pgo_relay_destroy(r);
+		return NULL;
+	}
 	pgo_claim_build_sql(r);
 	r->setup.subject = r->subject;
 	r->setup.app_name = r->app_name;
@@ -86,13 +91,13 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	r->setup.prep_name[2] = NULL;
 	r->setup.check_schema = true;
 	/* A work queue's rows are jobs for workers: a relay would publish
-	 * and delete them. */
+	 * and delete them.  An adopted table (adopted.c) is relayed. */
 	r->setup.refuse_sql =
 		"SELECT format('queue \"%s\" is a work queue: its jobs are run "
 		"by `pgoutbox worker --queue %s`, a relay would publish and "
 		"delete them; relay an outbox queue', name, name) "
 		"FROM (SELECT $1::text AS name) q "
-		"WHERE pgoutbox.queue_kind(name) <> 'outbox'";
+		"WHERE pgoutbox.queue_kind(name) NOT IN ('outbox', 'adopted')";
 	snprintf(r->queue, sizeof(r->queue), "%s", v->queue);
 	r->setup.refuse_param[0] = r->queue;
 	snprintf(r->missing_hint, sizeof(r->missing_hint),
@@ -165,6 +170,7 @@ void pgo_relay_destroy(pgo_relay_t *r)
 		pgo_sink_detach(r->sink);
 	pgo_observe_destroy(r);
 	pgo_loop_destroy(r->loop);
+	pgo_adopted_free(r);
 	free(r->floor_writers);
 	free(r);
 }

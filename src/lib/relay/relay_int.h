@@ -9,6 +9,7 @@
  *   claim.c   the claim SQL of each mode, its parameters, the batch built
  *             from the claimed rows, the settle statements' parameters
  *   settle.c  the settle rules: a plan from the sink's verdicts (pure)
+ *   adopted.c the map of an adopted table and the statements built from it
  *   shards.c  ordered and strict modes: membership and shard leases
  *   observe.c metrics, /readyz, READY=1, the gauges read from the database
  */
@@ -76,10 +77,14 @@ struct pgo_relay {
 	int mode;	   /* pgo_mode_t, fixed at start */
 	char subject[160]; /* log prefix "relay outbox -> stdout" */
 	char app_name[64]; /* application_name of the sessions */
-	char claim_sql[4096];
-	char retry_sql[1024];
-	char dead_sql[1024];
-	char listen_sql[96];
+	char claim_sql[8192];
+	char retry_sql[2048];
+	char dead_sql[2048];
+	char done_sql[2048]; /* adopted tables: the acked events' `done` */
+	char listen_sql[160];
+	/* An adopted table's map (adopted.c), NULL for pgoutbox's own
+	 * queues: one row of pgoutbox.adopted. */
+	PGresult *adopted;
 	char session_sql[512];	/* the relay's settings for its sessions */
 	char local_sql[512];	/* the same for one transaction (pooled) */
 	bool pooled;		/* through a transaction pooler (pooler.c) */
@@ -161,11 +166,23 @@ int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res);
  * events whose verdict is kind (col[] initialized here; free them).
  * Returns how many, or -1 without memory. */
 int pgo_claim_rows_params(const slot_t *s, pgo_ack_t kind, pgo_buf_t col[10]);
-/* The ids not published, as a bigint[] literal (ids initialized here);
- * false without memory. */
-bool pgo_claim_unsent_ids(const pgo_batch_t *b, pgo_buf_t *ids);
+/* The ids published (ok) or not (!ok), as a bigint[] literal (ids
+ * initialized here); false without memory. */
+bool pgo_claim_ids(const pgo_batch_t *b, bool ok, pgo_buf_t *ids);
 /* The shard of event i of the slot's batch (text). */
 const char *pgo_claim_shard_of(const slot_t *s, size_t i);
+
+/* adopted.c: relaying a table the application already has */
+
+/* Reads the map of the configured queue when it is an adopted table
+ * (blocking, before the loop runs): r->adopted set, or left NULL for one
+ * of pgoutbox's own queues.  PGO_ERR_INVALID when the mode cannot relay
+ * it. */
+int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err);
+void pgo_adopted_free(pgo_relay_t *r);
+/* Builds the claim, LISTEN, retry, dead-letter and done statements from
+ * the map (pure; called by pgo_claim_build_sql()). */
+void pgo_adopted_build_sql(pgo_relay_t *r);
 
 /* settle.c: the settle rules (pure) */
 

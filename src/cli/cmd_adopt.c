@@ -1,0 +1,169 @@
+/*
+ * cmd_adopt.c — `pgoutbox adopt SCHEMA.TABLE --name NAME [map]` and
+ * `pgoutbox unadopt NAME`: relay the outbox table an application already
+ * has (docs/adopt.md).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void print_line(void *ctx, const char *line)
+{
+	(void)ctx;
+	printf("%s\n", line);
+}
+
+int cmd_adopt(int argc, char **argv)
+{
+	static const char *const flags[] = {"--db", NULL};
+	pgo_adopt_map_t m = {0};
+	const char *shards = NULL;
+	const cli_opt_t opts[] = {
+		{"--name", "NAME", "the queue name relays use (required)",
+		 &m.name, NULL},
+		{"--id", "COLUMN", "the primary key column (default id)", &m.id,
+		 NULL},
+		{"--topic", "SQL",
+		 "topic: a column or a quoted constant, e.g. \"'orders'\" "
+		 "(default aggregatetype)",
+		 &m.topic, NULL},
+		{"--key", "SQL",
+		 "key (ordering): a column or an expression, e.g. "
+		 "\"payload->>'chat_id'\" (default aggregateid)",
+		 &m.key, NULL},
+		{"--type", "SQL", "event type (default type)", &m.type, NULL},
+		{"--payload", "SQL",
+		 "payload: json, jsonb, text or bytea (default payload)",
+		 &m.payload, NULL},
+		{"--headers", "SQL", "headers: a json(b) object (default none)",
+		 &m.headers, NULL},
+		{"--created-at", "SQL",
+		 "creation time (default: the time of the claim)", &m.created,
+		 NULL},
+		{"--pending", "SQL",
+		 "predicate of unsent rows, e.g. \"sent_at IS NULL\" "
+		 "(default: every row)",
+		 &m.pending, NULL},
+		{"--done", "SQL",
+		 "once sent: delete (default), or an assignment such as "
+		 "\"sent_at = now()\"",
+		 &m.done, NULL},
+		{"--channel", "NAME",
+		 "LISTEN on the application's own NOTIFY channel (then no "
+		 "trigger is added)",
+		 &m.channel, NULL},
+		{"--shards", "N",
+		 "shards of the ordered modes (default 64); 0: concurrent "
+		 "mode only, no shard column",
+		 &shards, NULL},
+		{NULL, NULL, NULL, NULL, NULL},
+	};
+	const cli_cmd_t cmd = {
+		.name = "adopt",
+		.usage = "usage: pgoutbox adopt SCHEMA.TABLE --name NAME "
+			 "[--id COL] [--topic SQL] [--key SQL] [--type SQL]\n"
+			 "         [--payload SQL] [--headers SQL] "
+			 "[--created-at SQL] [--pending SQL] [--done SQL]\n"
+			 "         [--channel NAME] [--shards N]",
+		.summary = "Lets the relay drain an outbox table the "
+			   "application already has, as queue NAME\n"
+			   "(`pgoutbox relay --queue NAME`).  Checks the table "
+			   "and the map, adds only what\nthe relay needs in "
+			   "one transaction and lists it; `pgoutbox unadopt "
+			   "NAME` removes it.",
+		.details = "Defaults follow Debezium's outbox table (id, "
+			   "aggregatetype, aggregateid, type,\npayload), every "
+			   "row pending and deleted once sent.  See "
+			   "docs/adopt.md.",
+		.opts = opts,
+		.flags = flags,
+		.min_args = 1,
+		.max_args = 1,
+	};
+	pgo_error_t err;
+	PGconn *conn = NULL;
+	bool done;
+	cli_t cli;
+	int rc;
+
+	rc = cli_parse(&cli, &cmd, argc, argv, &done);
+	if (rc != EXIT_OK || done)
+		return rc;
+	rc = EXIT_USAGE;
+	m.table = cli.args[0];
+	m.shards = 64;
+	if (!m.name) {
+		cli_error("adopt", "--name is required");
+		goto out;
+	}
+	if (shards) {
+		char *end;
+		long n = strtol(shards, &end, 10);
+
+		if (!*shards || *end || n < 0 || n > 4096) {
+			cli_error("adopt",
+				  "--shards must be a number from 0 to 4096, "
+				  "not \"%s\"",
+				  shards);
+			goto out;
+		}
+		m.shards = (int)n;
+	}
+	rc = EXIT_FAIL;
+	conn = cli_connect(cli.conf, "pgoutbox adopt");
+	if (!conn)
+		goto out;
+	if (pgo_adopt(conn, &m, print_line, NULL, &err) != PGO_OK) {
+		cli_error("adopt", "%s", err.msg);
+		/* A map that does not fit is the operator's to fix. */
+		rc = err.retriable ? EXIT_FAIL : EXIT_USAGE;
+		goto out;
+	}
+	rc = EXIT_OK;
+out:
+	if (conn)
+		PQfinish(conn);
+	cli_free(&cli);
+	return rc;
+}
+
+int cmd_unadopt(int argc, char **argv)
+{
+	static const char *const flags[] = {"--db", NULL};
+	const cli_cmd_t cmd = {
+		.name = "unadopt",
+		.usage = "usage: pgoutbox unadopt NAME",
+		.summary = "Removes what `pgoutbox adopt` added to the table "
+			   "of NAME, and the map, in one\ntransaction; the "
+			   "application's rows stay as they are.",
+		.flags = flags,
+		.min_args = 1,
+		.max_args = 1,
+	};
+	pgo_error_t err;
+	PGconn *conn = NULL;
+	bool done;
+	cli_t cli;
+	int rc;
+
+	rc = cli_parse(&cli, &cmd, argc, argv, &done);
+	if (rc != EXIT_OK || done)
+		return rc;
+	rc = EXIT_FAIL;
+	conn = cli_connect(cli.conf, "pgoutbox unadopt");
+	if (!conn)
+		goto out;
+	if (pgo_unadopt(conn, cli.args[0], print_line, NULL, &err) != PGO_OK) {
+		cli_error("unadopt", "%s", err.msg);
+		rc = err.retriable ? EXIT_FAIL : EXIT_USAGE;
+		goto out;
+	}
+	rc = EXIT_OK;
+out:
+	if (conn)
+		PQfinish(conn);
+	cli_free(&cli);
+	return rc;
+}
