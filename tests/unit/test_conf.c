@@ -791,6 +791,51 @@ static void test_file_unreadable(void **state)
 	pgo_conf_destroy(conf);
 }
 
+/* A carriage return inside a line (issue 19, item 12: the line below made
+ * the reader copy 310 bytes into libinih's 200-byte stack buffer) is
+ * refused with its line number; so is one at the end of a long line. */
+static void test_file_carriage_return(void **state)
+{
+	char text[512], want[1024];
+	const char *path;
+	pgo_conf_t *conf;
+	size_t n;
+
+	(void)state;
+	/* 5b72656c61795d0a6e616d65203d20780d + 300 x 41 + 0a */
+	n = (size_t)snprintf(text, sizeof(text), "[relay]\nname = x\r");
+	memset(text + n, 'A', 300);
+	memcpy(text + n + 300, "\n", 2);
+	path = write_file("cr.ini", text);
+	conf = pgo_conf_new();
+	assert_non_null(conf);
+	snprintf(want, sizeof(want),
+		 "%s:2: carriage return inside the line (lines end with "
+		 "\"\\n\" or \"\\r\\n\")",
+		 path);
+	assert_int_equal(pgo_conf_load_file(conf, path), PGO_ERR_CONFIG);
+	assert_string_equal(pgo_conf_errmsg(conf), want);
+	assert_string_equal(pgo_conf_values(conf)->name, "");
+	pgo_conf_destroy(conf);
+
+	/* "\r\n" still ends a line, and counts in the length limit. */
+	path = write_file("crlf.ini", "[relay]\r\nname = x\r\n");
+	conf = pgo_conf_new();
+	assert_int_equal(pgo_conf_load_file(conf, path), PGO_OK);
+	assert_string_equal(pgo_conf_values(conf)->name, "x");
+	pgo_conf_destroy(conf);
+	n = (size_t)snprintf(text, sizeof(text), "[relay]\r\nname = ");
+	memset(text + n, 'y', 191);
+	memcpy(text + n + 191, "\r\n", 3);
+	path = write_file("crlf.ini", text);
+	conf = pgo_conf_new();
+	snprintf(want, sizeof(want), "%s:2: line is longer than 197 characters",
+		 path);
+	assert_int_equal(pgo_conf_load_file(conf, path), PGO_ERR_CONFIG);
+	assert_string_equal(pgo_conf_errmsg(conf), want);
+	pgo_conf_destroy(conf);
+}
+
 /* --- the environment and the ranking of sources --- */
 
 static void test_env(void **state)
@@ -1670,9 +1715,9 @@ static int make_tmpdir(void **state)
 
 static int remove_tmpdir(void **state)
 {
-	static const char *const files[] = {"good.ini",	  "bad.ini", "stop.ini",
-					    "long.ini",	  "env.ini", "rank.ini",
-					    "reload.ini", "sink.ini"};
+	static const char *const files[] = {
+		"good.ini", "bad.ini",	  "stop.ini", "long.ini", "env.ini",
+		"rank.ini", "reload.ini", "sink.ini", "cr.ini",	  "crlf.ini"};
 	char path[256];
 
 	(void)state;
@@ -1695,6 +1740,7 @@ int main(void)
 		cmocka_unit_test(test_file_errors),
 		cmocka_unit_test(test_file_stops_at_error),
 		cmocka_unit_test(test_file_unreadable),
+		cmocka_unit_test(test_file_carriage_return),
 		cmocka_unit_test(test_env),
 		cmocka_unit_test(test_env_database_url),
 		cmocka_unit_test(test_env_errors),

@@ -1336,7 +1336,20 @@ static char *ini_read_line(char *str, int num, void *stream)
 	while (*s != '\n' && isspace((unsigned char)*s))
 		s++;
 	len = strlen(s);
-	content = strcspn(s, "\r\n");
+	content = len;
+	if (content && s[content - 1] == '\n')
+		content--;
+	if (content && s[content - 1] == '\r')
+		content--;
+	/* A CR before the end would hide the rest of the line from the length
+	 * check below (and pass a CR into a value). */
+	if (memchr(s, '\r', content)) {
+		pass_fail(p, fail(p->conf, PGO_ERR_CONFIG,
+				  "%s:%d: carriage return inside the line "
+				  "(lines end with \"\\n\" or \"\\r\\n\")",
+				  p->path, p->lineno));
+		return NULL;
+	}
 	/* libinih's line buffer must hold the line, "\r\n" and the NUL. */
 	if (content + 3 > (size_t)num) {
 		pass_fail(p, fail(p->conf, PGO_ERR_CONFIG,
