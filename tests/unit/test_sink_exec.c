@@ -291,8 +291,13 @@ static const struct exec_case cases[] = {
 	 false, 0, 0},
 	{"killed_by_signal", "kill -9 $$", 0, 2, 0, PGO_ACK_RETRY,
 	 "exec: killed by signal 9", 0, 0, NULL, false, 0, 0},
+	/* 127 and 126 are the sink's outage, not the events' failure. */
 	{"command_not_found", "no-such-command-pgoutbox", 0, 2, 0,
-	 PGO_ACK_RETRY, "exec: exit status 127: ", 0, 0, NULL, true, 0, 0},
+	 PGO_ACK_UNAVAILABLE, "exec: exit status 127 (command not found): ", 0,
+	 0, NULL, true, 0, 0},
+	{"command_not_executable", "/dev/null", 0, 2, 0, PGO_ACK_UNAVAILABLE,
+	 "exec: exit status 126 (command not executable): ", 0, 0, NULL, true,
+	 0, 0},
 	{"malformed_lines_warned_and_ignored",
 	 "echo hello; echo 'ok x'; echo 'dead 999 gone'; echo 'ok 1 fine'; "
 	 "echo; echo 'retry 2x'; exit 0",

@@ -203,6 +203,10 @@ static void unavailable(pgo_relay_t *r, slot_t *s, size_t i)
 		b->errors[i] ? b->errors[i] : "down", b->n,
 		(long long)r->sink_backoff);
 	r->sink_pause_until = pgo_now_ms() + r->sink_backoff;
+	/* The batch is still pending: claim it again when the pause ends,
+	 * even if no wake-up comes (a sink without health reports, such
+	 * as exec or stdout, never says it is back). */
+	s->wants_claim = true;
 	s->n_ok = s->n_retry = s->n_dead = 0;
 	b->n = 0; /* nothing to count when the ROLLBACK returns */
 	pgo_conn_query(&s->conn, "ROLLBACK", 0, NULL);

@@ -8,9 +8,12 @@
  *  - environment: PGOUTBOX_BATCH_SIZE, PGOUTBOX_FIRST_ID, PGOUTBOX_LAST_ID;
  *  - stdout: optional verdict lines `ok ID`, `retry ID reason...`,
  *    `dead ID reason...` (other lines are logged and ignored);
- *  - exit status 0 acks every event without a verdict line; anything else
- *    (or a signal) makes them retriable, with the last line of stderr as
- *    the reason;
+ *  - exit status 0 acks every event without a verdict line; 126 and 127
+ *    (the shell could not find or run the command) are an outage of the
+ *    sink: the batch is UNAVAILABLE, spends no attempt and is claimed
+ *    again once the relay's backoff ends, so fixing the command delivers
+ *    everything; anything else (or a signal) makes the events without a
+ *    verdict retriable, with the last line of stderr as the reason;
  *  - after exec_timeout the whole process group is killed with SIGKILL and
  *    the batch is retried.
  *
@@ -291,6 +294,16 @@ static void apply_stdout(pgo_batch_t *b, const pgo_proc_result_t *res)
 	free(index);
 }
 
+/* The shell's "command not found" (127) or "cannot execute" (126): the
+ * sink is misconfigured or its program is being replaced, which is no
+ * event's fault.  The whole batch goes back untouched (a batch with an
+ * UNAVAILABLE verdict is not settled), whatever the command printed. */
+static bool command_missing(const pgo_proc_result_t *res)
+{
+	return res->end == PGO_PROC_EXITED &&
+	       (res->status == 126 || res->status == 127);
+}
+
 /* The command is gone and its output read: every event gets a verdict. */
 static void decide(pgo_batch_t *b, const pgo_proc_result_t *res)
 {
@@ -308,6 +321,11 @@ static void decide(pgo_batch_t *b, const pgo_proc_result_t *res)
 	if (res->end == PGO_PROC_LOST)
 		snprintf(msg, sizeof(msg),
 			 "exec: exit status unknown (child reaped elsewhere)");
+	else if (command_missing(res))
+		snprintf(msg, sizeof(msg), "exec: exit status %d (%s)",
+			 res->status,
+			 res->status == 127 ? "command not found"
+					    : "command not executable");
 	else if (res->end == PGO_PROC_EXITED)
 		snprintf(msg, sizeof(msg), "exec: exit status %d", res->status);
 	else
@@ -318,7 +336,9 @@ static void decide(pgo_batch_t *b, const pgo_proc_result_t *res)
 
 		snprintf(msg + n, sizeof(msg) - n, ": %s", line);
 	}
-	pgo_batch_fail_rest(b, PGO_ACK_RETRY, msg);
+	pgo_batch_fail_rest(
+		b, command_missing(res) ? PGO_ACK_UNAVAILABLE : PGO_ACK_RETRY,
+		msg);
 }
 
 /* The verdict lines printed before the timeout stand (fewer duplicates);
@@ -480,7 +500,9 @@ static int exec_submit(pgo_sink_t *sink, pgo_batch_t *b)
 
 		snprintf(msg, sizeof(msg), "exec: %s: %s", what, strerror(rc));
 		pgo_log(PGO_LOG_WARN, SUBJECT, "%s", msg + 6);
-		pgo_batch_fail_rest(b, PGO_ACK_RETRY, msg);
+		/* No pipe or no fork (out of fds or processes): the host
+		 * is short of resources, not the events at fault. */
+		pgo_batch_fail_rest(b, PGO_ACK_UNAVAILABLE, msg);
 		pgo_buf_free(&in);
 		free(run);
 		pgo_sink_done(sink, b);
