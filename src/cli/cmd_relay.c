@@ -28,6 +28,7 @@ static void on_hup(int sig)
 }
 
 static const char *const flags[] = {"--db",
+				    "--db-file",
 				    "--queue",
 				    "--name",
 				    "--mode",

@@ -144,7 +144,8 @@ static pid_t start(int role, pgo_conf_t *conf)
 
 int cmd_run(int argc, char **argv)
 {
-	static const char *const flags[] = {"--db", "--log-level", NULL};
+	static const char *const flags[] = {"--db", "--db-file", "--log-level",
+					    NULL};
 	bool no_relay = false, done;
 	const cli_opt_t opts[] = {
 		{"--no-relay", NULL, "run only the worker and the scheduler",

@@ -5,7 +5,7 @@
 
 #include "cli.h"
 
-static const char *const flags[] = {"--db", "--queue", NULL};
+static const char *const flags[] = {"--db", "--db-file", "--queue", NULL};
 
 static const cli_cmd_t cmd = {
 	.name = "status",

@@ -22,7 +22,7 @@ static void on_stop(int sig)
 		pgo_worker_request_stop(running);
 }
 
-static const char *const flags[] = {"--db", "--log-level", NULL};
+static const char *const flags[] = {"--db", "--db-file", "--log-level", NULL};
 
 static bool dur(const char *flag, const char *text, int64_t *ms)
 {

@@ -123,6 +123,11 @@ typedef struct pgo_conf_key {
 	const char *env_alias; /* conventional variable also read, or NULL */
 	const char *const *choices; /* enum: the names, index = value */
 	const char *help; /* one line for `config show` and the docs */
+	/* The key names a file whose contents are the value of key
+	 * file_for (a password kept out of argv and the environment):
+	 * setting it reads the file and sets file_for from the same
+	 * source, ranked as that source is.  NULL: a plain key. */
+	const char *file_for;
 	/* conf.c's own keys only: the value is also kept in this field of
 	 * struct pgo_conf_values.  Other keys are read with pgo_conf_get_*. */
 	bool in_values;

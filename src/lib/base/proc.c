@@ -478,7 +478,23 @@ void pgo_proc_cancel(pgo_proc_t *p)
 
 /* --- spawning --- */
 
-/* environ without the names of vars, then vars; NULL on OOM. */
+/* The host's secrets that a command never gets: how pgoutbox reaches
+ * its database.  A command that needs a database is given its own
+ * connection string by whoever deploys it. */
+static const char *const withheld[] = {
+	"DATABASE_URL=", "PGOUTBOX_DATABASE_URL=",
+	"PGOUTBOX_DATABASE_URL_FILE=", "PGPASSWORD=", NULL};
+
+static bool is_withheld(const char *var)
+{
+	for (const char *const *w = withheld; *w; w++)
+		if (strncmp(var, *w, strlen(*w)) == 0)
+			return true;
+	return false;
+}
+
+/* environ without the host's secrets and the names of vars, then vars;
+ * NULL on OOM. */
 static char **child_env(const char *const *vars)
 {
 	size_t n = 0, m = 0, o = 0;
@@ -492,7 +508,7 @@ static char **child_env(const char *const *vars)
 	if (!env)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		bool ours = false;
+		bool ours = is_withheld(environ[i]);
 
 		for (size_t k = 0; k < m && !ours; k++) {
 			const char *eq = strchr(vars[k], '=');

@@ -6,7 +6,9 @@
  * A run is a shell in a process group of its own (a timeout or a kill
  * reaches whatever it started), with default signal dispositions and an
  * empty signal mask whatever the host set up, only fds 0-2 open, and the
- * host's environment plus the caller's variables.  Its stdin is fed from
+ * host's environment (without DATABASE_URL, PGOUTBOX_DATABASE_URL and
+ * PGPASSWORD: the command does not get pgoutbox's database credentials)
+ * plus the caller's variables.  Its stdin is fed from
  * a buffer through a non-blocking pipe (a reader that leaves early costs
  * an EPIPE, never a SIGPIPE in the host); its stdout is the host's or
  * captured (up to a cap, the rest read and dropped so the child never

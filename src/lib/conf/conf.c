@@ -93,6 +93,10 @@ static const pgo_conf_key_t own_keys[] = {
 	 .secret = true, .flag = "--db", .env_alias = "DATABASE_URL",
 	 .help = "libpq conninfo or postgres:// URL, passed through "
 		 "untouched"},
+	{KEY("database", "url_file"), .type = T_STRING, .def = "",
+	 .flag = "--db-file", .file_for = "database.url",
+	 .help = "File holding database.url (its first line), so that a "
+		 "password shows in neither ps nor the environment"},
 	{KEY("database", "connect_timeout"), FIELD(connect_timeout),
 	 .type = T_DURATION, .def = "10s", .min = SECONDS(1),
 	 .max = MINUTES(10),
@@ -255,6 +259,8 @@ static size_t nkeys;
 static char keys_problem[160]; /* why the tables do not fit; "" = they do */
 static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
 
+static int find_key(const char *key);
+
 static void keys_broken(const char *what, const char *name)
 {
 	if (!keys_problem[0])
@@ -329,6 +335,10 @@ static void keys_init(void)
 	if (nkeys != declared)
 		keys_broken("a key outside the sections of section_order",
 			    "conf.c");
+	for (size_t i = 0; i < nkeys; i++)
+		if (keys[i]->file_for && (find_key(keys[i]->file_for) < 0 ||
+					  keys[i]->type != T_STRING))
+			keys_broken("file_for names no key", keys[i]->key);
 }
 
 /* Builds keys[] on first use; false (and logged) when the tables do not
@@ -1108,6 +1118,61 @@ static void store_value(pgo_conf_t *conf, const pgo_conf_key_t *k, int64_t num,
 	}
 }
 
+static int set_key(pgo_conf_t *conf, size_t i, const char *value,
+		   pgo_conf_origin_t origin, const char *where);
+
+#define SECRET_FILE_MAX 65536 /* a connection string, not a document */
+
+/* Key k (file_for) was set to path: sets the key it names to the file's
+ * first line, from the same source (file: a higher-ranked source of that
+ * key still wins, as for any value). */
+static int set_from_file(pgo_conf_t *conf, const pgo_conf_key_t *k,
+			 const char *path, pgo_conf_origin_t origin,
+			 const char *path_where)
+{
+	char where[600];
+	pgo_buf_t b;
+	FILE *f;
+	size_t n;
+	int rc, e;
+
+	f = fopen(path, "r");
+	if (!f)
+		return fail(conf, PGO_ERR_CONFIG, "%s: cannot open %s: %s",
+			    k->key, path, strerror(errno));
+	pgo_buf_init(&b);
+	if (!pgo_buf_reserve(&b, SECRET_FILE_MAX + 1)) {
+		fclose(f);
+		return nomem(conf);
+	}
+	n = fread(b.data, 1, SECRET_FILE_MAX + 1, f);
+	e = ferror(f) ? errno : 0;
+	fclose(f);
+	if (e) {
+		pgo_buf_free(&b);
+		return fail(conf, PGO_ERR_CONFIG, "%s: cannot read %s: %s",
+			    k->key, path, strerror(e));
+	}
+	b.data[n < SECRET_FILE_MAX ? n : SECRET_FILE_MAX] = '\0';
+	b.data[strcspn(b.data, "\r\n")] = '\0';
+	if (n > SECRET_FILE_MAX || !b.data[0]) {
+		pgo_buf_free(&b);
+		return fail(conf, PGO_ERR_CONFIG, "%s: %s %s (it must hold %s)",
+			    k->key, path,
+			    n > SECRET_FILE_MAX ? "is longer than 64 KiB"
+						: "has an empty first line",
+			    k->file_for);
+	}
+	snprintf(where, sizeof(where), "%s %s",
+		 path_where ? path_where : k->key, path);
+	rc = set_key(conf, (size_t)find_key(k->file_for), b.data, origin,
+		     where);
+	/* The secret is wiped from our copy, not only freed. */
+	memset(b.data, 0, b.cap);
+	pgo_buf_free(&b);
+	return rc;
+}
+
 /* Sets keys[i] from one source.  where (may be NULL) names the source in
  * messages and in `config show`. */
 static int set_key(pgo_conf_t *conf, size_t i, const char *value,
@@ -1144,6 +1209,8 @@ static int set_key(pgo_conf_t *conf, size_t i, const char *value,
 	st->text = text;
 	st->where = where_copy;
 	st->origin = origin;
+	if (k->file_for && *text)
+		return set_from_file(conf, k, text, origin, where);
 	return PGO_OK;
 oom:
 	free(text);
