@@ -180,6 +180,7 @@ struct pgo_conf_values {
 	int64_t lease_timeout;	   /* ms: a silent member is fenced */
 	int64_t maintain_interval; /* ms: pgoutbox.maintain(); 0 = never */
 	int batch;		   /* events claimed per transaction */
+	int batch_bytes;	   /* a claim takes no event past these bytes */
 	int in_flight;		   /* connections claiming at once */
 	bool listen;		   /* LISTEN for wake-ups (else poll only) */
 	bool claim_floor;	   /* claims start at the claim floor */

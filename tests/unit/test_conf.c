@@ -71,6 +71,7 @@ static const struct {
 	{"relay.lease_timeout", "10s"},
 	{"relay.maintain_interval", "1h"},
 	{"relay.batch", "500"},
+	{"relay.batch_bytes", "16777216"},
 	{"relay.in_flight", "2"},
 	{"relay.listen", "on"},
 	{"relay.claim_floor", "on"},

@@ -153,6 +153,12 @@ static const pgo_conf_key_t own_keys[] = {
 	{KEY("relay", "batch"), FIELD(batch), .type = T_INT, .def = "500",
 	 .min = 1, .max = 10000, .reloadable = true, .flag = "--batch",
 	 .help = "Events claimed per transaction"},
+	{KEY("relay", "batch_bytes"), FIELD(batch_bytes), .type = T_INT,
+	 .def = "16777216", .min = 1024, .max = 1073741824, .reloadable = true,
+	 .flag = "--batch-bytes",
+	 .help = "Bytes claimed per transaction: a claim adds no event "
+		 "once its events (topic, key, type, payload, headers as "
+		 "stored) reach this; one event is always taken"},
 	{KEY("relay", "in_flight"), FIELD(in_flight), .type = T_INT, .def = "2",
 	 .min = 1, .max = 16, .flag = "--in-flight",
 	 .help = "Connections claiming batches at once"},

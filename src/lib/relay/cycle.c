@@ -100,7 +100,7 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	/* A full batch says more is waiting: claim again at once.  In
 	 * concurrent mode every slot shares the queue, so all may help; in
 	 * the ordered modes only this slot's shards are known to be busy. */
-	s->more = n >= s->batch_limit;
+	s->more = pgo_claim_full(s, res);
 	if (r->mode == PGO_MODE_CONCURRENT)
 		r->more = s->more;
 	if (n == 0) {
