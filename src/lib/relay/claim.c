@@ -99,13 +99,17 @@ static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
 	snprintf(r->claim_sql, sizeof(r->claim_sql),
 		 CLOCK
 		 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY(" BYTE_CUT_A
-		 "(SELECT c.id, " EVENT_BYTES("c.") " AS sz FROM "
-		 "pgoutbox.\"%s\" c WHERE c.id >= %s AND "
-		 "%s ORDER BY c.id LIMIT $1) UNION ALL "
-		 "(SELECT c.id, " EVENT_BYTES("c.") " AS sz FROM "
-		 "pgoutbox.\"%s\" c WHERE " BEHIND_C
-		 " AND c.id < %s AND %s ORDER BY c.id LIMIT $1)"
-		 ") u ORDER BY u.id LIMIT $1) w WHERE w.before < %s))" RETURNING,
+		 "(SELECT c.id, " EVENT_BYTES(
+			 "c.") " AS sz FROM "
+			       "pgoutbox.\"%s\" c WHERE c.id >= %s AND "
+			       "%s ORDER BY c.id LIMIT $1) UNION ALL "
+			       "(SELECT c.id, " EVENT_BYTES(
+				       "c.") " AS sz FROM "
+					     "pgoutbox.\"%s\" c WHERE " BEHIND_C
+					     " AND c.id < %s AND %s ORDER BY "
+					     "c.id LIMIT $1)"
+					     ") u ORDER BY u.id LIMIT $1) w "
+					     "WHERE w.before < %s))" RETURNING,
 		 q, q, floor, cond, q, floor, cond, bytes);
 }
 
@@ -151,19 +155,30 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		/* $2: the floor.  Rows failed before come first, from the
 		 * small partial index below the floor. */
 		snprintf(r->claim_sql, sizeof(r->claim_sql),
-			 CLOCK
-			 ", behind AS (SELECT id, " EVENT_BYTES("") " AS sz "
-			 "FROM pgoutbox.\"%s\" "
-			 "WHERE " BEHIND " AND id < $2 AND run_at <= " NOW " "
-			 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), "
-			 "fresh AS (SELECT id, " EVENT_BYTES("") " AS sz "
-			 "FROM pgoutbox.\"%s\" WHERE id >= $2 AND "
-			 "run_at <= " NOW " ORDER BY id LIMIT $1 - (SELECT "
-			 "count(*) FROM behind) FOR UPDATE SKIP LOCKED) "
-			 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY("
-			 "ARRAY(" BYTE_CUT_A "SELECT id, sz FROM behind "
-			 "UNION ALL SELECT id, sz FROM fresh) u) w "
-			 "WHERE w.before < $3))" RETURNING,
+			 CLOCK ", behind AS (SELECT id, " EVENT_BYTES(
+				 "") " AS sz "
+				     "FROM pgoutbox.\"%s\" "
+				     "WHERE " BEHIND
+				     " AND id < $2 AND run_at <= " NOW " "
+				     "ORDER BY id LIMIT $1 FOR UPDATE SKIP "
+				     "LOCKED), "
+				     "fresh AS (SELECT id, " EVENT_BYTES(
+					     "") " AS sz "
+						 "FROM pgoutbox.\"%s\" WHERE "
+						 "id >= $2 AND "
+						 "run_at <= " NOW
+						 " ORDER BY id LIMIT $1 - "
+						 "(SELECT "
+						 "count(*) FROM behind) FOR "
+						 "UPDATE SKIP LOCKED) "
+						 "DELETE FROM pgoutbox.\"%s\" "
+						 "WHERE id = ANY("
+						 "ARRAY(" BYTE_CUT_A
+						 "SELECT id, sz FROM behind "
+						 "UNION ALL SELECT id, sz FROM "
+						 "fresh) u) w "
+						 "WHERE w.before < "
+						 "$3))" RETURNING,
 			 q, q, q);
 		break;
 	case PGO_MODE_ORDERED:
