@@ -245,6 +245,12 @@ typedef struct pgo_msg {
 
 /* The largest payload accepted, in bytes of JSON text. */
 #define PGO_MAX_PAYLOAD (1024 * 1024)
+/* The other caps, in bytes, enforced by every queue table at INSERT
+ * (sql/012_caps.sql) and checked by pgo_send() before a round trip. */
+#define PGO_MAX_TOPIC	256
+#define PGO_MAX_TYPE	256
+#define PGO_MAX_KEY	1024
+#define PGO_MAX_HEADERS (64 * 1024)
 
 typedef struct pgo_producer pgo_producer_t;
 

@@ -425,7 +425,7 @@ END $$;
 -- to find out whether its queue is an adopted table).
 CREATE FUNCTION pgoutbox.adopted_map(p_name text) RETURNS SETOF pgoutbox.adopted
 LANGUAGE sql STABLE
-SECURITY DEFINER SET search_path = pg_catalog
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT * FROM pgoutbox.adopted a WHERE a.name = p_name
 $$;

@@ -6,7 +6,8 @@
 
 #include "cli.h"
 
-static const char *const flags[] = {"--db", "--sink", "--batch", NULL};
+static const char *const flags[] = {"--db", "--db-file", "--sink", "--batch",
+				    NULL};
 
 static const cli_cmd_t cmd = {
 	.name = "config",

@@ -94,8 +94,9 @@ int cmd_consume(int argc, char **argv)
 		   *claim_idle = NULL, *block = NULL, *count = NULL,
 		   *max_attempts = NULL, *from = NULL, *window = NULL,
 		   *drill = NULL;
-	static const char *const flags[] = {"--db", "--redis", "--log-level",
-					    "--metrics-listen", NULL};
+	static const char *const flags[] = {
+		"--db",	       "--db-file",	   "--redis", "--redis-file",
+		"--log-level", "--metrics-listen", NULL};
 	const cli_opt_t opts[] = {
 		{"--stream", "NAME", "stream to read (required)", &stream,
 		 NULL},

@@ -22,8 +22,8 @@ static void on_stop(int sig)
 		pgo_scheduler_request_stop(running);
 }
 
-static const char *const flags[] = {"--db", "--log-level", "--metrics-listen",
-				    NULL};
+static const char *const flags[] = {"--db", "--db-file", "--log-level",
+				    "--metrics-listen", NULL};
 
 /* A duration with an optional sign ("+2s", "-500ms"). */
 static bool signed_dur(const char *flag, const char *text, int64_t *ms)

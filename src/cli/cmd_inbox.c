@@ -12,7 +12,8 @@
 int cmd_inbox(int argc, char **argv)
 {
 	const char *window = NULL;
-	static const char *const flags[] = {"--db", "--log-level", NULL};
+	static const char *const flags[] = {"--db", "--db-file", "--log-level",
+					    NULL};
 	const cli_opt_t opts[] = {
 		{"--window", "INTERVAL",
 		 "drop claims older than this (default '7 days')", &window,

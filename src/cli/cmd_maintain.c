@@ -28,7 +28,7 @@ static const cli_opt_t opts[] = {
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
-static const char *const flags[] = {"--db", "--queue", NULL};
+static const char *const flags[] = {"--db", "--db-file", "--queue", NULL};
 
 static const cli_cmd_t cmd = {
 	.name = "maintain",

@@ -6,7 +6,7 @@
 
 #include "cli.h"
 
-static const char *const flags[] = {"--db", "--log-level", NULL};
+static const char *const flags[] = {"--db", "--db-file", "--log-level", NULL};
 
 static const char *target_arg;
 

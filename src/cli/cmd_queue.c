@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "pgo_int.h"
 
-static const char *const flags[] = {"--db", "--log-level", NULL};
+static const char *const flags[] = {"--db", "--db-file", "--log-level", NULL};
 
 static int parse_int(const char *what, const char *s, long long lo,
 		     long long hi, long long *out)

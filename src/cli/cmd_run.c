@@ -196,7 +196,7 @@ static pid_t start(int role, pgo_conf_t *conf)
 
 int cmd_run(int argc, char **argv)
 {
-	static const char *const flags[] = {"--db", "--log-level",
+	static const char *const flags[] = {"--db", "--db-file", "--log-level",
 					    "--metrics-listen", NULL};
 	bool no_relay = false, done;
 	const cli_opt_t opts[] = {

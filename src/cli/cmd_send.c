@@ -65,7 +65,8 @@ static int check_json(const char *what, const char *text, bool object_only)
 int cmd_send(int argc, char **argv)
 {
 	const char *topic = NULL, *key = NULL, *type = "", *headers = NULL;
-	static const char *const flags[] = {"--db", "--queue", NULL};
+	static const char *const flags[] = {"--db", "--db-file", "--queue",
+					    NULL};
 	const cli_opt_t opts[] = {
 		{"--topic", "TOPIC", "routing topic (required)", &topic, NULL},
 		{"--key", "KEY", "aggregate id: events of one key keep order",

@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "pgo_int.h"
 
-static const char *const flags[] = {"--db", "--queue", NULL};
+static const char *const flags[] = {"--db", "--db-file", "--queue", NULL};
 
 static volatile sig_atomic_t stop_watch;
 

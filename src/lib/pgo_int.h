@@ -127,6 +127,11 @@ typedef struct pgo_conf_key {
 	const char *env_alias; /* conventional variable also read, or NULL */
 	const char *const *choices; /* enum: the names, index = value */
 	const char *help; /* one line for `config show` and the docs */
+	/* The key names a file whose contents are the value of key
+	 * file_for (a password kept out of argv and the environment):
+	 * setting it reads the file and sets file_for from the same
+	 * source, ranked as that source is.  NULL: a plain key. */
+	const char *file_for;
 	/* conf.c's own keys only: the value is also kept in this field of
 	 * struct pgo_conf_values.  Other keys are read with pgo_conf_get_*. */
 	bool in_values;
@@ -179,6 +184,7 @@ struct pgo_conf_values {
 	int64_t lease_timeout;	   /* ms: a silent member is fenced */
 	int64_t maintain_interval; /* ms: pgoutbox.maintain(); 0 = never */
 	int batch;		   /* events claimed per transaction */
+	int batch_bytes;	   /* a claim takes no event past these bytes */
 	int in_flight;		   /* connections claiming at once */
 	bool listen;		   /* LISTEN for wake-ups (else poll only) */
 	bool claim_floor;	   /* claims start at the claim floor */
@@ -382,8 +388,10 @@ int pgo_sink_exec_configure(pgo_sink_t *sink, const char *command,
 struct pgo_proc_result;
 /* Gives every event of b its verdict once the command's run res ended
  * (not by the timeout): its stdout's verdict lines, then its exit status
- * for the rest.  The sink's own step, open to tests/fuzz. */
-void pgo_sink_exec_decide(pgo_batch_t *b, const struct pgo_proc_result *res);
+ * for the rest (input_len: the bytes it was given, for the message when
+ * it left some unread).  The sink's own step, open to tests/fuzz. */
+void pgo_sink_exec_decide(pgo_batch_t *b, const struct pgo_proc_result *res,
+			  size_t input_len);
 
 /* --- schema --- */
 

@@ -72,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	res.err = ff.f[1];
 	res.err_len = ff.len[1];
 
-	pgo_sink_exec_decide(&b, &res);
+	pgo_sink_exec_decide(&b, &res, 0);
 	for (size_t i = 0; i < n; i++) {
 		FUZZ_CHECK(acks[i] != PGO_ACK_NONE, "event %zu undecided", i);
 		if (acks[i] == PGO_ACK_OK)

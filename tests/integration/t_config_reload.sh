@@ -30,4 +30,23 @@ printf '[relay]\nbatch = -3\n' >"$T_TMP/relay.ini"
 kill -HUP "$RELAY_PID"
 wait_until 5 "grep -q 'reload failed' '$T_TMP/out.log'"
 kill -0 "$RELAY_PID" || fail "a bad reload killed the relay"
+# A CR followed by 300 characters (issue 19, item 12) crashed the INI
+# reader: `config check` refuses it, and a reload keeps the old config.
+printf '[relay]\nname = x\r%0300d\n' 0 | tr 0 A >"$T_TMP/cr.ini"
+[ "$(wc -c <"$T_TMP/cr.ini")" = 318 ] || fail "cr.ini is not the issue's input"
+set +e
+out=$("$PGO_BIN" config check --config "$T_TMP/cr.ini" 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "config check of a CR line: exit $rc: $out"
+grep -q 'cr.ini:2: carriage return inside the line' <<<"$out" || fail "config check of a CR line: $out"
+cp "$T_TMP/cr.ini" "$T_TMP/relay.ini"
+kill -HUP "$RELAY_PID"
+wait_until 5 "[ \$(grep -c 'reload failed' '$T_TMP/out.log') = 2 ]"
+grep -q 'relay.ini:2: carriage return inside the line' "$T_TMP/out.log" || fail "the reload did not say why it failed"
+kill -0 "$RELAY_PID" || fail "a reload with a CR line killed the relay"
+: >"$T_TMP/sizes"
+q "INSERT INTO pgoutbox.outbox (topic, type, payload) SELECT 't', 'x', '{}' FROM generate_series(1, 70)"
+wait_until 10 '[ "$(pending)" = 0 ]'
+[ "$(sort -u "$T_TMP/sizes")" = 35 ] || fail "batch sizes after the CR reload: $(sort -u "$T_TMP/sizes" | tr '\n' ' ')"
 stop_relay "$RELAY_PID"

@@ -44,3 +44,15 @@ wait_until 10 "[ \"\$(q 'SELECT attempts FROM pgoutbox.outbox')\" = 1 ]"
 row=$(q "SELECT attempts, last_error, run_at - created_at >= interval '450 ms', run_at - created_at < interval '1500 ms' FROM pgoutbox.outbox")
 stop_relay "$RELAY_PID"
 [ "$row" = "1|exec: exit status 7: broken pipe to the moon|t|t" ] || fail "after one failure (attempts, error, retry due 0.45-1.5 s after the send): $row"
+
+# Exit 0 acks only what the command read (issue 19, item 5): 5 MB of input,
+# a command that reads 10 bytes and exits 0 publishes nothing.
+q "DELETE FROM pgoutbox.outbox"
+q "INSERT INTO pgoutbox.outbox (topic, type, payload) SELECT 'big', 'x', jsonb_build_object('pad', repeat('x', 1000)) FROM generate_series(1, 5000)"
+start_relay "$T_TMP/out3" --sink exec --exec 'head -c 10 >/dev/null; exit 0' \
+	--max-attempts 10 --batch 5000
+wait_until 30 "[ \"\$(q 'SELECT count(*) FROM pgoutbox.outbox WHERE attempts >= 1')\" = 5000 ]"
+err=$(q "SELECT DISTINCT last_error FROM pgoutbox.outbox")
+stop_relay "$RELAY_PID"
+[ "$(pending)" = 5000 ] || fail "exit 0 after reading 10 bytes of 5 MB: published $((5000 - $(pending)))"
+[[ "$err" == "exec: exit status 0, but the command left "*" bytes of its input unread" ]] || fail "last_error: $err"

@@ -57,6 +57,7 @@ static const struct {
 	const char *def;
 } all_keys[] = {
 	{"database.url", ""},
+	{"database.url_file", ""},
 	{"database.connect_timeout", "10s"},
 	{"database.statement_timeout", "30s"},
 	{"database.lock_timeout", "5s"},
@@ -70,6 +71,7 @@ static const struct {
 	{"relay.lease_timeout", "10s"},
 	{"relay.maintain_interval", "1h"},
 	{"relay.batch", "500"},
+	{"relay.batch_bytes", "16777216"},
 	{"relay.in_flight", "2"},
 	{"relay.listen", "on"},
 	{"relay.claim_floor", "on"},
@@ -84,6 +86,7 @@ static const struct {
 	{"sink.exec_timeout", "30s"},
 #ifdef PGO_HAVE_REDIS
 	{"sink.redis_url", "redis://localhost:6379/0"},
+	{"sink.redis_url_file", ""},
 	{"sink.redis_stream", "pgoutbox:{topic}"},
 	{"sink.redis_maxlen", "0"},
 	{"sink.redis_timeout", "5s"},
@@ -794,6 +797,51 @@ static void test_file_unreadable(void **state)
 	pgo_conf_destroy(conf);
 }
 
+/* A carriage return inside a line (issue 19, item 12: the line below made
+ * the reader copy 310 bytes into libinih's 200-byte stack buffer) is
+ * refused with its line number; so is one at the end of a long line. */
+static void test_file_carriage_return(void **state)
+{
+	char text[512], want[1024];
+	const char *path;
+	pgo_conf_t *conf;
+	size_t n;
+
+	(void)state;
+	/* 5b72656c61795d0a6e616d65203d20780d + 300 x 41 + 0a */
+	n = (size_t)snprintf(text, sizeof(text), "[relay]\nname = x\r");
+	memset(text + n, 'A', 300);
+	memcpy(text + n + 300, "\n", 2);
+	path = write_file("cr.ini", text);
+	conf = pgo_conf_new();
+	assert_non_null(conf);
+	snprintf(want, sizeof(want),
+		 "%s:2: carriage return inside the line (lines end with "
+		 "\"\\n\" or \"\\r\\n\")",
+		 path);
+	assert_int_equal(pgo_conf_load_file(conf, path), PGO_ERR_CONFIG);
+	assert_string_equal(pgo_conf_errmsg(conf), want);
+	assert_string_equal(pgo_conf_values(conf)->name, "");
+	pgo_conf_destroy(conf);
+
+	/* "\r\n" still ends a line, and counts in the length limit. */
+	path = write_file("crlf.ini", "[relay]\r\nname = x\r\n");
+	conf = pgo_conf_new();
+	assert_int_equal(pgo_conf_load_file(conf, path), PGO_OK);
+	assert_string_equal(pgo_conf_values(conf)->name, "x");
+	pgo_conf_destroy(conf);
+	n = (size_t)snprintf(text, sizeof(text), "[relay]\r\nname = ");
+	memset(text + n, 'y', 191);
+	memcpy(text + n + 191, "\r\n", 3);
+	path = write_file("crlf.ini", text);
+	conf = pgo_conf_new();
+	snprintf(want, sizeof(want), "%s:2: line is longer than 197 characters",
+		 path);
+	assert_int_equal(pgo_conf_load_file(conf, path), PGO_ERR_CONFIG);
+	assert_string_equal(pgo_conf_errmsg(conf), want);
+	pgo_conf_destroy(conf);
+}
+
 /* --- the environment and the ranking of sources --- */
 
 static void test_env(void **state)
@@ -1003,6 +1051,86 @@ static void test_validate(void **state)
 	}
 }
 
+/* database.url_file and sink.redis_url_file: the secret comes from a
+ * file, ranked as the source that named the file (issue 19, item 9). */
+static void test_secret_files(void **state)
+{
+	char *envp[] = {NULL, NULL};
+	char env_var[1200], want[1024];
+	const char *path;
+	char *text;
+	pgo_conf_t *conf;
+
+	(void)state;
+	path = write_file("db.secret", "postgres://app:s3cret@db/app\njunk\n");
+	conf = pgo_conf_new();
+	assert_int_equal(pgo_conf_set(conf, "database.url_file", path,
+				      PGO_CONF_FLAG, "--db-file"),
+			 PGO_OK);
+	assert_string_equal(pgo_conf_values(conf)->db_url,
+			    "postgres://app:s3cret@db/app");
+	text = show(conf);
+	snprintf(want, sizeof(want), "flag --db-file %s", path);
+	assert_show_line(text, "url = postgres://app:***@db/app", want);
+	if (strstr(text, "s3"))
+		fail_msg("password shown:\n%s", text);
+	free(text);
+	/* A variable ranks below the flag that named the file. */
+	envp[0] = "DATABASE_URL=postgres://other@db/app";
+	assert_int_equal(pgo_conf_load_env(conf, envp), PGO_OK);
+	assert_string_equal(pgo_conf_values(conf)->db_url,
+			    "postgres://app:s3cret@db/app");
+	pgo_conf_destroy(conf);
+
+	/* A flag ranks above a file named in the environment. */
+	conf = pgo_conf_new();
+	snprintf(env_var, sizeof(env_var), "PGOUTBOX_DATABASE_URL_FILE=%s",
+		 path);
+	envp[0] = env_var;
+	assert_int_equal(pgo_conf_set(conf, "database.url", "dbname=x",
+				      PGO_CONF_FLAG, "--db"),
+			 PGO_OK);
+	assert_int_equal(pgo_conf_load_env(conf, envp), PGO_OK);
+	assert_string_equal(pgo_conf_values(conf)->db_url, "dbname=x");
+	pgo_conf_destroy(conf);
+
+	/* The Redis URL the same way. */
+	path = write_file("redis.secret", "redis://:s3cret@cache:6380/2\r\n");
+	conf = pgo_conf_new();
+	assert_int_equal(pgo_conf_set(conf, "sink.redis_url_file", path,
+				      PGO_CONF_FLAG, "--redis-file"),
+			 PGO_OK);
+	assert_string_equal(pgo_conf_get_str(conf, "sink.redis_url"),
+			    "redis://:s3cret@cache:6380/2");
+	text = show(conf);
+	if (strstr(text, "s3"))
+		fail_msg("password shown:\n%s", text);
+	free(text);
+	pgo_conf_destroy(conf);
+
+	/* A missing or empty file is a configuration error. */
+	conf = pgo_conf_new();
+	snprintf(want, sizeof(want), "%s/none", tmpdir);
+	assert_int_equal(pgo_conf_set(conf, "database.url_file", want,
+				      PGO_CONF_FLAG, "--db-file"),
+			 PGO_ERR_CONFIG);
+	snprintf(env_var, sizeof(env_var),
+		 "database.url_file: cannot open %s: No such file or "
+		 "directory",
+		 want);
+	assert_string_equal(pgo_conf_errmsg(conf), env_var);
+	path = write_file("empty.secret", "\n");
+	assert_int_equal(pgo_conf_set(conf, "database.url_file", path,
+				      PGO_CONF_FLAG, "--db-file"),
+			 PGO_ERR_CONFIG);
+	snprintf(want, sizeof(want),
+		 "database.url_file: %s has an empty first line (it must "
+		 "hold database.url)",
+		 path);
+	assert_string_equal(pgo_conf_errmsg(conf), want);
+	pgo_conf_destroy(conf);
+}
+
 /* --- reload --- */
 
 static void test_reload(void **state)
@@ -1172,6 +1300,8 @@ static const struct {
 	 "my%20db?application_name=x%20y",
 	 "postgres://a%20b:***@h1:5432,h2:5433/my%20db?application_name=x%20y"},
 	{"postgres://:s3cret@db", "postgres://:***@db"},
+	/* libpq decodes the keyword: pass%77ord is password (issue 19). */
+	{"postgres://u:s3x@h/db?pass%77ord=s3", "postgres://u:***@h/db"},
 	{"postgres://db:5432/app?application_name=a@b&password=s3",
 	 "postgres://:***@db:5432/app?application_name=a%40b"},
 	{"postgres://db/app?user=a&password=s3cret&sslmode=verify-full",
@@ -1304,6 +1434,9 @@ static void test_show_masks_redis(void **state)
 		{"redis://app:s3/c@ret@cache", "redis://app:***@cache"},
 		{"redis://s3cret@cache", "redis://***@cache"},
 		{"redis://cache:6379/0", "redis://cache:6379/0"},
+		/* Schemes are case-insensitive; a '=' is no conninfo. */
+		{"REDIS://:s3cret@h:6379/0", "REDIS://:***@h:6379/0"},
+		{"Rediss://u:s3=x@h/0", "Rediss://u:***@h/0"},
 		{"cache:6379", "***"}, /* not a URL: hidden whole */
 	};
 
@@ -1673,9 +1806,11 @@ static int make_tmpdir(void **state)
 
 static int remove_tmpdir(void **state)
 {
-	static const char *const files[] = {"good.ini",	  "bad.ini", "stop.ini",
-					    "long.ini",	  "env.ini", "rank.ini",
-					    "reload.ini", "sink.ini"};
+	static const char *const files[] = {
+		"good.ini", "bad.ini",	 "stop.ini",	 "long.ini",
+		"env.ini",  "rank.ini",	 "reload.ini",	 "sink.ini",
+		"cr.ini",   "db.secret", "redis.secret", "empty.secret",
+		"crlf.ini"};
 	char path[256];
 
 	(void)state;
@@ -1698,6 +1833,7 @@ int main(void)
 		cmocka_unit_test(test_file_errors),
 		cmocka_unit_test(test_file_stops_at_error),
 		cmocka_unit_test(test_file_unreadable),
+		cmocka_unit_test(test_file_carriage_return),
 		cmocka_unit_test(test_env),
 		cmocka_unit_test(test_env_database_url),
 		cmocka_unit_test(test_env_errors),
@@ -1709,6 +1845,7 @@ int main(void)
 		cmocka_unit_test(test_show_masks_passwords),
 		cmocka_unit_test(test_mask_as_libpq_reads_it),
 		cmocka_unit_test(test_show_masks_redis),
+		cmocka_unit_test(test_secret_files),
 		cmocka_unit_test(test_show_layout),
 		cmocka_unit_test(test_reference),
 		cmocka_unit_test(test_sink_keys),

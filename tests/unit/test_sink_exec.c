@@ -263,11 +263,12 @@ struct exec_case {
 };
 
 static const struct exec_case cases[] = {
-	{"exit_0_acks_all", "exit 0", 0, 3, 0, PGO_ACK_OK, NULL, 0, 0, NULL,
-	 false, 0, 0},
+	{"exit_0_acks_all", "cat >/dev/null; exit 0", 0, 3, 0, PGO_ACK_OK, NULL,
+	 0, 0, NULL, false, 0, 0},
 	{"exit_3_retries_all", "exit 3", 0, 3, 0, PGO_ACK_RETRY,
 	 "exec: exit status 3", 0, 0, NULL, false, 0, 0},
-	{"dead_verdict_line", "echo 'dead 2 bad payload'; exit 0", 0, 3, 0,
+	{"dead_verdict_line",
+	 "cat >/dev/null; echo 'dead 2 bad payload'; exit 0", 0, 3, 0,
 	 PGO_ACK_OK, NULL, 2, PGO_ACK_DEAD, "bad payload", false, 0, 0},
 	{"retry_verdict_and_exit_1", "echo 'retry 1 later'; exit 1", 0, 3, 0,
 	 PGO_ACK_RETRY, "exec: exit status 1", 1, PGO_ACK_RETRY, "later", false,
@@ -275,11 +276,14 @@ static const struct exec_case cases[] = {
 	{"ok_verdict_survives_failure", "echo 'ok 3'; exit 4", 0, 3, 0,
 	 PGO_ACK_RETRY, "exec: exit status 4", 3, PGO_ACK_OK, NULL, false, 0,
 	 0},
-	{"verdict_without_reason", "echo 'dead 1'", 0, 2, 0, PGO_ACK_OK, NULL,
-	 1, PGO_ACK_DEAD, "exec: rejected by command", false, 0, 0},
-	{"verdict_without_newline", "printf 'retry 2 no newline'", 0, 2, 0,
-	 PGO_ACK_OK, NULL, 2, PGO_ACK_RETRY, "no newline", false, 0, 0},
-	{"verdict_with_crlf", "printf 'dead 1   spaced out \\r\\n'", 0, 2, 0,
+	{"verdict_without_reason", "cat >/dev/null; echo 'dead 1'", 0, 2, 0,
+	 PGO_ACK_OK, NULL, 1, PGO_ACK_DEAD, "exec: rejected by command", false,
+	 0, 0},
+	{"verdict_without_newline",
+	 "cat >/dev/null; printf 'retry 2 no newline'", 0, 2, 0, PGO_ACK_OK,
+	 NULL, 2, PGO_ACK_RETRY, "no newline", false, 0, 0},
+	{"verdict_with_crlf",
+	 "cat >/dev/null; printf 'dead 1   spaced out \\r\\n'", 0, 2, 0,
 	 PGO_ACK_OK, NULL, 1, PGO_ACK_DEAD, "spaced out", false, 0, 0},
 	{"stderr_last_line_in_error",
 	 "echo first >&2; echo boom >&2; echo >&2; exit 2", 0, 3, 0,
@@ -291,14 +295,21 @@ static const struct exec_case cases[] = {
 	 false, 0, 0},
 	{"killed_by_signal", "kill -9 $$", 0, 2, 0, PGO_ACK_RETRY,
 	 "exec: killed by signal 9", 0, 0, NULL, false, 0, 0},
+	/* 127 and 126 are the sink's outage, not the events' failure. */
 	{"command_not_found", "no-such-command-pgoutbox", 0, 2, 0,
-	 PGO_ACK_RETRY, "exec: exit status 127: ", 0, 0, NULL, true, 0, 0},
+	 PGO_ACK_UNAVAILABLE, "exec: exit status 127 (command not found): ", 0,
+	 0, NULL, true, 0, 0},
+	{"command_not_executable", "/dev/null", 0, 2, 0, PGO_ACK_UNAVAILABLE,
+	 "exec: exit status 126 (command not executable): ", 0, 0, NULL, true,
+	 0, 0},
 	{"malformed_lines_warned_and_ignored",
-	 "echo hello; echo 'ok x'; echo 'dead 999 gone'; echo 'ok 1 fine'; "
+	 "cat >/dev/null; echo hello; echo 'ok x'; echo 'dead 999 gone'; "
+	 "echo 'ok 1 fine'; "
 	 "echo; echo 'retry 2x'; exit 0",
 	 0, 2, 0, PGO_ACK_OK, NULL, 1, PGO_ACK_OK, NULL, false, 4, 0},
 	{"environment",
-	 "test \"$PGOUTBOX_BATCH_SIZE\" = 4 && test \"$PGOUTBOX_FIRST_ID\" = 1 "
+	 "cat >/dev/null; test \"$PGOUTBOX_BATCH_SIZE\" = 4 && "
+	 "test \"$PGOUTBOX_FIRST_ID\" = 1 "
 	 "&& test \"$PGOUTBOX_LAST_ID\" = 4",
 	 0, 4, 0, PGO_ACK_OK, NULL, 0, 0, NULL, false, 0, 0},
 	{"timeout_kills", "sleep 5", 200, 3, 0, PGO_ACK_RETRY,
@@ -308,14 +319,31 @@ static const struct exec_case cases[] = {
 	 PGO_ACK_OK, NULL, false, 1, 1000},
 	{"large_batch_read_fully", "wc -c >/dev/null", 10000, 5000, 1024,
 	 PGO_ACK_OK, NULL, 0, 0, NULL, false, 0, 0},
-	{"large_batch_not_read_exit_0", "exit 0", 10000, 5000, 1024, PGO_ACK_OK,
-	 NULL, 0, 0, NULL, false, 0, 0},
+	/* Exit 0 acks only what the command read (issue 19, item 5). */
+	{"large_batch_not_read_exit_0", "exit 0", 10000, 5000, 1024,
+	 PGO_ACK_RETRY, "exec: exit status 0, but the command left ", 0, 0,
+	 NULL, true, 0, 0},
+	{"large_batch_head_c_10_exit_0", "head -c 10 >/dev/null; exit 0", 10000,
+	 5000, 1024, PGO_ACK_RETRY,
+	 "exec: exit status 0, but the command left ", 0, 0, NULL, true, 0, 0},
+	{"small_batch_not_read_exit_0", "exit 0", 0, 3, 0, PGO_ACK_RETRY,
+	 "exec: exit status 0, but the command left 420 of 420 bytes of its "
+	 "input unread",
+	 0, 0, NULL, false, 0, 0},
+	{"small_batch_head_c_10_exit_0", "head -c 10 >/dev/null; exit 0", 0, 3,
+	 0, PGO_ACK_RETRY, "exec: exit status 0, but the command left ", 0, 0,
+	 NULL, true, 0, 0},
+	/* ... unless it gave every event a verdict. */
+	{"verdicts_for_all_without_reading",
+	 "echo 'ok 1'; echo 'dead 2 no'; echo 'ok 3'", 0, 3, 0, PGO_ACK_OK,
+	 NULL, 2, PGO_ACK_DEAD, "no", false, 0, 0},
 	{"large_batch_half_read_exit_1", "head -c 100000 >/dev/null; exit 1",
 	 10000, 5000, 1024, PGO_ACK_RETRY, "exec: exit status 1", 0, 0, NULL,
 	 false, 0, 0},
 	{"stdout_capped_at_1_MiB",
-	 "head -c 1100000 /dev/zero; echo; echo 'dead 1 too late'", 0, 2, 0,
-	 PGO_ACK_OK, NULL, 0, 0, NULL, false, 1, 0},
+	 "cat >/dev/null; head -c 1100000 /dev/zero; echo; "
+	 "echo 'dead 1 too late'",
+	 0, 2, 0, PGO_ACK_OK, NULL, 0, 0, NULL, false, 1, 0},
 };
 
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
@@ -432,7 +460,8 @@ static void test_no_fds_inherited(void **state)
 	leak = dup(STDERR_FILENO);
 	assert_true(leak > 2);
 	snprintf(path, sizeof(path), "%s/fds", tmp_dir);
-	snprintf(cmd, sizeof(cmd), "exec ls /proc/self/fd > '%s'", path);
+	snprintf(cmd, sizeof(cmd),
+		 "cat >/dev/null; exec ls /proc/self/fd > '%s'", path);
 	tbatch_init(&t, 1, 0);
 	sink_init(&sink, cmd, 5000);
 	drive(&sink, &t.b, &rc);
@@ -585,7 +614,9 @@ static void test_batches_in_parallel(void **state)
 	(void)state;
 	tbatch_init(&t1, 2, 0);
 	tbatch_init(&t2, 3, 0);
-	sink_init(&sink, "sleep 0.3; echo \"dead $PGOUTBOX_LAST_ID late\"",
+	sink_init(&sink,
+		  "cat >/dev/null; sleep 0.3; echo \"dead $PGOUTBOX_LAST_ID "
+		  "late\"",
 		  5000);
 	t0 = pgo_now_ms();
 	assert_int_equal(pgo_sink_submit(&sink, &t1.b), PGO_OK);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -49,10 +50,12 @@ struct pgo_proc {
 	int how;	/* CLD_EXITED, CLD_KILLED or CLD_DUMPED */
 	int status;	/* exit status or signal */
 
-	int in_fd;  /* write end of the child's stdin; -1 once done */
-	int out_fd; /* read end of its stdout; -1 at EOF or not captured */
-	int err_fd; /* read end of its stderr; -1 at EOF or not captured */
-	int pidfd;  /* readable at the exit; -1 once seen or unsupported */
+	int in_fd;   /* write end of the child's stdin; -1 once done */
+	int in_peek; /* our read end of it (spec.count_unread), to count
+		      * what the child left unread; -1: none */
+	int out_fd;  /* read end of its stdout; -1 at EOF or not captured */
+	int err_fd;  /* read end of its stderr; -1 at EOF or not captured */
+	int pidfd;   /* readable at the exit; -1 once seen or unsupported */
 	pgo_loop_io_t *in_io, *out_io, *err_io, *pid_io;
 	pgo_loop_timer_t *timer; /* the deadline, and the exit polling */
 
@@ -333,6 +336,7 @@ static void drain_err(pgo_proc_t *p)
 static void proc_free(pgo_proc_t *p)
 {
 	drop(&p->in_fd, NULL);
+	drop(&p->in_peek, NULL);
 	drop(&p->out_fd, NULL);
 	drop(&p->err_fd, NULL);
 	drop(&p->pidfd, NULL);
@@ -376,6 +380,15 @@ static void finish(pgo_proc_t *p)
 	res.err = p->err ? p->err : "";
 	res.err_len = p->err_len;
 	res.in_written = p->written;
+	res.in_unread = p->input_len - p->written;
+	if (p->in_peek >= 0) {
+		int left = 0;
+
+		/* The shell and all it started that held stdin are gone or
+		 * done with it: what the pipe still holds was never read. */
+		if (ioctl(p->in_peek, FIONREAD, &left) == 0 && left > 0)
+			res.in_unread += (size_t)left;
+	}
 	p->done(p->arg, &res);
 	proc_free(p);
 }
@@ -465,7 +478,23 @@ void pgo_proc_cancel(pgo_proc_t *p)
 
 /* --- spawning --- */
 
-/* environ without the names of vars, then vars; NULL on OOM. */
+/* The host's secrets that a command never gets: how pgoutbox reaches
+ * its database.  A command that needs a database is given its own
+ * connection string by whoever deploys it. */
+static const char *const withheld[] = {
+	"DATABASE_URL=", "PGOUTBOX_DATABASE_URL=",
+	"PGOUTBOX_DATABASE_URL_FILE=", "PGPASSWORD=", NULL};
+
+static bool is_withheld(const char *var)
+{
+	for (const char *const *w = withheld; *w; w++)
+		if (strncmp(var, *w, strlen(*w)) == 0)
+			return true;
+	return false;
+}
+
+/* environ without the host's secrets and the names of vars, then vars;
+ * NULL on OOM. */
 static char **child_env(const char *const *vars)
 {
 	size_t n = 0, m = 0, o = 0;
@@ -479,7 +508,7 @@ static char **child_env(const char *const *vars)
 	if (!env)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		bool ours = false;
+		bool ours = is_withheld(environ[i]);
 
 		for (size_t k = 0; k < m && !ours; k++) {
 			const char *eq = strchr(vars[k], '=');
@@ -594,7 +623,7 @@ int pgo_proc_start(pgo_loop_t *loop, const pgo_proc_spec_t *spec,
 	p->err_tail = spec->err_tail;
 	p->wait_output = spec->wait_output;
 	p->pid = -1;
-	p->in_fd = p->out_fd = p->err_fd = p->pidfd = -1;
+	p->in_fd = p->in_peek = p->out_fd = p->err_fd = p->pidfd = -1;
 	pgo_buf_init(&p->out);
 	p->input_len = spec->input ? spec->input_len : 0;
 	if ((p->input_len && !(p->input = malloc(p->input_len))) ||
@@ -617,7 +646,12 @@ int pgo_proc_start(pgo_loop_t *loop, const pgo_proc_spec_t *spec,
 	}
 	p->started = pgo_now_ms();
 	rc = spawn_shell(spec->command, env, in[0], out[1], err[1], &p->pid);
-	/* The child holds its ends now; ours must go or EOF never comes. */
+	/* The child holds its ends now; ours must go or EOF never comes
+	 * (a read end may stay: EOF is about writers). */
+	if (rc == 0 && spec->count_unread) {
+		p->in_peek = in[0];
+		in[0] = -1;
+	}
 	drop(&in[0], NULL);
 	drop(&out[1], NULL);
 	drop(&err[1], NULL);

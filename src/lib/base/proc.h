@@ -6,7 +6,9 @@
  * A run is a shell in a process group of its own (a timeout or a kill
  * reaches whatever it started), with default signal dispositions and an
  * empty signal mask whatever the host set up, only fds 0-2 open, and the
- * host's environment plus the caller's variables.  Its stdin is fed from
+ * host's environment (without DATABASE_URL, PGOUTBOX_DATABASE_URL and
+ * PGPASSWORD: the command does not get pgoutbox's database credentials)
+ * plus the caller's variables.  Its stdin is fed from
  * a buffer through a non-blocking pipe (a reader that leaves early costs
  * an EPIPE, never a SIGPIPE in the host); its stdout is the host's or
  * captured (up to a cap, the rest read and dropped so the child never
@@ -55,7 +57,10 @@ typedef struct pgo_proc_result {
 			    * out): the rest was dropped */
 	const char *err;   /* captured stderr: its last bytes */
 	size_t err_len;	   /* at most spec.err_tail */
-	size_t in_written; /* bytes of stdin the child took */
+	size_t in_written; /* bytes of stdin written into its pipe */
+	size_t in_unread;  /* bytes of stdin the child never read: not
+			    * written, plus (with spec.count_unread) those
+			    * left in the pipe when it exited */
 } pgo_proc_result_t;
 
 typedef void (*pgo_proc_done_fn)(void *arg, const pgo_proc_result_t *res);
@@ -78,6 +83,11 @@ typedef struct pgo_proc_spec {
 				 * open then waits for the timeout); false:
 				 * end at the shell's exit with the output
 				 * readable by then */
+	bool count_unread;	/* keep a read end of the stdin pipe, so
+				 * that in_unread also counts what the
+				 * child left in the pipe (a reader that
+				 * leaves early then costs no EPIPE: the
+				 * rest of the input waits for the exit) */
 	const char *subject;	/* log prefix of the run's warnings */
 	pgo_proc_done_fn done;	/* called once when the run ends */
 	void *arg;		/* passed to done */

@@ -95,6 +95,10 @@ static const pgo_conf_key_t own_keys[] = {
 	 .secret = true, .flag = "--db", .env_alias = "DATABASE_URL",
 	 .help = "libpq conninfo or postgres:// URL, passed through "
 		 "untouched"},
+	{KEY("database", "url_file"), .type = T_STRING, .def = "",
+	 .flag = "--db-file", .file_for = "database.url",
+	 .help = "File holding database.url (its first line), so that a "
+		 "password shows in neither ps nor the environment"},
 	{KEY("database", "connect_timeout"), FIELD(connect_timeout),
 	 .type = T_DURATION, .def = "10s", .min = SECONDS(1),
 	 .max = MINUTES(10),
@@ -151,6 +155,12 @@ static const pgo_conf_key_t own_keys[] = {
 	{KEY("relay", "batch"), FIELD(batch), .type = T_INT, .def = "500",
 	 .min = 1, .max = 10000, .reloadable = true, .flag = "--batch",
 	 .help = "Events claimed per transaction"},
+	{KEY("relay", "batch_bytes"), FIELD(batch_bytes), .type = T_INT,
+	 .def = "16777216", .min = 1024, .max = 1073741824, .reloadable = true,
+	 .flag = "--batch-bytes",
+	 .help = "Bytes claimed per transaction: a claim adds no event "
+		 "once its events (topic, key, type, payload, headers as "
+		 "stored) reach this; one event is always taken"},
 	{KEY("relay", "in_flight"), FIELD(in_flight), .type = T_INT, .def = "2",
 	 .min = 1, .max = 16, .flag = "--in-flight",
 	 .help = "Connections claiming batches at once"},
@@ -268,6 +278,8 @@ static size_t nkeys;
 static char keys_problem[160]; /* why the tables do not fit; "" = they do */
 static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
 
+static int find_key(const char *key);
+
 static void keys_broken(const char *what, const char *name)
 {
 	if (!keys_problem[0])
@@ -342,6 +354,10 @@ static void keys_init(void)
 	if (nkeys != declared)
 		keys_broken("a key outside the sections of section_order",
 			    "conf.c");
+	for (size_t i = 0; i < nkeys; i++)
+		if (keys[i]->file_for && (find_key(keys[i]->file_for) < 0 ||
+					  keys[i]->type != T_STRING))
+			keys_broken("file_for names no key", keys[i]->key);
 }
 
 /* Builds keys[] on first use; false (and logged) when the tables do not
@@ -1124,6 +1140,61 @@ static void store_value(pgo_conf_t *conf, const pgo_conf_key_t *k, int64_t num,
 	}
 }
 
+static int set_key(pgo_conf_t *conf, size_t i, const char *value,
+		   pgo_conf_origin_t origin, const char *where);
+
+#define SECRET_FILE_MAX 65536 /* a connection string, not a document */
+
+/* Key k (file_for) was set to path: sets the key it names to the file's
+ * first line, from the same source (file: a higher-ranked source of that
+ * key still wins, as for any value). */
+static int set_from_file(pgo_conf_t *conf, const pgo_conf_key_t *k,
+			 const char *path, pgo_conf_origin_t origin,
+			 const char *path_where)
+{
+	char where[600];
+	pgo_buf_t b;
+	FILE *f;
+	size_t n;
+	int rc, e;
+
+	f = fopen(path, "r");
+	if (!f)
+		return fail(conf, PGO_ERR_CONFIG, "%s: cannot open %s: %s",
+			    k->key, path, strerror(errno));
+	pgo_buf_init(&b);
+	if (!pgo_buf_reserve(&b, SECRET_FILE_MAX + 1)) {
+		fclose(f);
+		return nomem(conf);
+	}
+	n = fread(b.data, 1, SECRET_FILE_MAX + 1, f);
+	e = ferror(f) ? errno : 0;
+	fclose(f);
+	if (e) {
+		pgo_buf_free(&b);
+		return fail(conf, PGO_ERR_CONFIG, "%s: cannot read %s: %s",
+			    k->key, path, strerror(e));
+	}
+	b.data[n < SECRET_FILE_MAX ? n : SECRET_FILE_MAX] = '\0';
+	b.data[strcspn(b.data, "\r\n")] = '\0';
+	if (n > SECRET_FILE_MAX || !b.data[0]) {
+		pgo_buf_free(&b);
+		return fail(conf, PGO_ERR_CONFIG, "%s: %s %s (it must hold %s)",
+			    k->key, path,
+			    n > SECRET_FILE_MAX ? "is longer than 64 KiB"
+						: "has an empty first line",
+			    k->file_for);
+	}
+	snprintf(where, sizeof(where), "%s %s",
+		 path_where ? path_where : k->key, path);
+	rc = set_key(conf, (size_t)find_key(k->file_for), b.data, origin,
+		     where);
+	/* The secret is wiped from our copy, not only freed. */
+	memset(b.data, 0, b.cap);
+	pgo_buf_free(&b);
+	return rc;
+}
+
 /* Sets keys[i] from one source.  where (may be NULL) names the source in
  * messages and in `config show`. */
 static int set_key(pgo_conf_t *conf, size_t i, const char *value,
@@ -1160,6 +1231,8 @@ static int set_key(pgo_conf_t *conf, size_t i, const char *value,
 	st->text = text;
 	st->where = where_copy;
 	st->origin = origin;
+	if (k->file_for && *text)
+		return set_from_file(conf, k, text, origin, where);
 	return PGO_OK;
 oom:
 	free(text);
@@ -1361,7 +1434,20 @@ static char *ini_read_line(char *str, int num, void *stream)
 	while (*s != '\n' && isspace((unsigned char)*s))
 		s++;
 	len = strlen(s);
-	content = strcspn(s, "\r\n");
+	content = len;
+	if (content && s[content - 1] == '\n')
+		content--;
+	if (content && s[content - 1] == '\r')
+		content--;
+	/* A CR before the end would hide the rest of the line from the length
+	 * check below (and pass a CR into a value). */
+	if (memchr(s, '\r', content)) {
+		pass_fail(p, fail(p->conf, PGO_ERR_CONFIG,
+				  "%s:%d: carriage return inside the line "
+				  "(lines end with \"\\n\" or \"\\r\\n\")",
+				  p->path, p->lineno));
+		return NULL;
+	}
 	/* libinih's line buffer must hold the line, "\r\n" and the NUL. */
 	if (content + 3 > (size_t)num) {
 		pass_fail(p, fail(p->conf, PGO_ERR_CONFIG,

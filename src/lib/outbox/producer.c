@@ -90,6 +90,23 @@ static int check_msg(pgo_producer_t *p, const pgo_msg_t *m, size_t i)
 		return fail(p, PGO_ERR_INVALID,
 			    "event %zu: payload is %zu bytes, the limit is %d",
 			    i, n, PGO_MAX_PAYLOAD);
+	{
+		const struct {
+			const char *what, *text;
+			size_t max;
+		} caps[] = {{"topic", m->topic, PGO_MAX_TOPIC},
+			    {"type", m->type, PGO_MAX_TYPE},
+			    {"key", m->key, PGO_MAX_KEY},
+			    {"headers", m->headers, PGO_MAX_HEADERS}};
+
+		for (size_t c = 0; c < sizeof(caps) / sizeof(caps[0]); c++)
+			if (caps[c].text &&
+			    (n = strlen(caps[c].text)) > caps[c].max)
+				return fail(p, PGO_ERR_INVALID,
+					    "event %zu: %s is %zu bytes, the "
+					    "limit is %zu",
+					    i, caps[c].what, n, caps[c].max);
+	}
 	return PGO_OK;
 }
 

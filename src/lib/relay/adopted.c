@@ -130,12 +130,14 @@ static void columns(const pgo_relay_t *r, const char *q, char *out, size_t n)
 	snprintf(out, n,
 		 "t.%s, %s, %s, %s, %s, %s, %s, "
 		 "coalesce((SELECT s.attempts FROM pgoutbox.adopted_state s "
-		 "WHERE s.queue = '%s' AND s.id = t.%s), 0), %s%s",
+		 "WHERE s.queue = '%s' AND s.id = t.%s), 0), %s%s, "
+		 "coalesce(octet_length((%s)::text), 0)::bigint",
 		 eid, map(r, M_TOPIC), map(r, M_KEY), map(r, M_TYPE),
 		 map(r, M_PAYLOAD), map(r, M_HEADERS), map(r, M_CREATED), q,
 		 eid, PQgetisnull(r->adopted, 0, M_SHARD_COL) ? "0" : "t.",
 		 PQgetisnull(r->adopted, 0, M_SHARD_COL) ? ""
-							 : map(r, M_SHARD_COL));
+							 : map(r, M_SHARD_COL),
+		 map(r, M_PAYLOAD));
 }
 
 /* The ordered modes: the rows of the inner query c that no state row
@@ -147,7 +149,7 @@ static void claim_held(pgo_relay_t *r, const char *q, const char *cols,
 	snprintf(r->claim_sql, sizeof(r->claim_sql),
 		 "SELECT c.* FROM (SELECT %s FROM %s t WHERE (%s) AND %s) "
 		 "c(id, topic, key, type, payload, headers, created_at, "
-		 "attempts, shard) "
+		 "attempts, shard, bytes) "
 		 "WHERE NOT EXISTS (SELECT 1 FROM pgoutbox.adopted_state b "
 		 "WHERE b.queue = '%s' AND b.run_at > now() AND (b.id = c.id "
 		 "OR (NOT b.dead AND %sb.id < c.id))) "
@@ -175,6 +177,8 @@ void pgo_adopted_build_sql(pgo_relay_t *r)
 			 "$2::bigint AND NOT EXISTS (SELECT 1 FROM "
 			 "pgoutbox.adopted_state s WHERE s.queue = '%s' AND "
 			 "s.id = t.%s AND s.run_at > now()) "
+			 /* $3, relay.batch_bytes: not applied here */
+			 "AND $3::bigint IS NOT NULL "
 			 "ORDER BY t.%s LIMIT $1 FOR UPDATE OF t SKIP LOCKED",
 			 cols, map(r, M_TBL), map(r, M_PENDING), eid, q, eid,
 			 eid);
@@ -190,7 +194,9 @@ void pgo_adopted_build_sql(pgo_relay_t *r)
 			 "WHERE l.queue = '%s')) "
 			 "AND t.%s <> ALL(ARRAY(SELECT h.shard FROM "
 			 "pgoutbox.adopted_state h WHERE h.queue = '%s' AND "
-			 "h.run_at = 'infinity' AND NOT h.dead))",
+			 "h.run_at = 'infinity' AND NOT h.dead)) "
+			 /* $5, relay.batch_bytes: not applied here */
+			 "AND $5::bigint IS NOT NULL",
 			 eid, shard_col, q, shard_col, q);
 		claim_held(r, q, cols, cond, true);
 		break;
@@ -199,7 +205,9 @@ void pgo_adopted_build_sql(pgo_relay_t *r)
 		snprintf(cond, sizeof(cond),
 			 "t.%s >= $3::bigint AND EXISTS (SELECT 1 FROM "
 			 "pgoutbox.shard_leases l WHERE l.queue = '%s' AND "
-			 "l.shard = -1 AND l.epoch = $2::bigint)",
+			 "l.shard = -1 AND l.epoch = $2::bigint) "
+			 /* $4, relay.batch_bytes: not applied here */
+			 "AND $4::bigint IS NOT NULL",
 			 eid, q);
 		claim_held(r, q, cols, cond, false);
 		break;

@@ -46,12 +46,33 @@ enum {
 	COL_HEADERS,
 	COL_CREATED,
 	COL_ATTEMPTS,
-	COL_SHARD
+	COL_SHARD,
+	COL_BYTES
 };
+
+/* An event's bytes for relay.batch_bytes: its texts as stored, and a
+ * compressed payload or headers value (pg_column_size() would give its
+ * compressed size) as the text the relay receives.  p: the table alias
+ * with its dot, or "". */
+#define EVENT_BYTES(p)                                                         \
+	"(CASE WHEN pg_column_compression(" p "payload) IS NULL THEN "         \
+	"pg_column_size(" p "payload) ELSE octet_length(" p "payload::text) "  \
+	"END + CASE WHEN pg_column_compression(" p "headers) IS NULL THEN "    \
+	"pg_column_size(" p "headers) ELSE octet_length(" p "headers::text) "  \
+	"END + octet_length(" p "topic) + coalesce(octet_length(" p            \
+	"key), 0) "                                                            \
+	"+ octet_length(" p "type))"
 
 #define RETURNING                                                              \
 	" RETURNING id, topic, key, type, payload, headers, created_at, "      \
-	"attempts, shard"
+	"attempts, shard, " EVENT_BYTES("")
+
+/* The ids of candidate rows u(id, sz), in id order, up to the one whose
+ * bytes reach the byte cap (param bytes): "SELECT w.id FROM (" BYTE_CUT_A
+ * rows BYTE_CUT_B(...). */
+#define BYTE_CUT_A                                                             \
+	"SELECT w.id FROM (SELECT u.id, sum(u.sz) OVER (ORDER BY u.id) - "     \
+	"u.sz AS before FROM ("
 
 /* What "due" is measured against: the clock read once, after the claim's
  * snapshot, not now() (the transaction's start).  A row's run_at defaults
@@ -75,18 +96,23 @@ enum {
  * failed before below it, so the batch stays the oldest due rows of each
  * shard (no fresh row is below the floor). */
 static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
-			const char *floor)
+			const char *floor, const char *bytes)
 {
 	snprintf(r->claim_sql, sizeof(r->claim_sql),
 		 CLOCK
-		 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY("
-		 "SELECT u.id FROM ("
-		 "(SELECT c.id FROM pgoutbox.\"%s\" c WHERE c.id >= %s AND "
-		 "%s ORDER BY c.id LIMIT $1) UNION ALL "
-		 "(SELECT c.id FROM pgoutbox.\"%s\" c WHERE " BEHIND_C
-		 " AND c.id < %s AND %s ORDER BY c.id LIMIT $1)"
-		 ") u ORDER BY u.id LIMIT $1))" RETURNING,
-		 q, q, floor, cond, q, floor, cond);
+		 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY(" BYTE_CUT_A
+		 "(SELECT c.id, " EVENT_BYTES(
+			 "c.") " AS sz FROM "
+			       "pgoutbox.\"%s\" c WHERE c.id >= %s AND "
+			       "%s ORDER BY c.id LIMIT $1) UNION ALL "
+			       "(SELECT c.id, " EVENT_BYTES(
+				       "c.") " AS sz FROM "
+					     "pgoutbox.\"%s\" c WHERE " BEHIND_C
+					     " AND c.id < %s AND %s ORDER BY "
+					     "c.id LIMIT $1)"
+					     ") u ORDER BY u.id LIMIT $1) w "
+					     "WHERE w.before < %s))" RETURNING,
+		 q, q, floor, cond, q, floor, cond, bytes);
 }
 
 /* The relay's settings as one statement, for the session (local
@@ -131,16 +157,30 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		/* $2: the floor.  Rows failed before come first, from the
 		 * small partial index below the floor. */
 		snprintf(r->claim_sql, sizeof(r->claim_sql),
-			 CLOCK
-			 ", behind AS (SELECT id FROM pgoutbox.\"%s\" "
-			 "WHERE " BEHIND " AND id < $2 AND run_at <= " NOW " "
-			 "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) "
-			 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY("
-			 "ARRAY(SELECT id FROM behind) || ARRAY("
-			 "SELECT id FROM pgoutbox.\"%s\" WHERE id >= $2 AND "
-			 "run_at <= " NOW " ORDER BY id LIMIT $1 - (SELECT "
-			 "count(*) FROM behind) FOR UPDATE SKIP "
-			 "LOCKED))" RETURNING,
+			 CLOCK ", behind AS (SELECT id, " EVENT_BYTES(
+				 "") " AS sz "
+				     "FROM pgoutbox.\"%s\" "
+				     "WHERE " BEHIND
+				     " AND id < $2 AND run_at <= " NOW " "
+				     "ORDER BY id LIMIT $1 FOR UPDATE SKIP "
+				     "LOCKED), "
+				     "fresh AS (SELECT id, " EVENT_BYTES(
+					     "") " AS sz "
+						 "FROM pgoutbox.\"%s\" WHERE "
+						 "id >= $2 AND "
+						 "run_at <= " NOW
+						 " ORDER BY id LIMIT $1 - "
+						 "(SELECT "
+						 "count(*) FROM behind) FOR "
+						 "UPDATE SKIP LOCKED) "
+						 "DELETE FROM pgoutbox.\"%s\" "
+						 "WHERE id = ANY("
+						 "ARRAY(" BYTE_CUT_A
+						 "SELECT id, sz FROM behind "
+						 "UNION ALL SELECT id, sz FROM "
+						 "fresh) u) w "
+						 "WHERE w.before < "
+						 "$3))" RETURNING,
 			 q, q, q);
 		break;
 	case PGO_MODE_ORDERED:
@@ -161,7 +201,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
 			 "c.id AND b.run_at > " NOW ")",
 			 q, q, q);
-		claim_union(r, q, cond, "$4");
+		claim_union(r, q, cond, "$4", "$5");
 		break;
 	default:
 		/* $2: the epoch of the leader lease (pseudo-shard -1), $3
@@ -175,7 +215,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "WHERE b.attempts > 0 AND b.id < c.id "
 			 "AND b.run_at > " NOW ")",
 			 q, q);
-		claim_union(r, q, cond, "$3");
+		claim_union(r, q, cond, "$3", "$4");
 		break;
 	}
 	snprintf(r->listen_sql, sizeof(r->listen_sql),
@@ -255,20 +295,37 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 		r->floor_probing = true;
 		r->floor_next = now + FLOOR_PROBE_MS;
 	}
+	s->batch_bytes = v->batch_bytes;
+	snprintf(q->bytes, sizeof(q->bytes), "%d", v->batch_bytes);
 	q->params[0] = q->limit;
 	if (r->mode == PGO_MODE_CONCURRENT) {
 		q->params[1] = q->from;
-		q->nparams = 2;
+		q->params[2] = q->bytes;
+		q->nparams = 3;
 	} else if (r->mode == PGO_MODE_STRICT) {
 		q->params[1] = s->leader_epoch;
 		q->params[2] = q->from;
-		q->nparams = 3;
+		q->params[3] = q->bytes;
+		q->nparams = 4;
 	} else {
 		q->params[1] = s->owned_shards;
 		q->params[2] = s->owned_epochs;
 		q->params[3] = q->from;
-		q->nparams = 4;
+		q->params[4] = q->bytes;
+		q->nparams = 5;
 	}
+}
+
+bool pgo_claim_full(const slot_t *s, const PGresult *res)
+{
+	int n = PQntuples(res);
+	int64_t bytes = 0;
+
+	if (n >= s->batch_limit)
+		return true;
+	for (int i = 0; i < n; i++)
+		bytes += strtoll(PQgetvalue(res, i, COL_BYTES), NULL, 10);
+	return bytes >= s->batch_bytes;
 }
 
 void pgo_claim_unprobe(pgo_relay_t *r, slot_t *s)
@@ -295,7 +352,7 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res)
 	if (!s->sweep)
 		return;
 	s->sweep = false;
-	if (n >= s->batch_limit) {
+	if (pgo_claim_full(s, res)) {
 		/* Full, and all of it below the floor: there may be more. */
 		bool below = true;
 

@@ -100,7 +100,7 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	/* A full batch says more is waiting: claim again at once.  In
 	 * concurrent mode every slot shares the queue, so all may help; in
 	 * the ordered modes only this slot's shards are known to be busy. */
-	s->more = n >= s->batch_limit;
+	s->more = pgo_claim_full(s, res);
 	if (r->mode == PGO_MODE_CONCURRENT)
 		r->more = s->more;
 	if (n == 0) {
@@ -220,6 +220,10 @@ static void unavailable(pgo_relay_t *r, slot_t *s, size_t i)
 		b->errors[i] ? b->errors[i] : "down", b->n,
 		(long long)r->sink_backoff);
 	r->sink_pause_until = pgo_now_ms() + r->sink_backoff;
+	/* The batch is still pending: claim it again when the pause ends,
+	 * even if no wake-up comes (a sink without health reports, such
+	 * as exec or stdout, never says it is back). */
+	s->wants_claim = true;
 	s->n_ok = s->n_retry = s->n_dead = 0;
 	b->n = 0; /* nothing to count when the ROLLBACK returns */
 	pgo_conn_query(&s->conn, "ROLLBACK", 0, NULL);

@@ -54,6 +54,7 @@ typedef struct slot {
 	short revents;	       /* what the loop saw on it this turn */
 	int64_t claim_started; /* monotonic ms, for the stats */
 	int batch_limit;       /* batch size asked for in this claim */
+	int batch_bytes;       /* and its byte cap (relay.batch_bytes) */
 	int n_ok, n_retry, n_dead;
 	bool wants_claim;    /* woken while busy: claim after this cycle */
 	bool more;	     /* its last batch was full: claim again */
@@ -135,8 +136,8 @@ struct pgo_relay {
 
 /* The parameters of one claim round, pointing into itself and the slot. */
 typedef struct pgo_claim_req {
-	char limit[16], floor[24], from[24];
-	const char *params[4]; /* of the prepared claim */
+	char limit[16], floor[24], from[24], bytes[16];
+	const char *params[5]; /* of the prepared claim */
 	int nparams;
 	const char *probe[4]; /* of the floor probe; probe[0] NULL: none */
 } pgo_claim_req_t;
@@ -157,6 +158,9 @@ void pgo_claim_floor_done(pgo_relay_t *r, slot_t *s);
 /* The fallback poll's interval: relay.poll_interval, at most the sweep
  * interval of the claim floor. */
 int64_t pgo_claim_poll_ms(const pgo_relay_t *r);
+/* Whether a claim's result was cut by relay.batch or relay.batch_bytes:
+ * more is waiting. */
+bool pgo_claim_full(const slot_t *s, const PGresult *res);
 /* A claim came back: ends a sweep that reached the floor. */
 void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res);
 /* Builds s->batch from the claim result (taken over by the slot), in id

@@ -8,9 +8,15 @@
  *  - environment: PGOUTBOX_BATCH_SIZE, PGOUTBOX_FIRST_ID, PGOUTBOX_LAST_ID;
  *  - stdout: optional verdict lines `ok ID`, `retry ID reason...`,
  *    `dead ID reason...` (other lines are logged and ignored);
- *  - exit status 0 acks every event without a verdict line; anything else
- *    (or a signal) makes them retriable, with the last line of stderr as
- *    the reason;
+ *  - exit status 0 acks every event without a verdict line, provided the
+ *    command read all of stdin (to EOF): one that left any of it unread
+ *    (`head -c 10`, or never reading) acks only what its verdict lines
+ *    say and the rest is retried; 126 and 127
+ *    (the shell could not find or run the command) are an outage of the
+ *    sink: the batch is UNAVAILABLE, spends no attempt and is claimed
+ *    again once the relay's backoff ends, so fixing the command delivers
+ *    everything; anything else (or a signal) makes the events without a
+ *    verdict retriable, with the last line of stderr as the reason;
  *  - after exec_timeout the whole process group is killed with SIGKILL and
  *    the batch is retried.
  *
@@ -44,6 +50,7 @@ struct exec_run {
 	pgo_batch_t *batch;
 	pgo_proc_t *proc;
 	int64_t timeout_ms; /* as configured when the batch started */
+	size_t input_len;   /* bytes of NDJSON on its stdin */
 };
 
 /* The sink's state.  The configuration comes first: pgo_sink_priv() is a
@@ -291,13 +298,35 @@ static void apply_stdout(pgo_batch_t *b, const pgo_proc_result_t *res)
 	free(index);
 }
 
+/* The shell's "command not found" (127) or "cannot execute" (126): the
+ * sink is misconfigured or its program is being replaced, which is no
+ * event's fault.  The whole batch goes back untouched (a batch with an
+ * UNAVAILABLE verdict is not settled), whatever the command printed. */
+static bool command_missing(const pgo_proc_result_t *res)
+{
+	return res->end == PGO_PROC_EXITED &&
+	       (res->status == 126 || res->status == 127);
+}
+
 /* The command is gone and its output read: every event gets a verdict. */
-void pgo_sink_exec_decide(pgo_batch_t *b, const pgo_proc_result_t *res)
+void pgo_sink_exec_decide(pgo_batch_t *b, const pgo_proc_result_t *res,
+			  size_t input_len)
 {
 	char line[ERRLINE_MAX + 1];
 	char msg[320];
 
 	apply_stdout(b, res);
+	if (res->end == PGO_PROC_EXITED && res->status == 0 &&
+	    res->in_unread > 0) {
+		/* Exit 0 is no ack for events the command never read: only
+		 * its verdict lines stand. */
+		snprintf(msg, sizeof(msg),
+			 "exec: exit status 0, but the command left %zu of "
+			 "%zu bytes of its input unread",
+			 res->in_unread, input_len);
+		pgo_batch_fail_rest(b, PGO_ACK_RETRY, msg);
+		return;
+	}
 	if (res->end == PGO_PROC_EXITED && res->status == 0) {
 		for (size_t i = 0; i < b->n; i++)
 			if (b->acks[i] == PGO_ACK_NONE)
@@ -308,6 +337,11 @@ void pgo_sink_exec_decide(pgo_batch_t *b, const pgo_proc_result_t *res)
 	if (res->end == PGO_PROC_LOST)
 		snprintf(msg, sizeof(msg),
 			 "exec: exit status unknown (child reaped elsewhere)");
+	else if (command_missing(res))
+		snprintf(msg, sizeof(msg), "exec: exit status %d (%s)",
+			 res->status,
+			 res->status == 127 ? "command not found"
+					    : "command not executable");
 	else if (res->end == PGO_PROC_EXITED)
 		snprintf(msg, sizeof(msg), "exec: exit status %d", res->status);
 	else
@@ -318,7 +352,9 @@ void pgo_sink_exec_decide(pgo_batch_t *b, const pgo_proc_result_t *res)
 
 		snprintf(msg + n, sizeof(msg) - n, ": %s", line);
 	}
-	pgo_batch_fail_rest(b, PGO_ACK_RETRY, msg);
+	pgo_batch_fail_rest(
+		b, command_missing(res) ? PGO_ACK_UNAVAILABLE : PGO_ACK_RETRY,
+		msg);
 }
 
 /* The verdict lines printed before the timeout stand (fewer duplicates);
@@ -361,7 +397,7 @@ static void run_done(void *arg, const pgo_proc_result_t *res)
 			run->timeout_ms, (int)res->pid);
 		fail_timeout(b, res, run->timeout_ms);
 	} else {
-		pgo_sink_exec_decide(b, res);
+		pgo_sink_exec_decide(b, res, run->input_len);
 	}
 	run_unlink(exec_state(sink), run);
 	pgo_sink_done(sink, b);
@@ -460,6 +496,7 @@ static int exec_submit(pgo_sink_t *sink, pgo_batch_t *b)
 	run->sink = sink;
 	run->batch = b;
 	run->timeout_ms = x->conf.timeout_ms;
+	run->input_len = in.len;
 	spec = (pgo_proc_spec_t){
 		.command = x->conf.command,
 		.env = env,
@@ -469,6 +506,7 @@ static int exec_submit(pgo_sink_t *sink, pgo_batch_t *b)
 		.err_tail = STDERR_TAIL,
 		.timeout_ms = x->conf.timeout_ms,
 		.wait_output = true,
+		.count_unread = true,
 		.subject = SUBJECT,
 		.done = run_done,
 		.arg = run,
@@ -480,7 +518,9 @@ static int exec_submit(pgo_sink_t *sink, pgo_batch_t *b)
 
 		snprintf(msg, sizeof(msg), "exec: %s: %s", what, strerror(rc));
 		pgo_log(PGO_LOG_WARN, SUBJECT, "%s", msg + 6);
-		pgo_batch_fail_rest(b, PGO_ACK_RETRY, msg);
+		/* No pipe or no fork (out of fds or processes): the host
+		 * is short of resources, not the events at fault. */
+		pgo_batch_fail_rest(b, PGO_ACK_UNAVAILABLE, msg);
 		pgo_buf_free(&in);
 		free(run);
 		pgo_sink_done(sink, b);

@@ -1,8 +1,10 @@
 /*
  * sinks/stdout.c — the stdout sink: one NDJSON line per event on standard
  * output.  An event is acknowledged once its line was written to the file
- * descriptor; a write error (a closed pipe, a full disk) fails the rest of
- * the batch as retriable, so nothing is deleted that was not written.
+ * descriptor.  A write error (the reader left: EPIPE; a full disk) is an
+ * outage of the sink, not the events' fault: the rest of the batch is
+ * UNAVAILABLE, so nothing is deleted that was not written, no attempt is
+ * spent and nothing is dead-lettered while stdout cannot take it.
  */
 #include <errno.h>
 #include <poll.h>
@@ -59,7 +61,7 @@ static int stdout_submit(pgo_sink_t *sink, pgo_batch_t *b)
 		char msg[128];
 
 		snprintf(msg, sizeof(msg), "stdout: write: %s", strerror(-e));
-		pgo_batch_fail_rest(b, PGO_ACK_RETRY, msg);
+		pgo_batch_fail_rest(b, PGO_ACK_UNAVAILABLE, msg);
 	} else {
 		for (size_t i = 0; i < b->n; i++)
 			b->acks[i] = PGO_ACK_OK;

@@ -587,3 +587,9 @@ bool pgo_redis_reply_unavailable(const redisReply *reply)
 			return true;
 	return false;
 }
+
+bool pgo_redis_reply_oom(const redisReply *reply)
+{
+	return reply && reply->type == REDIS_REPLY_ERROR && reply->str &&
+	       strncmp(reply->str, "OOM ", 4) == 0;
+}

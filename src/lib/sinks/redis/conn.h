@@ -112,4 +112,9 @@ void pgo_redis_close(pgo_redis_t *r);
  * MASTERDOWN, TRYAGAIN, ...) rather than that this command failed. */
 bool pgo_redis_reply_unavailable(const redisReply *reply);
 
+/* Whether an error reply is Redis refusing a write for memory ("OOM ...":
+ * maxmemory reached with the noeviction policy): the connection is fine,
+ * Redis cannot take anything until memory is freed or raised. */
+bool pgo_redis_reply_oom(const redisReply *reply);
+
 #endif /* PGO_REDIS_H */

@@ -296,6 +296,17 @@ static bool on_reply(pgo_redis_pipe_t *p, redisReply *reply, char *why,
 			 (int)(reply->len < 200 ? reply->len : 200),
 			 reply->str);
 		ok = false;
+	} else if (e.pb && pgo_redis_reply_oom(reply)) {
+		/* An outage that keeps the connection: the batch goes back
+		 * untouched and the relay backs off (no attempt spent). */
+		char msg[300];
+
+		e.pb->outstanding--;
+		snprintf(msg, sizeof(msg), "redis: %.*s",
+			 (int)(reply->len < 250 ? reply->len : 250),
+			 reply->str);
+		pgo_redis_pipe_verdict(e.pb->batch, e.ev, PGO_ACK_UNAVAILABLE,
+				       msg);
 	} else if (e.own || e.pb) {
 		b = e.pb ? e.pb->batch : NULL;
 		if (e.pb)

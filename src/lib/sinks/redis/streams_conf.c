@@ -11,6 +11,10 @@ const pgo_conf_key_t pgo_sink_redis_keys[] = {
 	 .def = "redis://localhost:6379/0", .secret = true, .flag = "--redis",
 	 .help = "Redis of the redis sink and of consume: "
 		 "redis://[user:password@]host[:port][/db]"},
+	{PGO_CONF_KEY("sink", "redis_url_file"), .type = PGO_CONF_T_STRING,
+	 .def = "", .flag = "--redis-file", .file_for = "sink.redis_url",
+	 .help = "File holding sink.redis_url (its first line), so that a "
+		 "password shows in neither ps nor the environment"},
 	{PGO_CONF_KEY("sink", "redis_stream"), .type = PGO_CONF_T_STRING,
 	 .def = "pgoutbox:{topic}", .flag = "--redis-stream",
 	 .help = "Stream an event is added to; {topic} and {queue} are "
