@@ -99,8 +99,12 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	pgo_claim_swept(r, s, res);
 	/* A full batch says more is waiting: claim again at once.  In
 	 * concurrent mode every slot shares the queue, so all may help; in
-	 * the ordered modes only this slot's shards are known to be busy. */
-	s->more = n >= s->batch_limit;
+	 * the ordered modes only this slot's shards are known to be busy.
+	 * With the wake-up handshake any batch does: producers do not
+	 * notify while the relay is awake, so it claims until a claim comes
+	 * back dry, then takes the sleeper lock (wake.c). */
+	s->dry = n == 0;
+	s->more = n >= s->batch_limit || (r->wake != WAKE_OFF && n > 0);
 	if (r->mode == PGO_MODE_CONCURRENT)
 		r->more = s->more;
 	if (n == 0) {

@@ -6,10 +6,12 @@
  * the sink, settle and COMMIT.  In the ordered and strict modes a slot is
  * also a lease holder (shards.c) and claims only what its leases cover.
  *
- * Wake-up: every slot LISTENs on the queue's channel; a notification, the
- * fallback poll timer, a retry coming due, a new lease or a full batch
- * starts a claim.  A lost notification costs latency (up to the poll
- * interval), never an event.  Signals only set flags and wake the loop.
+ * Wake-up: slot 0 LISTENs on the queue's channel; a notification, the
+ * fallback poll timer, a retry coming due, a new lease or a batch that
+ * was not empty starts a claim.  Producers notify only while the relay
+ * holds or asks for the queue's sleeper lock (wake.c).  A lost notification
+ * costs latency (up to the poll interval), never an event.  Signals only set
+ * flags and wake the loop.
  *
  * One event loop (loop.c) waits for everything: each slot's socket, the
  * sink's own descriptors and timers (attached through the sink host), and
@@ -120,6 +122,12 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 			return NULL;
 		}
 	}
+	if (!pgo_wake_init(r)) {
+		pgo_relay_destroy(r);
+		pgo_error_set(err, PGO_ERR_NOMEM, 1,
+			      "out of memory for a relay");
+		return NULL;
+	}
 	r->rnd = (unsigned)getpid() ^ (unsigned)pgo_wall_us();
 	r->host.loop = r->loop;
 	r->host.done = pgo_cycle_sink_done;
@@ -142,6 +150,7 @@ void pgo_relay_destroy(pgo_relay_t *r)
 {
 	if (!r)
 		return;
+	pgo_wake_close(r);
 	for (int i = 0; i < r->nslots; i++) {
 		slot_t *s = &r->slots[i];
 
@@ -352,6 +361,7 @@ static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
 				deadline,
 				s->next_rebalance ? s->next_rebalance : 1);
 	}
+	pgo_wake_pollfd(r, &deadline);
 	if (r->stop)
 		return pgo_deadline_min(deadline, r->drain_until);
 	deadline = pgo_deadline_min(deadline, r->next_poll);
@@ -408,6 +418,7 @@ static bool step_slots(pgo_relay_t *r)
 		if (s->conn.state == PGO_CONN_DOWN && s->state != SLOT_IDLE)
 			pgo_cycle_lost(r, s);
 	}
+	pgo_wake_step(r);
 	return ok;
 }
 
@@ -547,6 +558,7 @@ int pgo_relay_run(pgo_relay_t *r)
 					r->slots[i].wants_claim = true;
 			r->kick = false;
 		}
+		pgo_wake_schedule(r, now);
 		if (r->stop && now >= r->drain_until)
 			drain_expired(r);
 		/* Stop once every batch in flight has settled. */
@@ -568,6 +580,7 @@ int pgo_relay_run(pgo_relay_t *r)
 		if (!step_slots(r))
 			fatal = true;
 	}
+	pgo_wake_close(r);
 	for (int i = 0; i < r->nslots; i++) {
 		if (!fatal)
 			pgo_shards_leave(r, &r->slots[i]);

@@ -10,6 +10,7 @@
  *             from the claimed rows, the settle statements' parameters
  *   settle.c  the settle rules: a plan from the sink's verdicts (pure)
  *   shards.c  ordered and strict modes: membership and shard leases
+ *   wake.c    the wake-up handshake: the sleeper lock and its connection
  */
 #ifndef PGO_RELAY_INT_H
 #define PGO_RELAY_INT_H
@@ -37,6 +38,15 @@ typedef struct settle_row {
 	int64_t delay_ms; /* retry after this long; -1: never (halted) */
 } settle_row_t;
 
+/* The relay's side of the wake-up handshake (wake.c). */
+typedef enum wake_state {
+	WAKE_OFF = 0,  /* relay.listen = off: poll only */
+	WAKE_AWAKE,    /* no sleeper lock: producers need not notify */
+	WAKE_ASKING,   /* waiting for the sleeper lock */
+	WAKE_ASLEEP,   /* holding it: producers notify */
+	WAKE_RELEASING /* unlock in flight */
+} wake_state_t;
+
 typedef struct slot {
 	int idx;
 	pgo_conn_t conn;
@@ -55,6 +65,7 @@ typedef struct slot {
 	bool probe;	     /* its claim round starts with the floor probe */
 	bool sweep;	     /* its claim in flight starts from id 0 */
 	bool sweeping;	     /* claims start from 0 until one is not full */
+	bool dry;	     /* its last claim came back empty */
 	int64_t sweep_at;    /* monotonic ms: the next sweep */
 	int64_t sweep_floor; /* the floor when the sweep was sent */
 	/* Ordered and strict modes: this connection's leases. */
@@ -114,6 +125,14 @@ struct pgo_relay {
 	int64_t floor_next;  /* monotonic ms: the next probe */
 	bool floor_off;	     /* the probe failed: floor stays put */
 	unsigned rnd;	     /* jitter state */
+	/* The wake-up handshake (wake.c): the sleeper lock's connection. */
+	wake_state_t wake;
+	pgo_conn_t wake_conn;
+	pgo_conn_setup_t wake_setup;
+	pgo_loop_io_t *wake_io;
+	short wake_revents;
+	char wake_lock_sql[256];
+	char wake_unlock_sql[160];
 	char errmsg[512];
 	int fatal_code; /* of the setup refusal that ended the run */
 	char queue[64]; /* relay.queue (not reloadable), for the setup */
@@ -211,6 +230,22 @@ void pgo_cycle_abandon(pgo_relay_t *r, slot_t *s);
 double pgo_relay_jitter(pgo_relay_t *r);
 /* Remembers that a retry comes due at `due` (monotonic ms). */
 void pgo_relay_retry_at(pgo_relay_t *r, int64_t due);
+
+/* wake.c: the sleeper lock */
+
+/* Sets up the sleeper connection (relay.listen on); false without
+ * memory. */
+bool pgo_wake_init(pgo_relay_t *r);
+/* Closes it (cancelling a wait for the lock); the lock goes with it. */
+void pgo_wake_close(pgo_relay_t *r);
+/* Once a turn, after the slots were scheduled: asks for the lock when a
+ * slot is about to depend on a NOTIFY, releases it when every slot found
+ * work; polls soon while the connection is down. */
+void pgo_wake_schedule(pgo_relay_t *r, int64_t now);
+/* Registers the connection's socket for the turn. */
+void pgo_wake_pollfd(pgo_relay_t *r, int64_t *deadline);
+/* Drives the connection after the turn. */
+void pgo_wake_step(pgo_relay_t *r);
 
 /* shards.c */
 void pgo_shards_init(pgo_relay_t *r, slot_t *s);
