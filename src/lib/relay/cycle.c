@@ -84,6 +84,7 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	pgo_batch_t *b = &s->batch;
 	PGresult *res;
 	int n, rc, ci = pgo_claim_index(s);
+	bool awake;
 
 	pgo_claim_floor_done(r, s);
 	if (s->conn.round.failed) {
@@ -100,13 +101,22 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	/* A full batch says more is waiting: claim again at once.  In
 	 * concurrent mode every slot shares the queue, so all may help; in
 	 * the ordered modes only this slot's shards are known to be busy.
-	 * With the wake-up handshake any batch does: producers do not
-	 * notify while the relay is awake, so it claims until a claim comes
-	 * back dry, then takes the sleeper lock (wake.c). */
-	s->dry = n == 0;
-	s->more = n >= s->batch_limit || (r->wake != WAKE_OFF && n > 0);
+	 * While the relay holds no sleeper lock (wake.c) producers do not
+	 * notify, so any batch does, and in the ordered modes every slot
+	 * claims again (a slot that found nothing looks once more each
+	 * time another found something) until all come back dry; then the
+	 * relay asks for the lock.  While it holds the lock or waits for
+	 * it, producers notify and the grant's NOTIFY kicks a claim. */
+	awake = r->wake == WAKE_AWAKE || r->wake == WAKE_RELEASING;
+	s->more = n >= s->batch_limit || (awake && n > 0);
 	if (r->mode == PGO_MODE_CONCURRENT)
 		r->more = s->more;
+	else if (r->wake != WAKE_OFF)
+		r->more = awake && n > 0;
+	/* Two events or more in one claim while asleep: producers commit
+	 * side by side, where each NOTIFY costs them (wake.c). */
+	if (r->wake == WAKE_ASLEEP && n >= 2)
+		r->wake_busy = true;
 	if (n == 0) {
 		PQclear(res);
 		finish_tx(s, "COMMIT");

@@ -65,7 +65,6 @@ typedef struct slot {
 	bool probe;	     /* its claim round starts with the floor probe */
 	bool sweep;	     /* its claim in flight starts from id 0 */
 	bool sweeping;	     /* claims start from 0 until one is not full */
-	bool dry;	     /* its last claim came back empty */
 	int64_t sweep_at;    /* monotonic ms: the next sweep */
 	int64_t sweep_floor; /* the floor when the sweep was sent */
 	/* Ordered and strict modes: this connection's leases. */
@@ -127,6 +126,7 @@ struct pgo_relay {
 	unsigned rnd;	     /* jitter state */
 	/* The wake-up handshake (wake.c): the sleeper lock's connection. */
 	wake_state_t wake;
+	bool wake_busy; /* a claim found 2+ events while asleep: release */
 	pgo_conn_t wake_conn;
 	pgo_conn_setup_t wake_setup;
 	pgo_loop_io_t *wake_io;

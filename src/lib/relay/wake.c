@@ -7,15 +7,17 @@
  * One connection of its own (it waits in a lock, where the LISTEN
  * connection must not), four states:
  *
- *   AWAKE     -> ASKING     a slot came back dry (its last claim found
- *                           nothing) and waits for nothing else:
- *                           pg_advisory_lock(), then one NOTIFY
+ *   AWAKE     -> ASKING     every slot is idle with no claim to come (the
+ *                           last ones found nothing): pg_advisory_lock(),
+ *                           then one NOTIFY
  *   ASKING    -> ASLEEP     granted: every producer that skipped its
  *                           NOTIFY has committed; claim once more (the
  *                           NOTIFY wakes the other relays of the queue)
- *   ASLEEP    -> RELEASING  every slot found work again: producers need
- *                           not notify while the relay claims anyway
- *   RELEASING -> AWAKE
+ *   ASLEEP    -> RELEASING  a claim found two events or more: producers
+ *                           commit side by side, where NOTIFY serializes
+ *                           them; awake, the relay claims anyway
+ *   RELEASING -> AWAKE      every slot claims again, and all go on
+ *                           claiming while any finds events (cycle.c)
  *
  * While the connection is down (or was lost, and the lock with it) the
  * relay cannot count on a NOTIFY, so it polls every WAKE_DOWN_POLL_MS.
@@ -84,18 +86,18 @@ void pgo_wake_close(pgo_relay_t *r)
 	r->wake = WAKE_AWAKE;
 }
 
-/* A slot that may miss events without a NOTIFY: it claims, its last
- * claim came back empty, and nothing else will make it claim. */
-static bool slot_dry(const pgo_relay_t *r, const slot_t *s)
+/* A slot that claims: connected, and in the ordered modes owning shards. */
+static bool claims(const pgo_relay_t *r, const slot_t *s)
 {
 	return (s->conn.state == PGO_CONN_READY ||
 		s->conn.state == PGO_CONN_BUSY) &&
-	       s->dry && (r->mode == PGO_MODE_CONCURRENT || s->nowned);
+	       (r->mode == PGO_MODE_CONCURRENT || s->nowned);
 }
 
 void pgo_wake_schedule(pgo_relay_t *r, int64_t now)
 {
-	bool asleep = false, working = true;
+	bool asleep = true;
+	int claiming = 0;
 
 	if (r->wake == WAKE_OFF)
 		return;
@@ -108,31 +110,31 @@ void pgo_wake_schedule(pgo_relay_t *r, int64_t now)
 			pgo_deadline_min(r->next_poll, now + WAKE_DOWN_POLL_MS);
 		return;
 	}
+	/* Asleep: every slot that claims is idle with no claim to come (a
+	 * claim that found events while the relay was awake asks for the
+	 * next one, cycle.c). */
 	for (int i = 0; i < r->nslots; i++) {
 		const slot_t *s = &r->slots[i];
 
-		if (!slot_dry(r, s))
+		if (!claims(r, s))
 			continue;
-		working = false;
-		if (s->state == SLOT_IDLE && s->conn.state == PGO_CONN_READY &&
-		    !s->more && !s->wants_claim)
-			asleep = true;
+		claiming++;
+		if (s->state != SLOT_IDLE || s->conn.state != PGO_CONN_READY ||
+		    s->more || s->wants_claim)
+			asleep = false;
 	}
-	if (r->kick || r->more || r->stop)
+	if (!claiming || r->kick || r->more || r->stop)
 		asleep = false;
 	if (r->wake == WAKE_AWAKE && asleep) {
 		pgo_conn_query(&r->wake_conn, r->wake_lock_sql, 0, NULL);
 		if (pgo_conn_send(&r->wake_conn) == PGO_OK)
 			r->wake = WAKE_ASKING;
-		pgo_log(PGO_LOG_DEBUG, r->subject,
-			"wake-up: asking for the sleeper lock");
-	} else if (r->wake == WAKE_ASLEEP && working) {
+	} else if (r->wake == WAKE_ASLEEP && r->wake_busy) {
 		pgo_conn_query(&r->wake_conn, r->wake_unlock_sql, 0, NULL);
 		if (pgo_conn_send(&r->wake_conn) == PGO_OK)
 			r->wake = WAKE_RELEASING;
-		pgo_log(PGO_LOG_DEBUG, r->subject,
-			"wake-up: releasing the sleeper lock");
 	}
+	r->wake_busy = false;
 }
 
 void pgo_wake_pollfd(pgo_relay_t *r, int64_t *deadline)
@@ -171,12 +173,18 @@ void pgo_wake_step(pgo_relay_t *r)
 		}
 		pgo_conn_round_clear(&r->wake_conn);
 		if (r->wake == WAKE_ASKING) {
-			/* Granted: the re-check.  Our NOTIFY does it for the
-			 * other relays of the queue. */
+			/* Granted: the re-check.  Our NOTIFY does it, for the
+			 * other relays of the queue as well, when it reaches
+			 * slot 0; a kick now would claim twice. */
 			r->wake = WAKE_ASLEEP;
-			r->kick = true;
+			if (r->slots[0].conn.state != PGO_CONN_READY &&
+			    r->slots[0].conn.state != PGO_CONN_BUSY)
+				r->kick = true;
 		} else if (r->wake == WAKE_RELEASING) {
+			/* From now on producers may skip their NOTIFY: every
+			 * slot looks again, and goes on while it finds any. */
 			r->wake = WAKE_AWAKE;
+			r->kick = true;
 		}
 		break;
 	case PGO_CONN_EV_LOST:
