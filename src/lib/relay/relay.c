@@ -461,6 +461,10 @@ static int check_pooler(pgo_relay_t *r)
 	r->pooled = true;
 	r->setup.pooled = true;
 	r->setup_quiet.pooled = true;
+	/* No LISTEN, and a session advisory lock would stay on a server
+	 * connection others get: no wake-up handshake either. */
+	pgo_wake_close(r);
+	r->wake = WAKE_OFF;
 	pgo_log(PGO_LOG_WARN, r->subject,
 		"the database connection goes through %s: no LISTEN, so new "
 		"events are found by the fallback poll every %lld ms "
@@ -495,7 +499,8 @@ int pgo_relay_run(pgo_relay_t *r)
 		: r->mode == PGO_MODE_ORDERED  ? "ordered"
 					       : "strict",
 		v->batch, r->nslots, r->nslots == 1 ? "" : "s",
-		v->listen && !r->pooled ? "LISTEN" : "no LISTEN (poll only)",
+		v->listen && !r->pooled ? "LISTEN (and a sleeper-lock connection)"
+					: "no LISTEN (poll only)",
 		(long long)v->poll_interval);
 	for (;;) {
 		int64_t retry_next = 0;

@@ -175,10 +175,12 @@ void pgo_wake_step(pgo_relay_t *r)
 		if (r->wake == WAKE_ASKING) {
 			/* Granted: the re-check.  Our NOTIFY does it, for the
 			 * other relays of the queue as well, when it reaches
-			 * slot 0; a kick now would claim twice. */
+			 * slot 0 (the LISTEN connection); a kick as well would
+			 * claim twice.  A slot 0 inside a cycle gets it only
+			 * once its transaction ends: kick now. */
 			r->wake = WAKE_ASLEEP;
-			if (r->slots[0].conn.state != PGO_CONN_READY &&
-			    r->slots[0].conn.state != PGO_CONN_BUSY)
+			if (r->slots[0].state != SLOT_IDLE ||
+			    r->slots[0].conn.state != PGO_CONN_READY)
 				r->kick = true;
 		} else if (r->wake == WAKE_RELEASING) {
 			/* From now on producers may skip their NOTIFY: every
