@@ -113,10 +113,6 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 		r->more = s->more;
 	else if (r->wake != WAKE_OFF)
 		r->more = awake && n > 0;
-	/* Two events or more in one claim while asleep: producers commit
-	 * side by side, where each NOTIFY costs them (wake.c). */
-	if (r->wake == WAKE_ASLEEP && n >= 2)
-		r->wake_busy = true;
 	if (n == 0) {
 		PQclear(res);
 		finish_tx(s, "COMMIT");

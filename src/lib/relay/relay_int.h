@@ -126,7 +126,7 @@ struct pgo_relay {
 	unsigned rnd;	     /* jitter state */
 	/* The wake-up handshake (wake.c): the sleeper lock's connection. */
 	wake_state_t wake;
-	bool wake_busy; /* a claim found 2+ events while asleep: release */
+	bool wake_busy; /* 2+ notifications at once while asleep: release */
 	pgo_conn_t wake_conn;
 	pgo_conn_setup_t wake_setup;
 	pgo_loop_io_t *wake_io;

@@ -13,9 +13,11 @@
  *   ASKING    -> ASLEEP     granted: every producer that skipped its
  *                           NOTIFY has committed; claim once more (the
  *                           NOTIFY wakes the other relays of the queue)
- *   ASLEEP    -> RELEASING  a claim found two events or more: producers
- *                           commit side by side, where NOTIFY serializes
- *                           them; awake, the relay claims anyway
+ *   ASLEEP    -> RELEASING  two notifications or more came at once:
+ *                           producers commit side by side, where NOTIFY
+ *                           serializes them; awake, the relay claims
+ *                           anyway (one producer alone pays nothing for
+ *                           its NOTIFY, so the relay stays asleep)
  *   RELEASING -> AWAKE      every slot claims again, and all go on
  *                           claiming while any finds events (cycle.c)
  *
