@@ -110,7 +110,7 @@ END $$;
 CREATE TABLE abl.shard_expr2 (LIKE abl.wide INCLUDING DEFAULTS, shard integer GENERATED ALWAYS AS (
    (CASE WHEN key IS NULL THEN id % '64' ELSE ((hashtextextended(key, '0') % '64') + '64') % '64' END)::integer) STORED);
 ALTER TABLE abl.shard_expr2 ADD PRIMARY KEY (id);
--- + the wake-up trigger of 011_send_fast (NOTIFY only while a relay holds
+-- + the wake-up trigger of 012_send_fast (NOTIFY only while a relay holds
 -- or waits for the table's sleeper lock; nobody does here, so it never
 -- notifies: the cost of the try itself)
 CREATE TABLE abl.trig_wake (LIKE abl.wide INCLUDING DEFAULTS);

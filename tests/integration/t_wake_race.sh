@@ -1,4 +1,4 @@
-# The wake-up handshake (sql/011_send_fast.sql, src/lib/relay/wake.c):
+# The wake-up handshake (sql/012_send_fast.sql, src/lib/relay/wake.c):
 # producers skip their NOTIFY while the relay is awake, so the interleaving
 # to fear is a producer that skipped it and commits just as the relay falls
 # asleep.  With a fallback poll of 60 s, such an event would wait a minute

@@ -499,8 +499,9 @@ int pgo_relay_run(pgo_relay_t *r)
 		: r->mode == PGO_MODE_ORDERED  ? "ordered"
 					       : "strict",
 		v->batch, r->nslots, r->nslots == 1 ? "" : "s",
-		v->listen && !r->pooled ? "LISTEN (and a sleeper-lock connection)"
-					: "no LISTEN (poll only)",
+		v->listen && !r->pooled
+			? "LISTEN (and a sleeper-lock connection)"
+			: "no LISTEN (poll only)",
 		(long long)v->poll_interval);
 	for (;;) {
 		int64_t retry_next = 0;

@@ -1,7 +1,7 @@
 /*
  * wake.c — the relay's half of the wake-up handshake: producers NOTIFY
  * only while a relay holds or waits for the queue's sleeper lock
- * (sql/011_send_fast.sql explains the handshake and why it cannot miss a
+ * (sql/012_send_fast.sql explains the handshake and why it cannot miss a
  * commit).
  *
  * One connection of its own (it waits in a lock, where the LISTEN
