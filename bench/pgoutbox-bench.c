@@ -101,8 +101,11 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: %s COMMAND --db URL [options] [--json FILE]\n"
 		"  fill       --events N [--payload-bytes 200]\n"
-		"  enqueue    --mode send|send-quiet|bulk|insert|insert100 "
-		"--clients C\n"
+		"  enqueue    --mode "
+		"send|send-quiet|bulk|insert|insert100|batch|"
+		"insert-outbox|copy-outbox\n"
+		"             --clients C [--relay-cmd CMD: a relay runs "
+		"meanwhile]\n"
 		"             --seconds S [--warmup 1]\n"
 		"  latency    --rate R --seconds S --relay-cmd CMD "
 		"[--producers 1]\n"
@@ -667,309 +670,6 @@ static int cmd_fill(const opts_t *o)
 	return rc;
 }
 
-/* --- enqueue --- */
-
-typedef enum enq_mode {
-	ENQ_SEND,      /* SELECT pgoutbox.send(...), one per transaction */
-	ENQ_BULK,      /* pgo_send_bulk() of BULK_BATCH per transaction */
-	ENQ_INSERT,    /* plain INSERT of one row into bench_plain */
-	ENQ_INSERT100, /* COPY of BULK_BATCH rows into bench_plain */
-	ENQ_SEND_QUIET /* send() with its NOTIFY trigger skipped */
-} enq_mode_t;
-
-/* What the enqueue clients share. */
-typedef struct enqueue {
-	enq_mode_t mode;
-	corpus_t *corpus; /* read-only once built */
-	char *copy_rows;  /* insert100: BULK_BATCH rows of COPY text */
-	size_t copy_len;  /* its length */
-	atomic_bool stop; /* set by the main thread at the end */
-} enqueue_t;
-
-/* One enqueue client: a thread with its own connection. */
-typedef struct client {
-	pthread_t thread;
-	PGconn *conn;
-	pgo_producer_t *producer;    /* bulk mode only */
-	enqueue_t *run;		     /* shared settings */
-	atomic_uint_fast64_t events; /* events committed so far */
-	atomic_bool failed;	     /* stopped on an error (printed) */
-} client_t;
-
-/* A COPY of BULK_BATCH rows into bench_plain; returns the rows or -1. */
-static int copy_plain(client_t *cl)
-{
-	PGresult *res =
-		PQexec(cl->conn, "COPY bench_plain (payload) FROM STDIN");
-	int n = BULK_BATCH;
-
-	if (PQresultStatus(res) != PGRES_COPY_IN) {
-		PQclear(res);
-		return -1;
-	}
-	PQclear(res);
-	if (PQputCopyData(cl->conn, cl->run->copy_rows,
-			  (int)cl->run->copy_len) != 1 ||
-	    PQputCopyEnd(cl->conn, NULL) != 1)
-		n = -1;
-	while ((res = PQgetResult(cl->conn)) != NULL) {
-		if (PQresultStatus(res) != PGRES_COMMAND_OK)
-			n = -1;
-		PQclear(res);
-	}
-	return n;
-}
-
-/* One transaction of the client's mode; returns its events or -1. */
-static int client_step(client_t *cl)
-{
-	const corpus_t *cp = cl->run->corpus;
-	const char *params[4] = {TOPIC, cp->keys[0], TYPE, cp->payload};
-	PGresult *res;
-	int n = 1;
-
-	switch (cl->run->mode) {
-	case ENQ_SEND:
-	case ENQ_SEND_QUIET:
-		res = PQexecPrepared(cl->conn, "bench_send", 4, params, NULL,
-				     NULL, 0);
-		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-			n = -1;
-		PQclear(res);
-		return n;
-	case ENQ_INSERT:
-		res = PQexecPrepared(cl->conn, "bench_insert", 1, params + 3,
-				     NULL, NULL, 0);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK)
-			n = -1;
-		PQclear(res);
-		return n;
-	case ENQ_BULK:
-		/* COPY in autocommit: one transaction. */
-		if (pgo_send_bulk(cl->producer, cp->msgs, BULK_BATCH) != PGO_OK)
-			return -1;
-		return BULK_BATCH;
-	case ENQ_INSERT100: return copy_plain(cl);
-	}
-	return -1;
-}
-
-static void *client_main(void *arg)
-{
-	client_t *cl = arg;
-
-	while (!atomic_load(&cl->run->stop)) {
-		int n = client_step(cl);
-
-		if (n < 0) {
-			fprintf(stderr, "%s: enqueue: %s%s", prog,
-				PQerrorMessage(cl->conn),
-				cl->producer ? pgo_producer_errmsg(cl->producer)
-					     : "");
-			atomic_store(&cl->failed, true);
-			break;
-		}
-		atomic_fetch_add(&cl->events, (uint_fast64_t)n);
-	}
-	return NULL;
-}
-
-/* Connects a client and prepares what its mode runs. */
-static bool client_setup(client_t *cl, const opts_t *o)
-{
-	pgo_error_t err;
-
-	cl->conn = db_connect(o->db);
-	if (!cl->conn)
-		return false;
-	switch (cl->run->mode) {
-	case ENQ_SEND: return db_prepare(cl->conn, "bench_send", SEND_SQL);
-	case ENQ_SEND_QUIET:
-		/* The replica role skips ordinary triggers: what send() costs
-		 * without the wake-up NOTIFY and its commit-time lock.  Needs
-		 * a superuser; only a benchmark does this. */
-		return db_exec(cl->conn,
-			       "SET session_replication_role = replica") &&
-		       db_prepare(cl->conn, "bench_send", SEND_SQL);
-	case ENQ_INSERT:
-		return db_prepare(cl->conn, "bench_insert",
-				  "INSERT INTO bench_plain (payload) "
-				  "VALUES ($1::jsonb)");
-	case ENQ_BULK:
-		cl->producer = pgo_producer_new(cl->conn, NULL, &err);
-		if (!cl->producer)
-			fprintf(stderr, "%s: producer: %s\n", prog, err.msg);
-		return cl->producer != NULL;
-	case ENQ_INSERT100: return true;
-	}
-	return false;
-}
-
-/* The events committed by all clients so far. */
-static uint64_t clients_total(client_t *cls, long n, bool *failed)
-{
-	uint64_t sum = 0;
-
-	for (long i = 0; i < n; i++) {
-		sum += atomic_load(&cls[i].events);
-		if (atomic_load(&cls[i].failed))
-			*failed = true;
-	}
-	return sum;
-}
-
-/* Sleeps until t unless a client fails first; false on a failure.
- * Prints the events so far every 5 s (the progress of a long run). */
-static bool clients_wait(client_t *cls, long n, int64_t t, const char *label)
-{
-	int64_t t0 = now_ns(), next = t0 + 5 * NSEC;
-	bool failed = false;
-
-	while (now_ns() < t) {
-		int64_t step = now_ns() + NSEC / 20;
-		uint64_t sum;
-
-		sleep_until(step < t ? step : t);
-		sum = clients_total(cls, n, &failed);
-		if (failed)
-			return false;
-		if (now_ns() >= next && now_ns() < t) {
-			printf("  %-30s %6.1f s: %llu events\n", label,
-			       (double)(now_ns() - t0) / NSEC,
-			       (unsigned long long)sum);
-			fflush(stdout);
-			next += 5 * NSEC;
-		}
-	}
-	return true;
-}
-
-static bool parse_mode(const char *s, enq_mode_t *m)
-{
-	static const char *const names[] = {"send", "bulk", "insert",
-					    "insert100", "send-quiet"};
-
-	for (int i = 0; s && i < 5; i++)
-		if (strcmp(s, names[i]) == 0) {
-			*m = (enq_mode_t)i;
-			return true;
-		}
-	fprintf(stderr,
-		"%s: --mode must be send, send-quiet, bulk, insert or "
-		"insert100\n",
-		prog);
-	return false;
-}
-
-/* Creates and empties the scratch table of the insert modes. */
-static bool plain_table_reset(const char *url)
-{
-	PGconn *c = db_connect(url);
-	bool ok = c && db_exec(c, "SET client_min_messages = warning") &&
-		  db_exec(c, "CREATE TABLE IF NOT EXISTS bench_plain ("
-			     "id bigserial PRIMARY KEY, payload jsonb)") &&
-		  db_exec(c, "TRUNCATE bench_plain");
-
-	PQfinish(c);
-	return ok;
-}
-
-static int cmd_enqueue(const opts_t *o)
-{
-	enqueue_t run = {0};
-	client_t *cls = NULL;
-	report_t rep;
-	char label[96];
-	long started = 0;
-	uint64_t n0 = 0, n1 = 0;
-	int64_t t0 = 0, t1 = 0;
-	bool ok = true, failed = false;
-
-	if (!parse_mode(o->mode, &run.mode))
-		return 2;
-	if (o->seconds <= 0 || o->clients > MAX_CLIENTS) {
-		fprintf(stderr,
-			"%s: enqueue needs --seconds S and at most %d "
-			"--clients\n",
-			prog, MAX_CLIENTS);
-		return 2;
-	}
-	snprintf(label, sizeof(label), "enqueue %s x%ld", o->mode, o->clients);
-	if (!report_open(&rep, o, "enqueue", label))
-		return 1;
-	param_str(&rep, "mode", o->mode);
-	param_long(&rep, "clients", o->clients);
-	param_num(&rep, "seconds", o->seconds);
-	param_long(&rep, "payload_bytes", o->payload_bytes);
-	run.corpus = corpus_new(o->payload_bytes);
-	cls = calloc((size_t)o->clients, sizeof(*cls));
-	ok = run.corpus && cls;
-	if (ok && (run.mode == ENQ_INSERT || run.mode == ENQ_INSERT100))
-		ok = plain_table_reset(o->db);
-	if (ok && run.mode == ENQ_INSERT100) {
-		size_t row = strlen(run.corpus->payload) + 1;
-
-		run.copy_len = row * BULK_BATCH;
-		run.copy_rows = malloc(run.copy_len);
-		ok = run.copy_rows != NULL;
-		/* The payload holds no tab, newline or backslash. */
-		for (size_t i = 0; ok && i < BULK_BATCH; i++) {
-			memcpy(run.copy_rows + i * row, run.corpus->payload,
-			       row - 1);
-			run.copy_rows[i * row + row - 1] = '\n';
-		}
-	}
-	for (long i = 0; ok && i < o->clients; i++) {
-		cls[i].run = &run;
-		ok = client_setup(&cls[i], o);
-	}
-	for (long i = 0; ok && i < o->clients; i++) {
-		if (pthread_create(&cls[i].thread, NULL, client_main,
-				   &cls[i]) != 0) {
-			fprintf(stderr, "%s: pthread_create failed\n", prog);
-			ok = false;
-			break;
-		}
-		started++;
-	}
-	if (ok) {
-		int64_t start = now_ns();
-
-		ok = clients_wait(cls, o->clients,
-				  start + (int64_t)(o->warmup * NSEC),
-				  rep.label);
-		t0 = now_ns();
-		n0 = clients_total(cls, o->clients, &failed);
-		ok = ok &&
-		     clients_wait(cls, o->clients,
-				  t0 + (int64_t)(o->seconds * NSEC), rep.label);
-		t1 = now_ns();
-		n1 = clients_total(cls, o->clients, &failed);
-	}
-	atomic_store(&run.stop, true);
-	for (long i = 0; i < started; i++)
-		pthread_join(cls[i].thread, NULL);
-	if (ok && !failed) {
-		double rate = (double)(n1 - n0) * NSEC / (double)(t1 - t0);
-		int per_tx = run.mode == ENQ_BULK || run.mode == ENQ_INSERT100
-				     ? BULK_BATCH
-				     : 1;
-
-		metric(&rep, "events_per_s", rate, "events/s", 0);
-		printf("  %-30s %-14s %14.0f tx/s\n", rep.label, "transactions",
-		       rate / per_tx);
-	}
-	for (long i = 0; cls && i < o->clients; i++) {
-		pgo_producer_destroy(cls[i].producer);
-		PQfinish(cls[i].conn);
-	}
-	free(cls);
-	free(run.copy_rows);
-	corpus_destroy(run.corpus);
-	report_close(&rep);
-	return ok && !failed ? 0 : 1;
-}
-
 /* --- relay child processes --- */
 
 /* Hands --db to the relays through DATABASE_URL, which `pgoutbox relay`
@@ -1092,6 +792,422 @@ static bool children_stop(child_t *chs, long n)
 		}
 	}
 	return clean;
+}
+
+/* --- enqueue --- */
+
+typedef enum enq_mode {
+	ENQ_SEND,	/* SELECT pgoutbox.send(...), one per transaction */
+	ENQ_BULK,	/* pgo_send_bulk() of BULK_BATCH per transaction */
+	ENQ_INSERT,	/* plain INSERT of one row into bench_plain */
+	ENQ_INSERT100,	/* COPY of BULK_BATCH rows into bench_plain */
+	ENQ_SEND_QUIET, /* send() with its NOTIFY trigger skipped */
+	ENQ_BATCH,	/* pgoutbox.send_batch() of BULK_BATCH events */
+	ENQ_INSERT_OB,	/* the same rows as one multi-row INSERT */
+	ENQ_COPY_OB	/* the same rows as one bare COPY (no library) */
+} enq_mode_t;
+
+/* What the enqueue clients share. */
+typedef struct enqueue {
+	enq_mode_t mode;
+	corpus_t *corpus; /* read-only once built */
+	char *copy_rows;  /* insert100, copy-outbox: BULK_BATCH rows */
+	size_t copy_len;  /* its length */
+	char *batch[3];	  /* batch: keys, types, payloads (array literals) */
+	char *insert_sql; /* insert-outbox: the multi-row INSERT */
+	const char **insert_params; /* ... and its 4 x BULK_BATCH values */
+	atomic_bool stop;	    /* set by the main thread at the end */
+} enqueue_t;
+
+/* One enqueue client: a thread with its own connection. */
+typedef struct client {
+	pthread_t thread;
+	PGconn *conn;
+	pgo_producer_t *producer;    /* bulk mode only */
+	enqueue_t *run;		     /* shared settings */
+	atomic_uint_fast64_t events; /* events committed so far */
+	atomic_bool failed;	     /* stopped on an error (printed) */
+} client_t;
+
+/* A COPY of BULK_BATCH rows into bench_plain; returns the rows or -1. */
+static int copy_plain(client_t *cl, const char *sql)
+{
+	PGresult *res = PQexec(cl->conn, sql);
+	int n = BULK_BATCH;
+
+	if (PQresultStatus(res) != PGRES_COPY_IN) {
+		PQclear(res);
+		return -1;
+	}
+	PQclear(res);
+	if (PQputCopyData(cl->conn, cl->run->copy_rows,
+			  (int)cl->run->copy_len) != 1 ||
+	    PQputCopyEnd(cl->conn, NULL) != 1)
+		n = -1;
+	while ((res = PQgetResult(cl->conn)) != NULL) {
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			n = -1;
+		PQclear(res);
+	}
+	return n;
+}
+
+/* One transaction of the client's mode; returns its events or -1. */
+static int client_step(client_t *cl)
+{
+	const corpus_t *cp = cl->run->corpus;
+	const char *params[4] = {TOPIC, cp->keys[0], TYPE, cp->payload};
+	PGresult *res;
+	int n = 1;
+
+	switch (cl->run->mode) {
+	case ENQ_SEND:
+	case ENQ_SEND_QUIET:
+		res = PQexecPrepared(cl->conn, "bench_send", 4, params, NULL,
+				     NULL, 0);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			n = -1;
+		PQclear(res);
+		return n;
+	case ENQ_INSERT:
+		res = PQexecPrepared(cl->conn, "bench_insert", 1, params + 3,
+				     NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			n = -1;
+		PQclear(res);
+		return n;
+	case ENQ_BULK:
+		/* COPY in autocommit: one transaction. */
+		if (pgo_send_bulk(cl->producer, cp->msgs, BULK_BATCH) != PGO_OK)
+			return -1;
+		return BULK_BATCH;
+	case ENQ_INSERT100:
+		return copy_plain(cl, "COPY bench_plain (payload) FROM STDIN");
+	case ENQ_COPY_OB:
+		return copy_plain(cl, "COPY pgoutbox.outbox (topic, key, type, "
+				      "payload) FROM STDIN");
+	case ENQ_BATCH: {
+		const char *bp[4] = {TOPIC, cl->run->batch[0],
+				     cl->run->batch[1], cl->run->batch[2]};
+
+		res = PQexecPrepared(cl->conn, "bench_batch", 4, bp, NULL, NULL,
+				     0);
+		n = PQresultStatus(res) == PGRES_TUPLES_OK ? BULK_BATCH : -1;
+		PQclear(res);
+		return n;
+	}
+	case ENQ_INSERT_OB:
+		res = PQexecPrepared(cl->conn, "bench_insert_ob",
+				     4 * BULK_BATCH, cl->run->insert_params,
+				     NULL, NULL, 0);
+		n = PQresultStatus(res) == PGRES_COMMAND_OK ? BULK_BATCH : -1;
+		PQclear(res);
+		return n;
+	}
+	return -1;
+}
+
+static void *client_main(void *arg)
+{
+	client_t *cl = arg;
+
+	while (!atomic_load(&cl->run->stop)) {
+		int n = client_step(cl);
+
+		if (n < 0) {
+			fprintf(stderr, "%s: enqueue: %s%s", prog,
+				PQerrorMessage(cl->conn),
+				cl->producer ? pgo_producer_errmsg(cl->producer)
+					     : "");
+			atomic_store(&cl->failed, true);
+			break;
+		}
+		atomic_fetch_add(&cl->events, (uint_fast64_t)n);
+	}
+	return NULL;
+}
+
+/* Connects a client and prepares what its mode runs. */
+static bool client_setup(client_t *cl, const opts_t *o)
+{
+	pgo_error_t err;
+
+	cl->conn = db_connect(o->db);
+	if (!cl->conn)
+		return false;
+	switch (cl->run->mode) {
+	case ENQ_SEND: return db_prepare(cl->conn, "bench_send", SEND_SQL);
+	case ENQ_SEND_QUIET:
+		/* The replica role skips ordinary triggers: what send() costs
+		 * without the wake-up NOTIFY and its commit-time lock.  Needs
+		 * a superuser; only a benchmark does this. */
+		return db_exec(cl->conn,
+			       "SET session_replication_role = replica") &&
+		       db_prepare(cl->conn, "bench_send", SEND_SQL);
+	case ENQ_INSERT:
+		return db_prepare(cl->conn, "bench_insert",
+				  "INSERT INTO bench_plain (payload) "
+				  "VALUES ($1::jsonb)");
+	case ENQ_BULK:
+		cl->producer = pgo_producer_new(cl->conn, NULL, &err);
+		if (!cl->producer)
+			fprintf(stderr, "%s: producer: %s\n", prog, err.msg);
+		return cl->producer != NULL;
+	case ENQ_INSERT100:
+	case ENQ_COPY_OB: return true;
+	case ENQ_BATCH:
+		return db_prepare(cl->conn, "bench_batch",
+				  "SELECT pgoutbox.send_batch($1::text, "
+				  "$2::text[], $3::text[], $4::jsonb[])");
+	case ENQ_INSERT_OB:
+		return db_prepare(cl->conn, "bench_insert_ob",
+				  cl->run->insert_sql);
+	}
+	return false;
+}
+
+/* batch, insert-outbox, copy-outbox: the same BULK_BATCH events (keys
+ * k0..k99, the corpus payload) in the form each mode sends.  The payload
+ * holds no tab, newline or backslash. */
+static bool batch_forms(enqueue_t *run)
+{
+	const corpus_t *cp = run->corpus;
+	size_t pl = strlen(cp->payload), kl = 8, i;
+	char *k, *t, *p, *sql, *c;
+
+	k = run->batch[0] = malloc(BULK_BATCH * (kl + 1) + 3);
+	t = run->batch[1] = malloc(BULK_BATCH * (sizeof(TYPE) + 1) + 3);
+	p = run->batch[2] = malloc(BULK_BATCH * (2 * pl + 3) + 3);
+	sql = run->insert_sql = malloc(BULK_BATCH * 48 + 128);
+	run->insert_params = malloc(4 * BULK_BATCH * sizeof(char *));
+	c = run->copy_rows = malloc(
+		BULK_BATCH * (sizeof(TOPIC) + kl + sizeof(TYPE) + pl + 4));
+	if (!k || !t || !p || !sql || !run->insert_params || !c)
+		return false;
+	*k++ = '{', *t++ = '{', *p++ = '{';
+	sql += sprintf(sql, "INSERT INTO pgoutbox.outbox (topic, key, type, "
+			    "payload) VALUES ");
+	for (i = 0; i < BULK_BATCH; i++) {
+		const char *key = cp->keys[i % NKEYS];
+
+		k += sprintf(k, "%s%s", i ? "," : "", key);
+		t += sprintf(t, "%s%s", i ? "," : "", TYPE);
+		/* An array element in double quotes: its quotes escaped. */
+		if (i)
+			*p++ = ',';
+		*p++ = '"';
+		for (const char *q = cp->payload; *q; q++) {
+			if (*q == '"')
+				*p++ = '\\';
+			*p++ = *q;
+		}
+		*p++ = '"';
+		sql += sprintf(sql, "%s($%zu,$%zu,$%zu,$%zu::jsonb)",
+			       i ? "," : "", 4 * i + 1, 4 * i + 2, 4 * i + 3,
+			       4 * i + 4);
+		run->insert_params[4 * i] = TOPIC;
+		run->insert_params[4 * i + 1] = key;
+		run->insert_params[4 * i + 2] = TYPE;
+		run->insert_params[4 * i + 3] = cp->payload;
+		c += sprintf(c, "%s\t%s\t%s\t%s\n", TOPIC, key, TYPE,
+			     cp->payload);
+	}
+	strcpy(k, "}"), strcpy(t, "}"), strcpy(p, "}");
+	run->copy_len = (size_t)(c - run->copy_rows);
+	return true;
+}
+
+/* The events committed by all clients so far. */
+static uint64_t clients_total(client_t *cls, long n, bool *failed)
+{
+	uint64_t sum = 0;
+
+	for (long i = 0; i < n; i++) {
+		sum += atomic_load(&cls[i].events);
+		if (atomic_load(&cls[i].failed))
+			*failed = true;
+	}
+	return sum;
+}
+
+/* Sleeps until t unless a client fails first; false on a failure.
+ * Prints the events so far every 5 s (the progress of a long run). */
+static bool clients_wait(client_t *cls, long n, int64_t t, const char *label)
+{
+	int64_t t0 = now_ns(), next = t0 + 5 * NSEC;
+	bool failed = false;
+
+	while (now_ns() < t) {
+		int64_t step = now_ns() + NSEC / 20;
+		uint64_t sum;
+
+		sleep_until(step < t ? step : t);
+		sum = clients_total(cls, n, &failed);
+		if (failed)
+			return false;
+		if (now_ns() >= next && now_ns() < t) {
+			printf("  %-30s %6.1f s: %llu events\n", label,
+			       (double)(now_ns() - t0) / NSEC,
+			       (unsigned long long)sum);
+			fflush(stdout);
+			next += 5 * NSEC;
+		}
+	}
+	return true;
+}
+
+static bool parse_mode(const char *s, enq_mode_t *m)
+{
+	static const char *const names[] = {
+		"send",	      "bulk",  "insert",	"insert100",
+		"send-quiet", "batch", "insert-outbox", "copy-outbox"};
+
+	for (int i = 0; s && i < 8; i++)
+		if (strcmp(s, names[i]) == 0) {
+			*m = (enq_mode_t)i;
+			return true;
+		}
+	fprintf(stderr,
+		"%s: --mode must be send, send-quiet, bulk, insert, "
+		"insert100, batch, insert-outbox or copy-outbox\n",
+		prog);
+	return false;
+}
+
+/* Creates and empties the scratch table of the insert modes. */
+static bool plain_table_reset(const char *url)
+{
+	PGconn *c = db_connect(url);
+	bool ok = c && db_exec(c, "SET client_min_messages = warning") &&
+		  db_exec(c, "CREATE TABLE IF NOT EXISTS bench_plain ("
+			     "id bigserial PRIMARY KEY, payload jsonb)") &&
+		  db_exec(c, "TRUNCATE bench_plain");
+
+	PQfinish(c);
+	return ok;
+}
+
+static int cmd_enqueue(const opts_t *o)
+{
+	enqueue_t run = {0};
+	child_t relay = {0};
+	client_t *cls = NULL;
+	report_t rep;
+	char label[96];
+	long started = 0;
+	uint64_t n0 = 0, n1 = 0;
+	int64_t t0 = 0, t1 = 0;
+	bool ok = true, failed = false;
+
+	if (!parse_mode(o->mode, &run.mode))
+		return 2;
+	if (o->seconds <= 0 || o->clients > MAX_CLIENTS) {
+		fprintf(stderr,
+			"%s: enqueue needs --seconds S and at most %d "
+			"--clients\n",
+			prog, MAX_CLIENTS);
+		return 2;
+	}
+	snprintf(label, sizeof(label), "enqueue %s x%ld", o->mode, o->clients);
+	if (!report_open(&rep, o, "enqueue", label))
+		return 1;
+	param_str(&rep, "mode", o->mode);
+	param_long(&rep, "clients", o->clients);
+	param_num(&rep, "seconds", o->seconds);
+	param_long(&rep, "payload_bytes", o->payload_bytes);
+	run.corpus = corpus_new(o->payload_bytes);
+	cls = calloc((size_t)o->clients, sizeof(*cls));
+	ok = run.corpus && cls;
+	if (ok && (run.mode == ENQ_INSERT || run.mode == ENQ_INSERT100))
+		ok = plain_table_reset(o->db);
+	if (ok && run.mode == ENQ_INSERT100) {
+		size_t row = strlen(run.corpus->payload) + 1;
+
+		run.copy_len = row * BULK_BATCH;
+		run.copy_rows = malloc(run.copy_len);
+		ok = run.copy_rows != NULL;
+		/* The payload holds no tab, newline or backslash. */
+		for (size_t i = 0; ok && i < BULK_BATCH; i++) {
+			memcpy(run.copy_rows + i * row, run.corpus->payload,
+			       row - 1);
+			run.copy_rows[i * row + row - 1] = '\n';
+		}
+	}
+	if (ok && (run.mode == ENQ_BATCH || run.mode == ENQ_INSERT_OB ||
+		   run.mode == ENQ_COPY_OB))
+		ok = batch_forms(&run);
+	for (long i = 0; ok && i < o->clients; i++) {
+		cls[i].run = &run;
+		ok = client_setup(&cls[i], o);
+	}
+	/* --relay-cmd: a relay listens (and drains) meanwhile. */
+	if (ok && o->relay_cmd) {
+		int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+		relay_env(o);
+		ok = null_fd >= 0 &&
+		     child_start(&relay, o->relay_cmd, null_fd, o->relay_log);
+		if (null_fd >= 0)
+			close(null_fd);
+		param_relay(&rep, o->relay_cmd);
+	}
+	for (long i = 0; ok && i < o->clients; i++) {
+		if (pthread_create(&cls[i].thread, NULL, client_main,
+				   &cls[i]) != 0) {
+			fprintf(stderr, "%s: pthread_create failed\n", prog);
+			ok = false;
+			break;
+		}
+		started++;
+	}
+	if (ok) {
+		int64_t start = now_ns();
+
+		ok = clients_wait(cls, o->clients,
+				  start + (int64_t)(o->warmup * NSEC),
+				  rep.label);
+		t0 = now_ns();
+		n0 = clients_total(cls, o->clients, &failed);
+		ok = ok &&
+		     clients_wait(cls, o->clients,
+				  t0 + (int64_t)(o->seconds * NSEC), rep.label);
+		t1 = now_ns();
+		n1 = clients_total(cls, o->clients, &failed);
+	}
+	atomic_store(&run.stop, true);
+	for (long i = 0; i < started; i++)
+		pthread_join(cls[i].thread, NULL);
+	if (relay.pid && !child_alive(&relay)) {
+		fprintf(stderr, "%s: the relay exited (see --relay-log)\n",
+			prog);
+		ok = false;
+	}
+	if (relay.pid && !children_stop(&relay, 1))
+		ok = false;
+	if (ok && !failed) {
+		double rate = (double)(n1 - n0) * NSEC / (double)(t1 - t0);
+		int per_tx = run.mode == ENQ_SEND || run.mode == ENQ_INSERT ||
+					     run.mode == ENQ_SEND_QUIET
+				     ? 1
+				     : BULK_BATCH;
+
+		metric(&rep, "events_per_s", rate, "events/s", 0);
+		printf("  %-30s %-14s %14.0f tx/s\n", rep.label, "transactions",
+		       rate / per_tx);
+	}
+	for (long i = 0; cls && i < o->clients; i++) {
+		pgo_producer_destroy(cls[i].producer);
+		PQfinish(cls[i].conn);
+	}
+	free(cls);
+	free(run.copy_rows);
+	for (int i = 0; i < 3; i++)
+		free(run.batch[i]);
+	free(run.insert_sql);
+	free(run.insert_params);
+	corpus_destroy(run.corpus);
+	report_close(&rep);
+	return ok && !failed ? 0 : 1;
 }
 
 /* --- latency --- */

@@ -21,15 +21,24 @@ window (workload "...-window"); they are printed as a second table,
 gnuplot charts (bench/charts.gp) read: relays.dat, steady.dat, held.dat.
 """
 import json
+import re
+import statistics
 import sys
+
+
+def round_of(r):
+    """The round of a --rounds run (the label ends in " #N"), else 0."""
+    m = re.search(r" #(\d+)$", r["params"].get("variant", ""))
+    return int(m.group(1)) if m else 0
 
 
 def describe(workload, p):
     """The parameters column: what was run, in words."""
     if workload == "enqueue":
         clients = p["clients"]
-        return "%s, %d client%s, %g s" % (
-            p["mode"], clients, "" if clients == 1 else "s", p["seconds"])
+        return "%s, %d client%s, %g s%s" % (
+            p["mode"], clients, "" if clients == 1 else "s", p["seconds"],
+            ", relay listening" if p.get("relay") else "")
     relay = p.get("relay", "")
     flags = relay.split(" relay", 1)[1].strip() if " relay" in relay else relay
     if workload == "drain" and p.get("rss"):
@@ -154,11 +163,17 @@ def main():
     if len(sys.argv) == 4 and sys.argv[2] == "--chart-data":
         chart_data(rows, sys.argv[3])
 
-    def find(workload, metric, **params):
-        for r in rows:
-            if r["workload"] == workload and r["metric"] == metric and all(
-                    r["params"].get(k) == v for k, v in params.items()):
-                return r["value"]
+    def find(workload, metric, rnd=0, **params):
+        """The first figure of the round (of any round when none has it):
+        a limit measured without a relay is looked up without one."""
+        for same in (True, False):
+            for r in rows:
+                if r["workload"] == workload and r["metric"] == metric and \
+                        (round_of(r) == rnd or not same) and \
+                        not r["params"].get("relay") and all(
+                            r["params"].get(k) == v
+                            for k, v in params.items()):
+                    return r["value"]
         return None
 
     insert100 = find("enqueue", "events_per_s", mode="insert100", clients=1)
@@ -166,20 +181,31 @@ def main():
            "|---|---|---|---:|---|---:|"]
     steady_rate = find("steady", "delivered_per_s")
     fresh = find("history", "fresh_events_per_s")
+    ratios = {}
     for r in rows:
         w, p, m, v = r["workload"], r["params"], r["metric"], r["value"]
         limit, ratio = None, ""
+        rnd = round_of(r)
         if w.endswith("-window"):
             continue
-        if w == "enqueue" and p["mode"] in ("insert", "insert100"):
+        if w == "enqueue" and p["mode"] in ("insert", "insert100",
+                                            "insert-outbox", "copy-outbox"):
             ratio = "limit"
         elif w == "notify-rtt":
             ratio = "limit"
         elif w == "enqueue" and p["mode"] in ("send", "send-quiet"):
-            limit = find("enqueue", m, mode="insert", clients=p["clients"])
-        elif w == "enqueue" and p["mode"] == "bulk":
-            limit = find("enqueue", m, mode="insert100",
+            limit = find("enqueue", m, rnd, mode="insert",
                          clients=p["clients"])
+        elif w == "enqueue" and p["mode"] == "batch":
+            limit = find("enqueue", m, rnd, mode="insert-outbox",
+                         clients=p["clients"])
+        elif w == "enqueue" and p["mode"] == "bulk":
+            # The bare COPY of the same rows; before it was measured,
+            # a COPY into a two-column table.
+            limit = find("enqueue", m, rnd, mode="copy-outbox",
+                         clients=p["clients"]) or find(
+                             "enqueue", m, rnd, mode="insert100",
+                             clients=p["clients"])
         elif w == "drain" and m == "events_per_s":
             limit = insert100
         elif w in ("steady", "held-xmin") and m in (
@@ -204,8 +230,19 @@ def main():
             ratio = "%.2f of offered" % (v / p["rate"])
         if limit and v is not None:
             ratio = "%.2f" % (v / limit)
+            if w == "enqueue":
+                ratios.setdefault((describe(w, p), m), []).append(v / limit)
+        desc = describe(w, p) + (" #%d" % rnd if rnd else "")
         out.append("| %s | %s | %s | %s | %s | %s |" % (
-            w, describe(w, p), m, fmt_value(v, r["unit"]), r["unit"], ratio))
+            w, desc, m, fmt_value(v, r["unit"]), r["unit"], ratio))
+    if any(len(x) > 1 for x in ratios.values()):
+        out += ["", "Producers against their limits, round by round",
+                "", "| enqueue | ratios (each within its round) | median |",
+                "|---|---|---:|"]
+        for (desc, m), xs in ratios.items():
+            out.append("| %s | %s | %.2f |" % (
+                desc, " ".join("%.2f" % x for x in xs),
+                statistics.median(xs)))
     print("\n".join(out + over_time(rows)))
 
 

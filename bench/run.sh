@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run.sh BUILD [--quick] — the benchmarks behind `make bench`.
+# run.sh BUILD [--quick] [--only REGEX] [--rounds N] — the benchmarks
+# behind `make bench`.
 #
 # Starts a throwaway PostgreSQL cluster (scripts/pg.sh) with honest
 # durability (fsync and synchronous_commit on), migrates a database, and
@@ -10,11 +11,18 @@
 #
 #   bench/run.sh build            full run, ~10 minutes on 2 cores
 #   bench/run.sh build --quick    every workload tiny (~30 s): a smoke test
+#   bench/run.sh build --only 'enqueue|limit: (INSERT|COPY)' --rounds 3
+#                                 only the workloads whose label matches
+#                                 the extended regex, the list run N times
+#                                 in turn (A B C A B C: a shared host
+#                                 weighs on each alike); each figure's
+#                                 ratio is taken within its round
 #
 # A full run without failures appends its JSON lines to
 # bench/results/results.jsonl, writes the table to bench/results/latest.md
 # and draws the charts (bench/charts.gp, gnuplot) into bench/results/*.png.
-# A quick or failed run keeps its results out of all three
+# A quick, partial (--only, --rounds) or failed run keeps its results out
+# of all three
 # (bench/results/*.tmp; a quick run draws its charts in its temporary
 # directory, only to check that they draw).  The relay runs in its default
 # mode (ordered) and, where marked, in concurrent mode.  Installs only
@@ -25,12 +33,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BUILD=${1:?usage: bench/run.sh BUILD_DIR [--quick]}
-QUICK=0
-case ${2:-} in
---quick) QUICK=1 ;;
-"") ;;
-*) echo "usage: bench/run.sh BUILD_DIR [--quick]" >&2; exit 2 ;;
-esac
+QUICK=0 ONLY= ROUNDS=1
+shift
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) QUICK=1 ;;
+	--only) ONLY=${2:?--only needs a regex}; shift ;;
+	--rounds) ROUNDS=${2:?--rounds needs a number}; shift ;;
+	*) echo "usage: bench/run.sh BUILD_DIR [--quick] [--only REGEX] [--rounds N]" >&2; exit 2 ;;
+	esac
+	shift
+done
+case $ROUNDS in ''|*[!0-9]*|0) echo "run.sh: --rounds must be a positive number" >&2; exit 2 ;; esac
+PARTIAL=0
+[ -n "$ONLY" ] || [ "$ROUNDS" != 1 ] && PARTIAL=1
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 PGO=$BUILD/pgoutbox
 BENCH=$BUILD/bench/pgoutbox-bench
@@ -108,12 +124,17 @@ W=(
 	"limit: INSERT, 1 client|enqueue --mode insert --clients 1 --seconds $SECS --warmup $WARM"
 	"limit: INSERT, 8 clients|enqueue --mode insert --clients 8 --seconds $SECS --warmup $WARM"
 	"limit: COPY 100/tx, 1 client|enqueue --mode insert100 --clients 1 --seconds $SECS --warmup $WARM"
+	"limit: INSERT 100 rows/tx into the outbox, 1 client|enqueue --mode insert-outbox --clients 1 --seconds $SECS --warmup $WARM"
+	"limit: COPY 100 rows/tx into the outbox, 1 client|enqueue --mode copy-outbox --clients 1 --seconds $SECS --warmup $WARM"
 	"limit: NOTIFY round trip|notify-rtt --count $RTT"
 	"enqueue send(), 1 client|enqueue --mode send --clients 1 --seconds $SECS --warmup $WARM"
 	"enqueue send(), 8 clients|enqueue --mode send --clients 8 --seconds $SECS --warmup $WARM"
 	"enqueue send() without NOTIFY, 1 client|enqueue --mode send-quiet --clients 1 --seconds $SECS --warmup $WARM"
 	"enqueue send() without NOTIFY, 8 clients|enqueue --mode send-quiet --clients 8 --seconds $SECS --warmup $WARM"
+	"enqueue send(), 1 client, relay listening|enqueue --mode send --clients 1 --seconds $SECS --warmup $WARM --relay-cmd \"$RELAY\""
+	"enqueue send(), 8 clients, relay listening|enqueue --mode send --clients 8 --seconds $SECS --warmup $WARM --relay-cmd \"$RELAY\""
 	"enqueue bulk 100/tx, 1 client|enqueue --mode bulk --clients 1 --seconds $SECS --warmup $WARM"
+	"enqueue send_batch() 100/call, 1 client|enqueue --mode batch --clients 1 --seconds $SECS --warmup $WARM"
 	"drain $DRAIN events, 1 relay (ordered)|drain --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
 	"drain $DRAIN events, 2 relays (ordered)|drain --events $DRAIN --relays 2 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
 	"drain $DRAIN events, 1 relay (concurrent)|drain --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
@@ -125,16 +146,30 @@ W=(
 	"latency 500/s, NOTIFY (concurrent)|latency --rate 500 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --samples \"$CHARTS/cdf-notify-concurrent.dat\" --relay-cmd \"$RELAY --mode concurrent\""
 	"latency 500/s, poll only (1 s)|latency --rate 500 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --samples \"$CHARTS/cdf-poll.dat\" --relay-cmd \"$RELAY --listen off --poll-interval 1s\""
 	"latency 5000/s, NOTIFY, 1 event/tx|latency --rate 5000 --producers 4 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --relay-cmd \"$RELAY\""
+	"latency 8 producers at full speed, NOTIFY|latency --rate 40000 --producers 8 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --relay-cmd \"$RELAY\""
 	"latency 5000/s, NOTIFY, 10 events/tx|latency --rate 5000 --per-tx 10 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --relay-cmd \"$RELAY\""
 	"steady: 80 % of the drain rate for $STEADY s|latency --seconds $STEADY $STEADY_ARGS"
 	"held xmin: steady load, snapshot held $STEADY s, then $AFTER s|latency --hold-xmin --seconds $STEADY --after $AFTER $STEADY_ARGS"
 	"history: $HISTORY events through, then drain $HDRAIN|history --history $HISTORY --events $HDRAIN --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
 )
 
+# --only: the workloads whose label matches; --rounds: the list N times.
+SEL=()
+for w in "${W[@]}"; do
+	[ -z "$ONLY" ] || grep -Eq -- "$ONLY" <<<"${w%%|*}" && SEL+=("$w")
+done
+[ ${#SEL[@]} -gt 0 ] || { echo "run.sh: no workload matches --only '$ONLY'" >&2; exit 2; }
+RUNS=()
+for r in $(seq "$ROUNDS"); do
+	for w in "${SEL[@]}"; do
+		if [ "$ROUNDS" = 1 ]; then RUNS+=("$w"); else RUNS+=("${w%%|*} #$r|${w#*|}"); fi
+	done
+done
+
 failed=()
 n=0
 start=$SECONDS
-for w in "${W[@]}"; do
+for w in "${RUNS[@]}"; do
 	n=$((n + 1))
 	label=${w%%|*}
 	args=${w#*|}
@@ -143,7 +178,7 @@ for w in "${W[@]}"; do
 		args=${args//@STEADY_RATE@/$rate}
 		label="$label ($rate/s)" ;;
 	esac
-	echo "== [$n/${#W[@]}] $label"
+	echo "== [$n/${#RUNS[@]}] $label"
 	# An empty outbox and a fresh checkpoint: workloads do not inherit
 	# each other's backlog or dirty pages.
 	psql -XAtq "$URL" -c "TRUNCATE pgoutbox.outbox" -c "CHECKPOINT" >/dev/null
@@ -156,10 +191,13 @@ for w in "${W[@]}"; do
 done
 
 table=$(python3 bench/report.py "$RUN_JSON" --chart-data "$CHARTS")
-# The charts: into bench/results only from a full run without failures.
+# The charts: into bench/results only from a full run without failures;
+# a partial run has not the data for them.
 CHART_OUT=$CHARTS
 [ $QUICK = 0 ] && [ ${#failed[@]} = 0 ] && CHART_OUT=$RESULTS
-if ! gnuplot -e "data='$CHARTS'; out='$CHART_OUT'" bench/charts.gp 2>"$TMP/gnuplot.log"; then
+if [ $PARTIAL = 1 ]; then
+	:
+elif ! gnuplot -e "data='$CHARTS'; out='$CHART_OUT'" bench/charts.gp 2>"$TMP/gnuplot.log"; then
 	failed+=("charts")
 	echo "   FAILED: charts (gnuplot)" >&2
 	sed 's/^/   | /' "$TMP/gnuplot.log" >&2
@@ -172,7 +210,7 @@ fi
 	echo "- load average before the run: $LOAD (other work on the host skews the figures)"
 	echo "- PostgreSQL $PG_VERSION on the same host, unix socket: ${SETTINGS[*]}"
 	echo "- payload: 200 bytes of JSON per event; relay sink: stdout"
-	echo "- command: bench/run.sh $(basename "$BUILD")$([ $QUICK = 1 ] && echo ' --quick')"
+	echo "- command: bench/run.sh $(basename "$BUILD")$([ $QUICK = 1 ] && echo ' --quick')$([ -n "$ONLY" ] && printf " --only '%s'" "$ONLY")$([ "$ROUNDS" != 1 ] && echo " --rounds $ROUNDS")"
 	echo
 	echo "$table"
 } >"$TMP/table.md"
@@ -181,6 +219,12 @@ echo
 cat "$TMP/table.md"
 if [ $QUICK = 1 ]; then
 	cp "$TMP/table.md" "$RESULTS/quick.md.tmp"
+elif [ $PARTIAL = 1 ]; then
+	# A subset is kept for a look, never mixed with the full runs.
+	cp "$TMP/table.md" "$RESULTS/partial.md.tmp"
+	cp "$RUN_JSON" "$RESULTS/partial.jsonl.tmp"
+	echo
+	echo "partial run, not recorded: bench/results/partial.md.tmp (.jsonl.tmp)"
 elif [ ${#failed[@]} != 0 ]; then
 	# A partial run is kept for a look, never mixed with the results.
 	cp "$TMP/table.md" "$RESULTS/failed.md.tmp"

@@ -110,3 +110,9 @@ END $$;
 CREATE TABLE abl.shard_expr2 (LIKE abl.wide INCLUDING DEFAULTS, shard integer GENERATED ALWAYS AS (
    (CASE WHEN key IS NULL THEN id % '64' ELSE ((hashtextextended(key, '0') % '64') + '64') % '64' END)::integer) STORED);
 ALTER TABLE abl.shard_expr2 ADD PRIMARY KEY (id);
+-- + the wake-up trigger of 015_send_fast (NOTIFY only while a relay holds
+-- or waits for the table's sleeper lock; nobody does here, so it never
+-- notifies: the cost of the try itself)
+CREATE TABLE abl.trig_wake (LIKE abl.wide INCLUDING DEFAULTS);
+ALTER TABLE abl.trig_wake ADD PRIMARY KEY (id);
+CREATE TRIGGER trig_wake_notify AFTER INSERT ON abl.trig_wake FOR EACH STATEMENT EXECUTE FUNCTION pgoutbox.wake_relay();

@@ -84,6 +84,7 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	pgo_batch_t *b = &s->batch;
 	PGresult *res;
 	int n, rc, ci = pgo_claim_index(s);
+	bool awake;
 
 	pgo_claim_floor_done(r, s);
 	if (s->conn.round.failed) {
@@ -99,10 +100,19 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	pgo_claim_swept(r, s, res);
 	/* A full batch says more is waiting: claim again at once.  In
 	 * concurrent mode every slot shares the queue, so all may help; in
-	 * the ordered modes only this slot's shards are known to be busy. */
-	s->more = pgo_claim_full(s, res);
+	 * the ordered modes only this slot's shards are known to be busy.
+	 * While the relay holds no sleeper lock (wake.c) producers do not
+	 * notify, so any batch does, and in the ordered modes every slot
+	 * claims again (a slot that found nothing looks once more each
+	 * time another found something) until all come back dry; then the
+	 * relay asks for the lock.  While it holds the lock or waits for
+	 * it, producers notify and the grant's NOTIFY kicks a claim. */
+	awake = r->wake == WAKE_AWAKE || r->wake == WAKE_RELEASING;
+	s->more = pgo_claim_full(s, res) || (awake && n > 0);
 	if (r->mode == PGO_MODE_CONCURRENT)
 		r->more = s->more;
+	else if (r->wake != WAKE_OFF)
+		r->more = awake && n > 0;
 	if (n == 0) {
 		PQclear(res);
 		finish_tx(s, "COMMIT");

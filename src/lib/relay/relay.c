@@ -6,10 +6,12 @@
  * the sink, settle and COMMIT.  In the ordered and strict modes a slot is
  * also a lease holder (shards.c) and claims only what its leases cover.
  *
- * Wake-up: every slot LISTENs on the queue's channel; a notification, the
- * fallback poll timer, a retry coming due, a new lease or a full batch
- * starts a claim.  A lost notification costs latency (up to the poll
- * interval), never an event.  Signals only set flags and wake the loop.
+ * Wake-up: slot 0 LISTENs on the queue's channel; a notification, the
+ * fallback poll timer, a retry coming due, a new lease or a batch that
+ * was not empty starts a claim.  Producers notify only while the relay
+ * holds or asks for the queue's sleeper lock (wake.c).  A lost notification
+ * costs latency (up to the poll interval), never an event.  Signals only set
+ * flags and wake the loop.
  *
  * One event loop (loop.c) waits for everything: each slot's socket, the
  * sink's own descriptors and timers (attached through the sink host), and
@@ -130,6 +132,12 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 			return NULL;
 		}
 	}
+	if (!pgo_wake_init(r)) {
+		pgo_relay_destroy(r);
+		pgo_error_set(err, PGO_ERR_NOMEM, 1,
+			      "out of memory for a relay");
+		return NULL;
+	}
 	r->rnd = (unsigned)getpid() ^ (unsigned)pgo_wall_us();
 	r->host.loop = r->loop;
 	r->host.done = pgo_cycle_sink_done;
@@ -156,6 +164,7 @@ void pgo_relay_destroy(pgo_relay_t *r)
 {
 	if (!r)
 		return;
+	pgo_wake_close(r);
 	for (int i = 0; i < r->nslots; i++) {
 		slot_t *s = &r->slots[i];
 
@@ -370,6 +379,7 @@ static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
 				deadline,
 				s->next_rebalance ? s->next_rebalance : 1);
 	}
+	pgo_wake_pollfd(r, &deadline);
 	if (r->stop)
 		return pgo_deadline_min(deadline, r->drain_until);
 	deadline = pgo_deadline_min(deadline, r->next_poll);
@@ -426,6 +436,7 @@ static bool step_slots(pgo_relay_t *r)
 		if (s->conn.state == PGO_CONN_DOWN && s->state != SLOT_IDLE)
 			pgo_cycle_lost(r, s);
 	}
+	pgo_wake_step(r);
 	return ok;
 }
 
@@ -468,6 +479,10 @@ static int check_pooler(pgo_relay_t *r)
 	r->pooled = true;
 	r->setup.pooled = true;
 	r->setup_quiet.pooled = true;
+	/* No LISTEN, and a session advisory lock would stay on a server
+	 * connection others get: no wake-up handshake either. */
+	pgo_wake_close(r);
+	r->wake = WAKE_OFF;
 	pgo_log(PGO_LOG_WARN, r->subject,
 		"the database connection goes through %s: no LISTEN, so new "
 		"events are found by the fallback poll every %lld ms "
@@ -502,7 +517,9 @@ int pgo_relay_run(pgo_relay_t *r)
 		: r->mode == PGO_MODE_ORDERED  ? "ordered"
 					       : "strict",
 		v->batch, r->nslots, r->nslots == 1 ? "" : "s",
-		v->listen && !r->pooled ? "LISTEN" : "no LISTEN (poll only)",
+		v->listen && !r->pooled
+			? "LISTEN (and a sleeper-lock connection)"
+			: "no LISTEN (poll only)",
 		(long long)v->poll_interval);
 	for (;;) {
 		int64_t retry_next = 0;
@@ -537,6 +554,12 @@ int pgo_relay_run(pgo_relay_t *r)
 
 			pgo_conn_kick(&s->conn, now);
 			if (s->conn.notifies) {
+				/* Two notifications or more at once while
+				 * asleep: producers commit side by side, where
+				 * each NOTIFY costs them (wake.c). */
+				if (r->wake == WAKE_ASLEEP &&
+				    s->conn.notifies >= 2)
+					r->wake_busy = true;
 				r->stats.wakeups += (uint64_t)s->conn.notifies;
 				s->conn.notifies = 0;
 				r->kick = true;
@@ -565,6 +588,7 @@ int pgo_relay_run(pgo_relay_t *r)
 					r->slots[i].wants_claim = true;
 			r->kick = false;
 		}
+		pgo_wake_schedule(r, now);
 		if (r->stop && now >= r->drain_until)
 			drain_expired(r);
 		/* Stop once every batch in flight has settled. */
@@ -589,6 +613,7 @@ int pgo_relay_run(pgo_relay_t *r)
 			fatal = true;
 		pgo_observe_step(r);
 	}
+	pgo_wake_close(r);
 	for (int i = 0; i < r->nslots; i++) {
 		if (!fatal)
 			pgo_shards_leave(r, &r->slots[i]);

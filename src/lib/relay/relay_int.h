@@ -12,6 +12,7 @@
  *   adopted.c the map of an adopted table and the statements built from it
  *   shards.c  ordered and strict modes: membership and shard leases
  *   observe.c metrics, /readyz, READY=1, the gauges read from the database
+ *   wake.c    the wake-up handshake: the sleeper lock and its connection
  */
 #ifndef PGO_RELAY_INT_H
 #define PGO_RELAY_INT_H
@@ -41,6 +42,15 @@ typedef struct settle_row {
 	int attempts;	  /* attempts to store */
 	int64_t delay_ms; /* retry after this long; -1: never (halted) */
 } settle_row_t;
+
+/* The relay's side of the wake-up handshake (wake.c). */
+typedef enum wake_state {
+	WAKE_OFF = 0,  /* relay.listen = off: poll only */
+	WAKE_AWAKE,    /* no sleeper lock: producers need not notify */
+	WAKE_ASKING,   /* waiting for the sleeper lock */
+	WAKE_ASLEEP,   /* holding it: producers notify */
+	WAKE_RELEASING /* unlock in flight */
+} wake_state_t;
 
 typedef struct slot {
 	int idx;
@@ -127,6 +137,15 @@ struct pgo_relay {
 	unsigned rnd;		      /* jitter state */
 	struct pgo_monitor *mon;      /* metrics, endpoint, sd_notify */
 	pgo_relay_metrics_t *metrics; /* its series (observe.c) */
+	/* The wake-up handshake (wake.c): the sleeper lock's connection. */
+	wake_state_t wake;
+	bool wake_busy; /* 2+ notifications at once while asleep: release */
+	pgo_conn_t wake_conn;
+	pgo_conn_setup_t wake_setup;
+	pgo_loop_io_t *wake_io;
+	short wake_revents;
+	char wake_lock_sql[256];
+	char wake_unlock_sql[160];
 	char errmsg[512];
 	int fatal_code; /* of the setup refusal that ended the run */
 	char queue[64]; /* relay.queue (not reloadable), for the setup */
@@ -263,6 +282,22 @@ void pgo_observe_takeovers(pgo_relay_t *r, int n);
 void pgo_observe_acked(pgo_relay_t *r, const pgo_batch_t *b);
 /* A batch committed: its duration. */
 void pgo_observe_settled(pgo_relay_t *r, const slot_t *s, int64_t now);
+
+/* wake.c: the sleeper lock */
+
+/* Sets up the sleeper connection (relay.listen on); false without
+ * memory. */
+bool pgo_wake_init(pgo_relay_t *r);
+/* Closes it (cancelling a wait for the lock); the lock goes with it. */
+void pgo_wake_close(pgo_relay_t *r);
+/* Once a turn, after the slots were scheduled: asks for the lock when a
+ * slot is about to depend on a NOTIFY, releases it when every slot found
+ * work; polls soon while the connection is down. */
+void pgo_wake_schedule(pgo_relay_t *r, int64_t now);
+/* Registers the connection's socket for the turn. */
+void pgo_wake_pollfd(pgo_relay_t *r, int64_t *deadline);
+/* Drives the connection after the turn. */
+void pgo_wake_step(pgo_relay_t *r);
 
 /* shards.c */
 void pgo_shards_init(pgo_relay_t *r, slot_t *s);

@@ -1,0 +1,211 @@
+/*
+ * wake.c — the relay's half of the wake-up handshake: producers NOTIFY
+ * only while a relay holds or waits for the queue's sleeper lock
+ * (sql/015_send_fast.sql explains the handshake and why it cannot miss a
+ * commit).
+ *
+ * One connection of its own (it waits in a lock, where the LISTEN
+ * connection must not), four states:
+ *
+ *   AWAKE     -> ASKING     every slot is idle with no claim to come (the
+ *                           last ones found nothing): pg_advisory_lock(),
+ *                           then one NOTIFY
+ *   ASKING    -> ASLEEP     granted: every producer that skipped its
+ *                           NOTIFY has committed; claim once more (the
+ *                           NOTIFY wakes the other relays of the queue)
+ *   ASLEEP    -> RELEASING  two notifications or more came at once:
+ *                           producers commit side by side, where NOTIFY
+ *                           serializes them; awake, the relay claims
+ *                           anyway (one producer alone pays nothing for
+ *                           its NOTIFY, so the relay stays asleep)
+ *   RELEASING -> AWAKE      every slot claims again, and all go on
+ *                           claiming while any finds events (cycle.c)
+ *
+ * While the connection is down (or was lost, and the lock with it) the
+ * relay cannot count on a NOTIFY, so it polls every WAKE_DOWN_POLL_MS.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "relay/relay_int.h"
+
+/* The fallback poll while the sleeper connection is not up. */
+#define WAKE_DOWN_POLL_MS 50
+
+static void wake_io(void *arg, int fd, short revents)
+{
+	pgo_relay_t *r = arg;
+
+	(void)fd;
+	r->wake_revents |= revents;
+}
+
+bool pgo_wake_init(pgo_relay_t *r)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	const char *q = v->queue;
+
+	r->wake = WAKE_OFF;
+	/* An adopted table's writers notify on their own (its trigger, or
+	 * the application's channel): no handshake there. */
+	if (!v->listen || r->adopted)
+		return true;
+	/* Queue names are validated identifiers: safe inside quotes. */
+	snprintf(r->wake_lock_sql, sizeof(r->wake_lock_sql),
+		 "SELECT pg_advisory_lock(pgoutbox.wake_ns('%s'), 0), "
+		 "pg_notify('" PGO_CHANNEL_PREFIX "%s', '')",
+		 q, q);
+	snprintf(r->wake_unlock_sql, sizeof(r->wake_unlock_sql),
+		 "SELECT pg_advisory_unlock(pgoutbox.wake_ns('%s'), 0)", q);
+	r->wake_setup.subject = r->subject;
+	r->wake_setup.app_name = r->app_name;
+	/* It waits in a lock for as long as a producer's transaction runs. */
+	r->wake_setup.sql[0] = "SET statement_timeout = 0";
+	r->wake_setup.sql[1] = "SET lock_timeout = 0";
+	r->wake_setup.sql[2] = NULL;
+	pgo_conn_init(&r->wake_conn, r->conf, &r->wake_setup);
+	r->wake_io = pgo_loop_io_add(r->loop, -1, 0, wake_io, r);
+	if (!r->wake_io)
+		return false;
+	r->wake = WAKE_AWAKE;
+	return true;
+}
+
+void pgo_wake_close(pgo_relay_t *r)
+{
+	if (r->wake == WAKE_OFF)
+		return;
+	/* A backend left waiting in the lock would hold producers to
+	 * NOTIFY until it is granted: cancel the wait first. */
+	if (r->wake == WAKE_ASKING && r->wake_conn.pg) {
+		PGcancel *c = PQgetCancel(r->wake_conn.pg);
+		char buf[128];
+
+		if (c) {
+			PQcancel(c, buf, sizeof(buf));
+			PQfreeCancel(c);
+		}
+	}
+	pgo_conn_close(&r->wake_conn);
+	r->wake = WAKE_AWAKE;
+}
+
+/* A slot that claims: connected, and in the ordered modes owning shards. */
+static bool claims(const pgo_relay_t *r, const slot_t *s)
+{
+	return (s->conn.state == PGO_CONN_READY ||
+		s->conn.state == PGO_CONN_BUSY) &&
+	       (r->mode == PGO_MODE_CONCURRENT || s->nowned);
+}
+
+void pgo_wake_schedule(pgo_relay_t *r, int64_t now)
+{
+	bool asleep = true;
+	int claiming = 0;
+
+	if (r->wake == WAKE_OFF)
+		return;
+	pgo_conn_kick(&r->wake_conn, now);
+	if (r->wake_conn.state == PGO_CONN_BUSY)
+		return; /* asking or releasing */
+	if (r->wake_conn.state != PGO_CONN_READY) {
+		/* No handshake: producers may skip their NOTIFY. */
+		r->next_poll =
+			pgo_deadline_min(r->next_poll, now + WAKE_DOWN_POLL_MS);
+		return;
+	}
+	/* Asleep: every slot that claims is idle with no claim to come (a
+	 * claim that found events while the relay was awake asks for the
+	 * next one, cycle.c). */
+	for (int i = 0; i < r->nslots; i++) {
+		const slot_t *s = &r->slots[i];
+
+		if (!claims(r, s))
+			continue;
+		claiming++;
+		if (s->state != SLOT_IDLE || s->conn.state != PGO_CONN_READY ||
+		    s->more || s->wants_claim)
+			asleep = false;
+	}
+	if (!claiming || r->kick || r->more || r->stop)
+		asleep = false;
+	if (r->wake == WAKE_AWAKE && asleep) {
+		pgo_conn_query(&r->wake_conn, r->wake_lock_sql, 0, NULL);
+		if (pgo_conn_send(&r->wake_conn) == PGO_OK)
+			r->wake = WAKE_ASKING;
+	} else if (r->wake == WAKE_ASLEEP && r->wake_busy) {
+		pgo_conn_query(&r->wake_conn, r->wake_unlock_sql, 0, NULL);
+		if (pgo_conn_send(&r->wake_conn) == PGO_OK)
+			r->wake = WAKE_RELEASING;
+	}
+	r->wake_busy = false;
+}
+
+void pgo_wake_pollfd(pgo_relay_t *r, int64_t *deadline)
+{
+	struct pollfd pfd;
+
+	if (r->wake == WAKE_OFF)
+		return;
+	pgo_conn_pollfd(&r->wake_conn, &pfd);
+	pgo_loop_io_set(r->wake_io, pfd.fd, pfd.events);
+	r->wake_revents = 0;
+	if (r->wake_conn.state == PGO_CONN_DOWN)
+		*deadline = pgo_deadline_min(*deadline, r->wake_conn.retry_at);
+}
+
+void pgo_wake_step(pgo_relay_t *r)
+{
+	pgo_conn_event_t ev;
+
+	if (r->wake == WAKE_OFF)
+		return;
+	ev = pgo_conn_step(&r->wake_conn, r->wake_revents);
+	r->wake_revents = 0;
+	switch (ev) {
+	case PGO_CONN_EV_ROUND:
+		if (r->wake_conn.round.failed) {
+			pgo_log(PGO_LOG_WARN, r->subject,
+				"wake-up lock: %s: polling until it is back",
+				r->wake_conn.round.err);
+			pgo_conn_round_clear(&r->wake_conn);
+			/* The lock's state is unknown: start afresh. */
+			pgo_conn_drop(&r->wake_conn, "wake-up lock failed");
+			r->wake = WAKE_AWAKE;
+			r->kick = true;
+			break;
+		}
+		pgo_conn_round_clear(&r->wake_conn);
+		if (r->wake == WAKE_ASKING) {
+			/* Granted: the re-check.  Our NOTIFY does it, for the
+			 * other relays of the queue as well, when it reaches
+			 * slot 0 (the LISTEN connection); a kick as well would
+			 * claim twice.  A slot 0 inside a cycle gets it only
+			 * once its transaction ends: kick now. */
+			r->wake = WAKE_ASLEEP;
+			if (r->slots[0].state != SLOT_IDLE ||
+			    r->slots[0].conn.state != PGO_CONN_READY)
+				r->kick = true;
+		} else if (r->wake == WAKE_RELEASING) {
+			/* From now on producers may skip their NOTIFY: every
+			 * slot looks again, and goes on while it finds any. */
+			r->wake = WAKE_AWAKE;
+			r->kick = true;
+		}
+		break;
+	case PGO_CONN_EV_LOST:
+		/* The session's lock went with it (or goes soon): from now
+		 * on producers may skip their NOTIFY. */
+		r->wake = WAKE_AWAKE;
+		r->kick = true;
+		break;
+	case PGO_CONN_EV_FATAL:
+		/* The slots' own setup reports what is fatal; this one has
+		 * no checks of its own. */
+		pgo_log(PGO_LOG_WARN, r->subject, "wake-up connection: %s",
+			r->wake_conn.fatal.msg);
+		r->wake = WAKE_AWAKE;
+		break;
+	default: break;
+	}
+}
