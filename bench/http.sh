@@ -48,9 +48,9 @@ run() {
 	"$BENCH" "$@" --db "$URL" --json "$JSON" --label "$label" --relay-log "$TMP/relay.log" ||
 		{ echo "   FAILED: $label" >&2; tail -n 5 "$TMP/relay.log" >&2; }
 }
-run "stdout: drain $DRAIN, 1 relay" drain --events $DRAIN --relays 1 --timeout 180 --relay-cmd "$STDOUT"
+run "stdout: drain $DRAIN, 1 relay" drain --events $DRAIN --relays 1 --warm --timeout 180 --relay-cmd "$STDOUT"
 for batch in 1 100; do
-	run "http: drain $DRAIN, 1 relay, batch $batch" drain --events $DRAIN --relays 1 --timeout 180 \
+	run "http: drain $DRAIN, 1 relay, batch $batch" drain --events $DRAIN --relays 1 --warm --timeout 180 \
 		--relay-cmd "$HTTP --http-batch $batch"
 done
 run "http: relay RSS while draining $DRAIN (batch 100)" drain --events $DRAIN --relays 1 --rss --timeout 180 \

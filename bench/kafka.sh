@@ -54,7 +54,7 @@ for sink in $([ -z "${LAT_ONLY:-}" ] && echo stdout kafka); do
 	cmd=$STDOUT; [ $sink = kafka ] && cmd=$KAFKA
 	for mode in ordered concurrent; do
 		for relays in 1 2; do
-			run "$sink: drain $DRAIN, $relays relay(s), $mode" drain --events $DRAIN --relays $relays \
+			run "$sink: drain $DRAIN, $relays relay(s), $mode" drain --events $DRAIN --relays $relays --warm \
 				--repeat $REPEAT --timeout 120 --relay-cmd "$cmd --mode $mode"
 		done
 	done

@@ -77,6 +77,7 @@ typedef struct opts {
 	const char *samples;   /* latency: the CDF of latencies goes here */
 	long history;	       /* history: events passed through first */
 	bool rss;	       /* drain: also measure the relay's memory */
+	bool warm;	       /* drain: time relays started before the fill */
 	bool hold_xmin;	       /* latency: hold a snapshot while measuring */
 	bool insert;	       /* latency: plain multi-row INSERT, not send() */
 	double window;	       /* latency: seconds per reported window */
@@ -113,7 +114,8 @@ static void usage(FILE *out)
 		"[--relay-log FILE]\n"
 		"  drain      --events N --relay-cmd CMD --relays R "
 		"[--repeat 1]\n"
-		"             [--timeout 300] [--relay-log FILE] [--rss]\n"
+		"             [--timeout 300] [--relay-log FILE] [--rss] "
+		"[--warm]\n"
 		"  history    --history N --events N --relay-cmd CMD "
 		"[--repeat 1]\n"
 		"  notify-rtt --count N\n"
@@ -124,7 +126,10 @@ static void usage(FILE *out)
 		"latency CDF, for the charts); --insert sends --per-tx "
 		"events as one plain\nINSERT (faster than send() calls).  "
 		"drain --rss measures the "
-		"relay's VmRSS\nidle, then during the drain.\n"
+		"relay's VmRSS\nidle, then during the drain; --warm (implied "
+		"by "
+		"--rss) starts the relays\nbefore the fill and times the drain "
+		"from relays already connected to\ntheir sink.\n"
 		"Common: --payload-bytes N, --json FILE (append JSON lines), "
 		"--run-id ID,\n--label TEXT (names the variant).\n"
 		"send-quiet skips the NOTIFY trigger (needs a superuser): "
@@ -179,6 +184,7 @@ static bool parse_opts(opts_t *o, int argc, char **argv)
 		{"samples", required_argument, NULL, 'S'},
 		{"history", required_argument, NULL, 'H'},
 		{"rss", no_argument, NULL, 'M'},
+		{"warm", no_argument, NULL, 'Q'},
 		{"hold-xmin", no_argument, NULL, 'X'},
 		{"insert", no_argument, NULL, 'I'},
 		{"window", required_argument, NULL, 'W'},
@@ -213,6 +219,7 @@ static bool parse_opts(opts_t *o, int argc, char **argv)
 		case 'L': o->label = optarg; break;
 		case 'S': o->samples = optarg; break;
 		case 'M': o->rss = true; break;
+		case 'Q': o->warm = true; break;
 		case 'X': o->hold_xmin = true; break;
 		case 'I': o->insert = true; break;
 		case 'W':
@@ -2076,9 +2083,9 @@ static double claim_probe(PGconn *c)
 /* One drain: fills the outbox (after a VACUUM unless told not to),
  * starts the relays, and returns the seconds until the outbox is empty
  * (-1 on failure, printed).  With probe, times a claim first; with
- * o->rss, starts the relays before the fill, reads their idle memory,
- * stops them (SIGSTOP) during the fill and times the drain from SIGCONT
- * on, sampling their memory. */
+ * o->rss or o->warm, starts the relays before the fill (reading their
+ * idle memory), stops them (SIGSTOP) during the fill and times the drain
+ * from SIGCONT on (o->rss: sampling their memory). */
 static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 			 int null_fd, bool vacuum, bool probe,
 			 drain_stats_t *st)
@@ -2097,7 +2104,7 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 	 * backlog that waited had its statistics gathered by autovacuum. */
 	if (vacuum)
 		ok = db_exec(c, "VACUUM pgoutbox.outbox");
-	if (o->rss) {
+	if (o->rss || o->warm) {
 		for (long i = 0; ok && i < o->relays; i++)
 			ok = child_start(&relays[i], o->relay_cmd, null_fd,
 					 o->relay_log);
@@ -2115,7 +2122,7 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 		st->claim_ms = claim_probe(c);
 	t0 = now_ns();
 	deadline = t0 + (int64_t)(o->timeout * NSEC);
-	if (o->rss) {
+	if (o->rss || o->warm) {
 		for (long i = 0; i < o->relays; i++)
 			if (relays[i].pid)
 				kill(relays[i].pid, SIGCONT);
@@ -2186,6 +2193,8 @@ static int cmd_drain(const opts_t *o)
 	param_long(&rep, "repeat", o->repeat);
 	if (o->rss)
 		param_str(&rep, "rss", "yes");
+	if (o->warm)
+		param_str(&rep, "warm", "yes");
 	param_relay(&rep, o->relay_cmd);
 	relay_env(o);
 	cp = corpus_new(o->payload_bytes);
