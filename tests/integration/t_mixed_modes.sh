@@ -8,6 +8,16 @@
 # pgoutbox_relay_mode_conflicts, and `pgoutbox status` (text and --json)
 # shows every relay's mode and warns.
 . "$(dirname "$0")/../lib.sh"
+# Migrating grants relay_beat() to the roles that may run rebalance(), so
+# that their relays keep working (and keep beating) after the upgrade.
+U=$(pg_url t_mixed_modes_up)
+psql -XAtq "$(pg_url postgres)" -c "DROP DATABASE IF EXISTS t_mixed_modes_up" -c "CREATE DATABASE t_mixed_modes_up" >/dev/null
+latest=$("$PGO_BIN" --version | sed 's/.*schema version \([0-9]*\).*/\1/')
+"$PGO_BIN" migrate --db "$U" --to $((latest - 1)) >/dev/null 2>&1 || fail "migrate --to $((latest - 1))"
+psql -XAtq -v ON_ERROR_STOP=1 "$U" -c "CREATE ROLE t_mm_relay; CREATE ROLE t_mm_other; GRANT EXECUTE ON FUNCTION pgoutbox.rebalance(text, text, text, interval) TO t_mm_relay" >/dev/null
+"$PGO_BIN" migrate --db "$U" >/dev/null 2>&1 || fail "migrate to $latest"
+[ "$(psql -XAtq "$U" -c "SELECT has_function_privilege('t_mm_relay', 'pgoutbox.relay_beat(text, text, text, interval, boolean)', 'EXECUTE'), has_function_privilege('t_mm_other', 'pgoutbox.relay_beat(text, text, text, interval, boolean)', 'EXECUTE')")" = "t|f" ] ||
+	fail "relay_beat grants after migrating"
 t_db
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 json() { "$PGO_BIN" status --json | python3 -c "import json,sys; s=json.load(sys.stdin); $1"; }
