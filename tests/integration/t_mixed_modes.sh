@@ -43,6 +43,12 @@ wait_until 20 '[ "$(members ordered)" = 2 ]'
 refused "concurrent after ordered" concurrent \
 	'queue "outbox" has relays in ordered mode: ord/0 (ordered, pid ' 'ord/1 (ordered, pid ' \
 	'this one runs in concurrent mode' 'Mixing modes' '--mode ordered'
+# Under `pgoutbox run` the refusal is not restarted either.
+printf '[relay]\nmode = concurrent\nname = runconc\nsink = stdout\n' >"$T_TMP/run.ini"
+rc=0; timeout 30 "$PGO_BIN" run --config "$T_TMP/run.ini" >"$T_TMP/run.out" 2>"$T_TMP/run.err" || rc=$?
+[ "$rc" = 1 ] && grep -q 'relay cannot run with this configuration; stopping' "$T_TMP/run.err" ||
+	fail "run: exit $rc: $(cat "$T_TMP/run.err")"
+[ "$(grep -c 'relay started' "$T_TMP/run.err")" = 1 ] && grep -q 'has relays in ordered mode' "$T_TMP/run.err" || fail "run restarted the refused relay: $(cat "$T_TMP/run.err")"
 "$PGO_BIN" status >"$T_TMP/status" || fail "status"
 grep -q '^  relays: 2 (ordered)$' "$T_TMP/status" || fail "status: $(cat "$T_TMP/status")"
 grep -q 'modes mixed' "$T_TMP/status" && fail "status warns of mixed modes: $(cat "$T_TMP/status")"
