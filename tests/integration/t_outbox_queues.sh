@@ -18,6 +18,9 @@ rc=0; "$PGO_BIN" queue create --kind bogus x 2>"$T_TMP/err" || rc=$?
 [ "$(q "SELECT string_agg(name || ':' || kind, ' ' ORDER BY name) FROM pgoutbox.queues")" = \
 	"consumers:outbox emails:work outbox:outbox workers:outbox" ] || fail "queues: $(q 'SELECT * FROM pgoutbox.queues')"
 "$PGO_BIN" queue list | grep -q '^workers  *outbox ' || fail "queue list: $("$PGO_BIN" queue list)"
+rc=0; "$PGO_BIN" queue stats workers 2>"$T_TMP/err" || rc=$?
+[ "$rc" != 0 ] && grep -q '"workers" is not a work queue but an outbox (its events: pgoutbox status --queue workers' "$T_TMP/err" ||
+	fail "queue stats of an outbox: exit $rc: $(cat "$T_TMP/err")"
 
 P=t_oq_producer
 psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" >/dev/null <<SQL

@@ -286,8 +286,13 @@ static int check_queue(PGconn *conn, const char *queue, bool work_only,
 				   queue);
 	else if (work_only && strcmp(PQgetvalue(res, 0, 0), "work") != 0)
 		rc = pgo_error_set(err, PGO_ERR_INVALID, 0,
-				   "\"%s\" is not a work queue (create one "
-				   "with pgoutbox queue create)",
+				   "\"%s\" is not a work queue but %s (its "
+				   "events: pgoutbox status --queue %s; a work "
+				   "queue: pgoutbox queue create NAME)",
+				   queue,
+				   strcmp(PQgetvalue(res, 0, 0), "outbox") == 0
+					   ? "an outbox"
+					   : "an adopted table",
 				   queue);
 	PQclear(res);
 	return rc;
