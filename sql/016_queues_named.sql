@@ -45,9 +45,12 @@ BEGIN
         RAISE EXCEPTION 'pgoutbox.relay_beat: mode must be concurrent, ordered or strict, not %',
             coalesce(p_mode, 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- The lock of rebalance(): a join and the rounds of other members
-    -- see each other's rows, never both miss them.
-    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pgoutbox.rebalance.' || p_queue), 0);
+    -- A join takes the lock of rebalance(): a join and the rounds (or
+    -- joins) of other members see each other's rows, never both miss
+    -- them.  Later beats need no lock: they only refresh their own row.
+    IF p_join THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pgoutbox.rebalance.' || p_queue), 0);
+    END IF;
     SET LOCAL synchronous_commit = off;
     DELETE FROM pgoutbox.relays r
      WHERE r.queue = p_queue AND r.member <> p_member
