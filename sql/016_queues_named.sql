@@ -152,9 +152,37 @@ COMMENT ON FUNCTION pgoutbox.create_queue(text, integer, text) IS
     'Creates a work queue (kind work) or an outbox of its own (kind outbox) named name with shards shards.';
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer, text) FROM PUBLIC;
 
+-- Raises the error for a queue that a producer may not send to: none of
+-- that name, a work queue, an adopted table.  fn names the caller.
+CREATE FUNCTION pgoutbox.outbox_check(fn text, queue text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+BEGIN
+    SELECT x.kind INTO k FROM pgoutbox.queues x WHERE x.name = outbox_check.queue;
+    IF k IS NULL THEN
+        RAISE EXCEPTION 'pgoutbox.%: no outbox queue named "%" in this database', fn, queue
+            USING ERRCODE = 'undefined_object',
+                  HINT = format('Create it with SELECT pgoutbox.create_queue(%L, 64, ''outbox'') or `pgoutbox queue create --kind outbox %s`.',
+                                queue, queue);
+    ELSIF k = 'work' THEN
+        RAISE EXCEPTION 'pgoutbox.%: queue "%" is a work queue, not an outbox: enqueue its jobs with pgoutbox.enqueue(''%'', payload)',
+            fn, queue, queue USING ERRCODE = 'wrong_object_type';
+    ELSIF k <> 'outbox' THEN
+        RAISE EXCEPTION 'pgoutbox.%: queue "%" is an adopted table (%), not an outbox of pgoutbox: write its rows into that table',
+            fn, queue, k USING ERRCODE = 'wrong_object_type';
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION pgoutbox.outbox_check(text, text) FROM PUBLIC;
+
 -- The producer API for an outbox queue: send() into queue.  Call it
 -- inside your transaction; it returns the event's id.  A queue that does
 -- not exist or is not an outbox is an error, and nothing is written.
+-- The outbox itself goes through send() (its checks, its plan); another
+-- queue's INSERT names its table, so it is planned at each call
+-- (EXECUTE).
 CREATE FUNCTION pgoutbox.send_to(queue text, topic text, key text, type text, payload jsonb,
                                  headers jsonb DEFAULT '{}')
 RETURNS bigint
@@ -162,22 +190,13 @@ LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp  -- a producer role needs only EXECUTE
 AS $$
 DECLARE
-    k      text;
     new_id bigint;
 BEGIN
-    SELECT x.kind INTO k FROM pgoutbox.queues x WHERE x.name = send_to.queue;
-    IF k IS NULL THEN
-        RAISE EXCEPTION 'pgoutbox.send_to: no outbox queue named "%" in this database', queue
-            USING ERRCODE = 'undefined_object',
-                  HINT = format('Create it with SELECT pgoutbox.create_queue(%L, 64, ''outbox'') or `pgoutbox queue create --kind outbox %s`.',
-                                queue, queue);
-    ELSIF k = 'work' THEN
-        RAISE EXCEPTION 'pgoutbox.send_to: queue "%" is a work queue, not an outbox: enqueue its jobs with pgoutbox.enqueue(''%'', payload)',
-            queue, queue USING ERRCODE = 'wrong_object_type';
-    ELSIF k <> 'outbox' THEN
-        RAISE EXCEPTION 'pgoutbox.send_to: queue "%" is an adopted table (%), not an outbox of pgoutbox: write its rows into that table',
-            queue, k USING ERRCODE = 'wrong_object_type';
+    PERFORM pgoutbox.outbox_check('send_to', queue);
+    IF queue = 'outbox' THEN
+        RETURN pgoutbox.send(topic, key, type, payload, headers);
     END IF;
+    -- send()'s checks (001), with this function's name.
     IF topic IS NULL OR topic = '' THEN
         RAISE EXCEPTION 'pgoutbox.send_to: topic must not be empty'
             USING ERRCODE = 'invalid_parameter_value';
@@ -194,21 +213,170 @@ BEGIN
         RAISE EXCEPTION 'pgoutbox.send_to: headers must be a JSON object, not %',
             jsonb_typeof(headers) USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF queue = 'outbox' THEN
-        -- A plan kept for the session, as send()'s.
-        INSERT INTO pgoutbox.outbox (topic, key, type, payload, headers)
-        VALUES (topic, key, coalesce(type, ''), payload, coalesce(headers, '{}'))
-        RETURNING id INTO new_id;
-    ELSE
-        EXECUTE format('INSERT INTO pgoutbox.%I (topic, key, type, payload, headers) '
-                       'VALUES ($1, $2, $3, $4, $5) RETURNING id', queue)
-            INTO new_id USING topic, key, coalesce(type, ''), payload, coalesce(headers, '{}');
-    END IF;
+    EXECUTE format('INSERT INTO pgoutbox.%I (topic, key, type, payload, headers) '
+                   'VALUES ($1, $2, $3, $4, $5) RETURNING id', queue)
+        INTO new_id USING topic, key, coalesce(type, ''), payload, coalesce(headers, '{}');
     RETURN new_id;
 END $$;
 
 COMMENT ON FUNCTION pgoutbox.send_to(text, text, text, text, jsonb, jsonb) IS
     'Writes an event into the outbox queue queue inside the caller''s transaction; returns its id.';
 
+-- send_batch() (015) in two pieces that send_batch_to() below shares
+-- with it, so that its rules live once: the checks of the arguments, and
+-- the rows (each element checked in the statement that inserts it, so
+-- that a bad one leaves nothing of the call).  send_batch() keeps its
+-- static INSERT into the outbox (a plan kept for the session).
+
+-- The checks; returns the topic of every event when one is given (NULL
+-- when each has its own, and for an empty batch).  fn names the caller.
+CREATE FUNCTION pgoutbox.send_batch_args(fn text, topics text[], keys text[], types text[],
+                                         payloads jsonb[], headers jsonb[])
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := cardinality(payloads);
+    one text;
+BEGIN
+    IF payloads IS NULL THEN
+        RAISE EXCEPTION 'pgoutbox.%: payloads must not be NULL', fn
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF array_ndims(payloads) > 1 OR array_ndims(topics) > 1 OR array_ndims(keys) > 1
+       OR array_ndims(types) > 1 OR array_ndims(headers) > 1 THEN
+        RAISE EXCEPTION 'pgoutbox.%: arrays must have one dimension', fn
+            USING ERRCODE = 'array_subscript_error';
+    END IF;
+    IF topics IS NULL OR cardinality(topics) NOT IN (1, n) THEN
+        RAISE EXCEPTION 'pgoutbox.%: % topics for % payloads: give one topic or one per payload',
+            fn, coalesce(cardinality(topics), 0), n USING ERRCODE = 'array_subscript_error';
+    END IF;
+    IF cardinality(keys) <> n OR cardinality(types) <> n OR cardinality(headers) <> n THEN
+        RAISE EXCEPTION 'pgoutbox.%: % payloads but % keys, % types, % headers: each array must have one element per payload (or be NULL)',
+            fn, n, coalesce(cardinality(keys)::text, 'NULL'), coalesce(cardinality(types)::text, 'NULL'),
+            coalesce(cardinality(headers)::text, 'NULL') USING ERRCODE = 'array_subscript_error';
+    END IF;
+    IF n = 0 OR cardinality(topics) <> 1 THEN
+        RETURN NULL;
+    END IF;
+    one := topics[array_lower(topics, 1)];
+    IF one IS NULL OR one = '' THEN
+        RAISE EXCEPTION 'pgoutbox.%: topics[1] is empty or NULL', fn
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN one;
+END $$;
+
+-- The rows of a batch, in input order (i), each element checked: a bad
+-- one raises from inside the INSERT that reads them.  unnest() of several
+-- arrays walks them side by side (a NULL array gives NULLs).  STABLE and
+-- without settings so that PostgreSQL inlines it into that INSERT.
+CREATE FUNCTION pgoutbox.send_batch_rows(payloads jsonb[], keys text[], types text[],
+                                         headers jsonb[], topics text[], one text)
+RETURNS TABLE (topic text, key text, type text, payload jsonb, header jsonb, i bigint)
+LANGUAGE sql STABLE
+AS $$
+    SELECT CASE WHEN one IS NOT NULL THEN one
+                WHEN p.topic IS NULL OR p.topic = ''
+                THEN pgoutbox.send_batch_error('topics', p.i, 'is empty or NULL')
+                ELSE p.topic END,
+           p.key,
+           coalesce(p.type, ''),
+           CASE WHEN p.payload IS NULL
+                THEN pgoutbox.send_batch_error('payloads', p.i, 'is NULL (use ''null''::jsonb)')::jsonb
+                WHEN pg_catalog.pg_column_size(p.payload) > 1048576
+                THEN pgoutbox.send_batch_error('payloads', p.i,
+                         pg_catalog.format('is %s bytes, the limit is 1048576',
+                                           pg_catalog.pg_column_size(p.payload)),
+                         '54000')::jsonb
+                ELSE p.payload END,
+           CASE WHEN p.header IS NULL THEN '{}'
+                WHEN pg_catalog.jsonb_typeof(p.header) <> 'object'
+                THEN pgoutbox.send_batch_error('headers', p.i,
+                         pg_catalog.format('must be a JSON object, not %s',
+                                           pg_catalog.jsonb_typeof(p.header)))::jsonb
+                ELSE p.header END,
+           p.i
+      FROM unnest(payloads, keys, types, headers,
+                  CASE WHEN one IS NULL THEN topics END)
+           WITH ORDINALITY AS p(payload, key, type, header, topic, i)
+$$;
+
+REVOKE ALL ON FUNCTION pgoutbox.send_batch_args(text, text[], text[], text[], jsonb[], jsonb[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.send_batch_rows(jsonb[], text[], text[], jsonb[], text[], text) FROM PUBLIC;
+
+-- 015's send_batch() on the two pieces; the same arguments, rules and
+-- errors.
+CREATE OR REPLACE FUNCTION pgoutbox.send_batch(topics text[], keys text[], types text[],
+                                               payloads jsonb[], headers jsonb[] DEFAULT NULL)
+RETURNS bigint[]
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp  -- a producer role needs only EXECUTE
+AS $$
+DECLARE
+    one text := pgoutbox.send_batch_args('send_batch', topics, keys, types, payloads, headers);
+    ids bigint[];
+BEGIN
+    IF cardinality(payloads) = 0 THEN
+        RETURN '{}';
+    END IF;
+    WITH ins AS (
+        INSERT INTO pgoutbox.outbox (topic, key, type, payload, headers)
+        SELECT r.topic, r.key, r.type, r.payload, r.header
+          FROM pgoutbox.send_batch_rows(payloads, keys, types, headers, topics, one) r
+         ORDER BY r.i
+        RETURNING id
+    )
+    SELECT array_agg(id ORDER BY id) INTO ids FROM ins;
+    RETURN ids;
+END $$;
+
+-- send_batch() into queue: the same arguments after the queue, the same
+-- checks and errors, the ids in input order; nothing of the call is
+-- written when anything is wrong.  The outbox goes through send_batch().
+CREATE FUNCTION pgoutbox.send_batch_to(queue text, topics text[], keys text[], types text[],
+                                       payloads jsonb[], headers jsonb[] DEFAULT NULL)
+RETURNS bigint[]
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp  -- a producer role needs only EXECUTE
+AS $$
+DECLARE
+    one text;
+    ids bigint[];
+BEGIN
+    PERFORM pgoutbox.outbox_check('send_batch_to', queue);
+    IF queue = 'outbox' THEN
+        RETURN pgoutbox.send_batch(topics, keys, types, payloads, headers);
+    END IF;
+    one := pgoutbox.send_batch_args('send_batch_to', topics, keys, types, payloads, headers);
+    IF cardinality(payloads) = 0 THEN
+        RETURN '{}';
+    END IF;
+    EXECUTE format('WITH ins AS (INSERT INTO pgoutbox.%I (topic, key, type, payload, headers) '
+                   'SELECT r.topic, r.key, r.type, r.payload, r.header '
+                   'FROM pgoutbox.send_batch_rows($1, $2, $3, $4, $5, $6) r ORDER BY r.i '
+                   'RETURNING id) SELECT array_agg(id ORDER BY id) FROM ins', queue)
+        INTO ids USING payloads, keys, types, headers, topics, one;
+    RETURN ids;
+END $$;
+
+CREATE FUNCTION pgoutbox.send_batch_to(queue text, topic text, keys text[], types text[],
+                                       payloads jsonb[], headers jsonb[] DEFAULT NULL)
+RETURNS bigint[]
+LANGUAGE sql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pgoutbox.send_batch_to(queue, ARRAY[topic], keys, types, payloads, headers)
+$$;
+
+COMMENT ON FUNCTION pgoutbox.send_batch_to(text, text[], text[], text[], jsonb[], jsonb[]) IS
+    'send_batch into the outbox queue queue; returns the ids in input order.';
+COMMENT ON FUNCTION pgoutbox.send_batch_to(text, text, text[], text[], jsonb[], jsonb[]) IS
+    'send_batch_to with one topic for every event.';
+
 -- Least privilege, as for send(): granted per role (and per service).
 REVOKE ALL ON FUNCTION pgoutbox.send_to(text, text, text, text, jsonb, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.send_batch_to(text, text[], text[], text[], jsonb[], jsonb[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.send_batch_to(text, text, text[], text[], jsonb[], jsonb[]) FROM PUBLIC;

@@ -26,7 +26,9 @@ P=t_oq_producer
 psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" >/dev/null <<SQL
 CREATE ROLE $P LOGIN;
 GRANT USAGE ON SCHEMA pgoutbox TO $P;
-GRANT EXECUTE ON FUNCTION pgoutbox.send_to(text, text, text, text, jsonb, jsonb) TO $P;
+GRANT EXECUTE ON FUNCTION pgoutbox.send_to(text, text, text, text, jsonb, jsonb),
+                          pgoutbox.send_batch_to(text, text, text[], text[], jsonb[], jsonb[]),
+                          pgoutbox.send_batch_to(text, text[], text[], text[], jsonb[], jsonb[]) TO $P;
 CREATE TABLE chat (id serial PRIMARY KEY, body text);
 GRANT INSERT ON chat TO $P;
 GRANT USAGE ON SEQUENCE chat_id_seq TO $P;
@@ -60,6 +62,12 @@ grep -q 'no outbox queue named "nosuch"' "$T_TMP/err" || fail "send_to nosuch: $
 grep -q "pgoutbox queue create --kind outbox nosuch" "$T_TMP/err" || fail "send_to nosuch says not what to do: $(cat "$T_TMP/err")"
 as $P "SELECT pgoutbox.send_to('emails', 'chat', 'c1', 'message.created', '{}')" 2>"$T_TMP/err" && fail "send_to a work queue"
 grep -q 'queue "emails" is a work queue, not an outbox' "$T_TMP/err" || fail "send_to emails: $(cat "$T_TMP/err")"
+as $P "SELECT pgoutbox.send_batch_to('nosuch', 'chat', NULL, NULL, ARRAY['{}']::jsonb[])" 2>"$T_TMP/err" && fail "send_batch_to a queue that does not exist"
+grep -q 'pgoutbox.send_batch_to: no outbox queue named "nosuch"' "$T_TMP/err" || fail "send_batch_to nosuch: $(cat "$T_TMP/err")"
+# A bad element: nothing of the batch, not even the good ones before it.
+as $P "SELECT pgoutbox.send_batch_to('workers', 'chat', NULL, NULL, ARRAY['{\"from\": \"workers\"}', NULL]::jsonb[])" 2>"$T_TMP/err" &&
+	fail "send_batch_to with a NULL payload"
+grep -q 'payloads\[2\] is NULL' "$T_TMP/err" || fail "send_batch_to NULL payload: $(cat "$T_TMP/err")"
 # In a transaction with a business row: the row goes too.
 psql -XAtq "${base/user=postgres/user=$P}" >/dev/null 2>"$T_TMP/err" <<'SQL'
 BEGIN;
@@ -92,6 +100,11 @@ for i in $(seq 1 20); do
 	as $P "SELECT pgoutbox.send_to('consumers', 'chat', 'chat-$((i % 3))', 'message.created', '{\"from\": \"consumers\", \"n\": $i}')" >/dev/null
 	[ "$i" -le 15 ] && as $P "SELECT pgoutbox.send_to('workers', 'chat', 'chat-$((i % 3))', 'message.shown', '{\"from\": \"workers\", \"n\": $i}', '{\"traceparent\": \"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}')" >/dev/null
 done
+# A batch into each (one topic; one topic per event), ids in input order.
+ids=$(as $P "SELECT pgoutbox.send_batch_to('consumers', 'chat', ARRAY['chat-1', 'chat-2'], NULL,
+	ARRAY['{\"from\": \"consumers\", \"n\": 23}', '{\"from\": \"consumers\", \"n\": 24}']::jsonb[])") || fail "send_batch_to consumers"
+as $P "SELECT pgoutbox.send_batch_to('workers', ARRAY['chat', 'chat'], NULL, ARRAY['message.shown', 'message.shown'],
+	ARRAY['{\"from\": \"workers\", \"n\": 18}', '{\"from\": \"workers\", \"n\": 19}']::jsonb[])" >/dev/null || fail "send_batch_to workers"
 # Both queues and a business row in one transaction.
 psql -XAtq -v ON_ERROR_STOP=1 "${base/user=postgres/user=$P}" >/dev/null <<'SQL'
 BEGIN;
@@ -114,9 +127,12 @@ rc=0; "$PGO_BIN" send --db "${base/user=postgres/user=$P2}" --queue workers --to
 as $P2 "SELECT payload FROM pgoutbox.consumers" 2>/dev/null && fail "a producer can read the payloads"
 [ "$(q "SELECT count(*) FROM pgoutbox.outbox")" = 0 ] || fail "events went into the default outbox"
 wait_until 30 '[ "$(q "SELECT count(*) FROM pgoutbox.consumers") $(q "SELECT count(*) FROM pgoutbox.workers")" = "0 0" ]'
-wait_until 10 '[ "$(grep -c "" "$T_TMP/consumers.ndjson")" -ge 22 ] && [ "$(grep -c "" "$T_TMP/workers.ndjson")" -ge 17 ]'
-python3 - "$T_TMP/consumers.ndjson" consumers 22 "$T_TMP/workers.ndjson" workers 17 <<'PY' || fail "the sinks got the wrong events"
+wait_until 10 '[ "$(grep -c "" "$T_TMP/consumers.ndjson")" -ge 24 ] && [ "$(grep -c "" "$T_TMP/workers.ndjson")" -ge 19 ]'
+python3 - "$T_TMP/consumers.ndjson" consumers 24 "$T_TMP/workers.ndjson" workers 19 "$ids" <<'PY' || fail "the sinks got the wrong events"
 import json, sys
+batch = [int(x) for x in sys.argv[7].strip("{}").split(",")]
+got = {json.loads(l)["payload"]["n"]: json.loads(l)["id"] for l in open(sys.argv[1])}
+assert [got[23], got[24]] == batch, ("send_batch_to's ids", batch, got)
 for path, svc, n in ((sys.argv[1], sys.argv[2], int(sys.argv[3])), (sys.argv[4], sys.argv[5], int(sys.argv[6]))):
     evs = [json.loads(l) for l in open(path)]
     assert all(e["payload"]["from"] == svc for e in evs), (path, [e for e in evs if e["payload"]["from"] != svc])
