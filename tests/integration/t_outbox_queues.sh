@@ -90,10 +90,12 @@ for argv in "--queue nosuch" "--queue emails" "--queue outbox"; do
 done
 [ "$(counts)" = "$before" ] || fail "a refused send wrote something: $before -> $(counts)"
 
-# The two relays, each as its own role, with its own sink and mode.
-DATABASE_URL=${base/user=postgres/user=t_oq_consumers} start_relay "$T_TMP/consumers.ndjson" --queue consumers --name consumers-relay --sink stdout
+# The two relays, each as its own role, with its own sink and mode; a
+# fallback poll longer than the test, so each queue's wake-up (its
+# trigger, the outbox's, and the relay's sleeper lock) must work.
+DATABASE_URL=${base/user=postgres/user=t_oq_consumers} start_relay "$T_TMP/consumers.ndjson" --queue consumers --name consumers-relay --sink stdout --poll-interval 60s
 RC=$RELAY_PID
-DATABASE_URL=${base/user=postgres/user=t_oq_workers} start_relay "$T_TMP/workers.ndjson" --queue workers --name workers-relay --mode concurrent --sink stdout
+DATABASE_URL=${base/user=postgres/user=t_oq_workers} start_relay "$T_TMP/workers.ndjson" --queue workers --name workers-relay --mode concurrent --sink stdout --poll-interval 60s
 RW=$RELAY_PID
 wait_until 20 '[ "$(q "SELECT count(*) FROM pgoutbox.relays")" = 3 ]'
 for i in $(seq 1 20); do
