@@ -10,7 +10,8 @@
  *             from the claimed rows, the settle statements' parameters
  *   settle.c  the settle rules: a plan from the sink's verdicts (pure)
  *   adopted.c the map of an adopted table and the statements built from it
- *   shards.c  ordered and strict modes: membership and shard leases
+ *   shards.c  membership in every mode (with the mode check), shard
+ *             leases in the ordered and strict modes
  *   observe.c metrics, /readyz, READY=1, the gauges read from the database
  *   wake.c    the wake-up handshake: the sleeper lock and its connection
  */
