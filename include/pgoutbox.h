@@ -254,9 +254,10 @@ typedef struct pgo_msg {
 
 typedef struct pgo_producer pgo_producer_t;
 
-/* A producer writing to queue (NULL = "outbox") through the caller's
- * connection.  The connection is borrowed: it must outlive the producer
- * and stay in blocking mode.  Events are written inside whatever
+/* A producer writing to queue (NULL = "outbox"; another name: an outbox
+ * queue of its own, `pgoutbox queue create --kind outbox NAME`) through
+ * the caller's connection.  The connection is borrowed: it must outlive the
+ * producer and stay in blocking mode.  Events are written inside whatever
  * transaction the caller has open; they become visible, and the relay is
  * woken, only when the caller commits.  NULL when it cannot be made, with
  * *err saying why (err may be NULL): no connection or a bad queue name
@@ -268,16 +269,19 @@ PGO_EXPORT void pgo_producer_destroy(pgo_producer_t *p);
 
 /* Sends one event through a prepared statement (prepared on first use on
  * this connection): an INSERT into the queue, or, when the role may not
- * insert into pgoutbox.outbox (the producer role of the README, which may
- * only EXECUTE pgoutbox.send), a call of pgoutbox.send().  *id (may be
- * NULL) receives the event id.  A bad
- * event (PGO_ERR_INVALID) is refused before anything is sent.  On a
+ * insert into the queue's table (the producer role of the README, which
+ * may only EXECUTE pgoutbox.send or pgoutbox.send_to), a call of
+ * pgoutbox.send() (the outbox) or pgoutbox.send_to() (another outbox
+ * queue).  *id (may be NULL) receives the event id.  A bad event, or a
+ * queue that does not exist or is no outbox (a work queue, an adopted
+ * table), is refused with PGO_ERR_INVALID before anything is written
+ * (the caller's transaction is left as it was).  On a
  * database error the caller's transaction is aborted, as with any failed
  * statement: roll it back. */
 PGO_EXPORT int pgo_send(pgo_producer_t *p, const pgo_msg_t *msg, int64_t *id);
 
 /* Sends n events with one COPY (which needs INSERT on the queue table).
- * All or none: every event is checked
+ * All or none: every event and the queue (as for pgo_send) are checked
  * first, and a bad one (PGO_ERR_INVALID, the message names its index)
  * sends nothing; on any later error nothing of this call is written and
  * the caller's transaction is aborted.  Ids are not returned. */

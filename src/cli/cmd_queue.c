@@ -33,12 +33,17 @@ static int parse_int(const char *what, const char *s, long long lo,
 int cmd_queue(int argc, char **argv)
 {
 	const char *shards_s = "64", *queue = NULL, *limit_s = "50";
+	const char *kind = "work";
 	const char *run_at = NULL, *prio_s = "0", *unique = NULL;
 	bool yes = false, dead = false, x1 = false, x2 = false, x3 = false;
-	bool x4 = false, x5 = false, x6 = false;
+	bool x4 = false, x5 = false, x6 = false, x7 = false;
 	const cli_opt_t opts[] = {
 		{"--shards", "N", "create: shards of the queue (1-4096)",
 		 &shards_s, &x1},
+		{"--kind", "KIND",
+		 "create: work (the default: jobs for `pgoutbox worker`) or "
+		 "outbox (events for `pgoutbox relay --queue NAME`)",
+		 &kind, &x7},
 		{"--queue", "NAME", "retry: the dead letter's queue", &queue,
 		 &x2},
 		{"--limit", "N", "dead: how many to show (newest first)",
@@ -55,7 +60,8 @@ int cmd_queue(int argc, char **argv)
 	};
 	const cli_cmd_t cmd = {
 		.name = "queue",
-		.usage = "usage: pgoutbox queue create NAME [--shards N]\n"
+		.usage = "usage: pgoutbox queue create NAME [--shards N] "
+			 "[--kind work|outbox]\n"
 			 "       pgoutbox queue list\n"
 			 "       pgoutbox queue stats NAME\n"
 			 "       pgoutbox queue dead NAME [--limit N]\n"
@@ -69,6 +75,12 @@ int cmd_queue(int argc, char **argv)
 			"Applications enqueue in their own transaction with\n"
 			"  SELECT pgoutbox.enqueue('NAME', '{...}'::jsonb "
 			"[, run_at, priority, unique_key]);\n"
+			"`create --kind outbox` makes an outbox of its own "
+			"instead (one per service\nsharing a database): "
+			"producers write it with\n"
+			"  SELECT pgoutbox.send_to('NAME', topic, key, type, "
+			"payload [, headers]);\n"
+			"and `pgoutbox relay --queue NAME` relays it.\n"
 			"`retry` moves a dead letter back into its queue "
 			"with its attempts reset.\n`purge` deletes every "
 			"job of a queue (or with --dead its dead letters) "
@@ -108,6 +120,12 @@ int cmd_queue(int argc, char **argv)
 			cli_error("queue", "%s", err.msg);
 			goto out;
 		}
+		if (strcmp(sub, "create") == 0 && strcmp(kind, "work") != 0 &&
+		    strcmp(kind, "outbox") != 0) {
+			cli_error("queue",
+				  "--kind is work or outbox, not \"%s\"", kind);
+			goto out;
+		}
 	} else if (strcmp(sub, "retry") == 0) {
 		if (cli.nargs != 2 || !queue)
 			goto usage;
@@ -143,12 +161,14 @@ int cmd_queue(int argc, char **argv)
 			rc = EXIT_USAGE;
 			goto out;
 		}
-		if (pgo_queue_create(conn, cli.args[1], (int)num, &err)) {
+		if (pgo_queue_create_kind(conn, cli.args[1], (int)num, kind,
+					  &err)) {
 			cli_error("queue", "%s", err.msg);
 			goto out;
 		}
-		printf("queue %s created (table pgoutbox.%s, %lld shards)\n",
-		       cli.args[1], cli.args[1], num);
+		printf("%s queue %s created (table pgoutbox.%s, %lld "
+		       "shards)\n",
+		       kind, cli.args[1], cli.args[1], num);
 	} else if (strcmp(sub, "list") == 0) {
 		if (pgo_queue_list(conn, stdout, &err)) {
 			cli_error("queue", "%s", err.msg);

@@ -64,7 +64,9 @@ static const cli_cmd_t cmd = {
 		"  strict      one global order: one relay leads, the others "
 		"stand by.\n\n"
 		"Several relays may run at once on one queue, all in the same "
-		"mode.\n"
+		"mode: a relay\nrefuses to start (exit 2) next to live relays "
+		"of the queue in another mode,\nand logs an ERROR if one "
+		"appears later.\n"
 		"SIGTERM finishes the batch in flight and exits 0; SIGHUP "
 		"reloads --config.",
 	.flags = flags,

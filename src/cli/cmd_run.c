@@ -170,10 +170,12 @@ static int child_main(int role, pgo_conf_t *conf)
 		pgo_scheduler_destroy(child_cron);
 	}
 	/* EXIT_USAGE: run stops instead of restarting the child (a queue
-	 * or database that does not exist, a schema never migrated). */
-	return rc == PGO_OK	      ? EXIT_OK
-	       : rc == PGO_ERR_CONFIG ? EXIT_USAGE
-				      : EXIT_FAIL;
+	 * or database that does not exist, a schema never migrated, a
+	 * queue of the wrong kind, relays of another mode on the queue),
+	 * as `pgoutbox relay` and `worker` exit 2 for them. */
+	return rc == PGO_OK				       ? EXIT_OK
+	       : rc == PGO_ERR_CONFIG || rc == PGO_ERR_INVALID ? EXIT_USAGE
+							       : EXIT_FAIL;
 }
 
 static pid_t start(int role, pgo_conf_t *conf)

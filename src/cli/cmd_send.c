@@ -1,5 +1,6 @@
 /*
- * cmd_send.c — `pgoutbox send`: write one event into the outbox.
+ * cmd_send.c — `pgoutbox send`: write one event into the outbox (or, with
+ * --queue, into an outbox queue of its own).
  *
  * The payload and headers are checked as JSON here first, so a typo gets a
  * message with the line and column and nothing reaches the database.
@@ -86,7 +87,10 @@ int cmd_send(int argc, char **argv)
 			   "- reads it from standard input.  Applications "
 			   "send in\ntheir own transaction with SELECT "
 			   "pgoutbox.send(topic, key, type, payload, "
-			   "headers).",
+			   "headers).\n--queue NAME writes an outbox of its "
+			   "own (`pgoutbox queue create --kind outbox\nNAME`), "
+			   "as SELECT pgoutbox.send_to('NAME', topic, key, "
+			   "type, payload, headers)\ndoes.",
 		.opts = opts,
 		.flags = flags,
 		.min_args = 1,
@@ -135,14 +139,18 @@ int cmd_send(int argc, char **argv)
 		rc = EXIT_USAGE;
 		goto out;
 	}
-	if (pgo_send(p,
-		     &(pgo_msg_t){.size = sizeof(pgo_msg_t),
-				  .topic = topic,
-				  .key = key,
-				  .type = type,
-				  .payload = payload,
-				  .headers = headers},
-		     &id) != PGO_OK) {
+	rc = pgo_send(p,
+		      &(pgo_msg_t){.size = sizeof(pgo_msg_t),
+				   .topic = topic,
+				   .key = key,
+				   .type = type,
+				   .payload = payload,
+				   .headers = headers},
+		      &id);
+	if (rc != PGO_OK) {
+		/* A queue that is no outbox, a field over its cap: the
+		 * command line is wrong, not the database. */
+		rc = rc == PGO_ERR_INVALID ? EXIT_USAGE : EXIT_FAIL;
 		/* "relation pgoutbox.outbox does not exist": most likely
 		 * never migrated, which the schema check says with what to
 		 * do (it runs only now, on the failure path). */

@@ -408,6 +408,11 @@ int pgo_schema_verdict(int db_version, pgo_error_t *err);
  * queue so named would take a partition's place (sql/011 says the same
  * in pgoutbox.create_queue). */
 int pgo_queue_name_check(const char *name, pgo_error_t *err);
+/* pgo_queue_create() for either kind: "work" (a work queue) or "outbox"
+ * (an outbox of its own, relayed by `relay --queue NAME` and written by
+ * pgoutbox.send_to(NAME, ...)). */
+int pgo_queue_create_kind(PGconn *conn, const char *name, int shards,
+			  const char *kind, pgo_error_t *err);
 
 /* Channel a queue's producers notify and relays listen on. */
 #define PGO_CHANNEL_PREFIX "pgoutbox_"

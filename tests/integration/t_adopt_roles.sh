@@ -29,6 +29,7 @@ GRANT SELECT ON pgoutbox.migrations, pgoutbox.shard_leases TO $R;
 GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox.adopted_state TO $R;
 GRANT SELECT, INSERT, UPDATE ON pgoutbox.dead_letters TO $R;
 GRANT EXECUTE ON FUNCTION pgoutbox.rebalance(text, text, text, interval),
+                          pgoutbox.relay_beat(text, text, text, interval, boolean),
                           pgoutbox.leave(text, text),
                           pgoutbox.maintain(), pgoutbox.health(interval, bigint) TO $R;
 GRANT USAGE ON SCHEMA consumers TO $R;

@@ -19,6 +19,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox.outbox TO $R;
 GRANT SELECT, INSERT, UPDATE ON pgoutbox.dead_letters TO $R;
 GRANT SELECT ON pgoutbox.shard_leases TO $R;
 GRANT EXECUTE ON FUNCTION pgoutbox.rebalance(text, text, text, interval),
+                          pgoutbox.relay_beat(text, text, text, interval, boolean),
                           pgoutbox.leave(text, text),
                           pgoutbox.unarchive(text, bigint[]),
                           pgoutbox.claim_floor(text, bigint, bigint, text[]),

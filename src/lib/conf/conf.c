@@ -137,8 +137,10 @@ static const pgo_conf_key_t own_keys[] = {
 	{KEY("relay", "heartbeat"), FIELD(heartbeat), .type = T_DURATION,
 	 .def = "500ms", .min = 50, .max = MINUTES(1), .reloadable = true,
 	 .flag = "--heartbeat",
-	 .help = "Ordered modes: how often a relay announces itself and "
-		 "rebalances shard leases"},
+	 .help = "How often a relay announces itself in pgoutbox.relays "
+		 "(with its mode, so that relays of another mode on the "
+		 "queue are seen) and, in the ordered modes, rebalances "
+		 "shard leases"},
 	{KEY("relay", "lease_timeout"), FIELD(lease_timeout),
 	 .type = T_DURATION, .def = "10s", .min = SECONDS(1),
 	 .max = MINUTES(10), .flag = "--lease-timeout",
@@ -146,7 +148,9 @@ static const pgo_conf_key_t own_keys[] = {
 		 "heartbeat: stopped, hung, or stuck in one batch) is fenced "
 		 "(its session terminated) and its shards taken over; a "
 		 "round trip to PostgreSQL gets statement_timeout plus this "
-		 "long before the relay drops the connection"},
+		 "long before the relay drops the connection; in every mode, "
+		 "a relay silent this long no longer counts as a relay of "
+		 "its mode"},
 	{KEY("relay", "maintain_interval"), FIELD(maintain_interval),
 	 .type = T_DURATION, .def = "1h", .min = 0, .max = HOURS(24),
 	 .reloadable = true,

@@ -16,6 +16,8 @@ struct pgo_producer {
 	PGconn *conn;	  /* borrowed from the caller */
 	char queue[64];	  /* validated identifier */
 	char stmt[96];	  /* prepared statement name on conn */
+	bool checked;	  /* the queue is an outbox (looked up once) */
+	bool may_insert;  /* the role may INSERT into its table */
 	bool prepared;	  /* stmt known to exist on conn */
 	pgo_buf_t copy;	  /* COPY data being assembled */
 	char errmsg[512]; /* last error */
@@ -110,49 +112,109 @@ static int check_msg(pgo_producer_t *p, const pgo_msg_t *m, size_t i)
 	return PGO_OK;
 }
 
+/* Looks the queue up once: it must be an outbox (pgoutbox.outbox, or one
+ * made with `queue create --kind outbox`), not a work queue or an adopted
+ * table; and whether the role may INSERT into it.  The lookups
+ * (queue_kind(), which any role may call, and the privilege of a table
+ * found by to_regclass) cannot fail the caller's transaction the way a
+ * privilege check of a missing table would.  what: "send" or
+ * "send_bulk", for the message. */
+static int check_queue(pgo_producer_t *p, const char *what)
+{
+	const char *params[1] = {p->queue};
+	PGresult *res;
+	const char *kind;
+
+	if (p->checked)
+		return PGO_OK;
+	res = PQexecParams(p->conn,
+			   "SELECT pgoutbox.queue_kind($1), "
+			   "coalesce(has_table_privilege(to_regclass("
+			   "format('pgoutbox.%I', $1::text)), 'INSERT'), "
+			   "true)",
+			   1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		fail(p, PGO_ERR_DB, "%s: %s", what, pgo_pq_msg(p->conn, res));
+		PQclear(res);
+		return PGO_ERR_DB;
+	}
+	kind = PQgetisnull(res, 0, 0) ? NULL : PQgetvalue(res, 0, 0);
+	if (!kind || strcmp(kind, "outbox") != 0) {
+		if (!kind)
+			fail(p, PGO_ERR_INVALID,
+			     "%s: no outbox queue named \"%s\" in this "
+			     "database (create it with `pgoutbox queue create "
+			     "--kind outbox %s`)",
+			     what, p->queue, p->queue);
+		else if (strcmp(kind, "work") == 0)
+			fail(p, PGO_ERR_INVALID,
+			     "%s: queue \"%s\" is a work queue, not an "
+			     "outbox: enqueue its jobs (pgoutbox queue enqueue "
+			     "%s, or pgoutbox.enqueue() in SQL)",
+			     what, p->queue, p->queue);
+		else
+			fail(p, PGO_ERR_INVALID,
+			     "%s: queue \"%s\" is an adopted table, not an "
+			     "outbox of pgoutbox: write its rows into that "
+			     "table",
+			     what, p->queue);
+		PQclear(res);
+		return PGO_ERR_INVALID;
+	}
+	p->may_insert = PQgetvalue(res, 0, 1)[0] == 't';
+	p->checked = true;
+	PQclear(res);
+	return PGO_OK;
+}
+
 /* Makes sure the send is prepared on this connection: an INSERT into the
  * queue table, or, for a role that may not insert there (the documented
- * producer role may only EXECUTE pgoutbox.send, a SECURITY DEFINER
- * function), a call of pgoutbox.send.  The lookups (pg_prepared_statements,
- * the privilege of a table found by to_regclass) cannot fail the
- * caller's transaction the way a blind EXECUTE of a missing statement or
- * a privilege check of a missing table would. */
+ * producer role may only EXECUTE pgoutbox.send or pgoutbox.send_to,
+ * SECURITY DEFINER functions), a call of one of them.  The lookup of
+ * pg_prepared_statements cannot fail the caller's transaction the way a
+ * blind EXECUTE of a missing statement would. */
 static int ensure_prepared(pgo_producer_t *p)
 {
-	const char *params[2] = {p->stmt, p->queue};
+	const char *params[1] = {p->stmt};
 	char sql[256];
 	PGresult *res;
-	bool exists, may_insert;
+	bool exists;
+	int rc;
 
 	if (p->prepared)
 		return PGO_OK;
+	rc = check_queue(p, "send");
+	if (rc != PGO_OK)
+		return rc;
 	res = PQexecParams(
 		p->conn,
 		"SELECT EXISTS (SELECT 1 FROM pg_prepared_statements "
-		"WHERE name = $1), coalesce(has_table_privilege("
-		"to_regclass(format('pgoutbox.%I', $2::text)), "
-		"'INSERT'), true)",
-		2, NULL, params, NULL, NULL, 0);
+		"WHERE name = $1)",
+		1, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		fail(p, PGO_ERR_DB, "send: %s", pgo_pq_msg(p->conn, res));
 		PQclear(res);
 		return PGO_ERR_DB;
 	}
 	exists = PQgetvalue(res, 0, 0)[0] == 't';
-	may_insert = PQgetvalue(res, 0, 1)[0] == 't';
 	PQclear(res);
 	if (!exists) {
-		if (may_insert || strcmp(p->queue, "outbox") != 0)
+		if (p->may_insert)
 			snprintf(sql, sizeof(sql),
 				 "INSERT INTO pgoutbox.\"%s\" "
 				 "(topic, key, type, payload, headers) "
 				 "VALUES ($1, $2, $3, $4::jsonb, "
 				 "coalesce($5::jsonb, '{}')) RETURNING id",
 				 p->queue);
-		else
+		else if (strcmp(p->queue, "outbox") == 0)
 			snprintf(sql, sizeof(sql),
 				 "SELECT pgoutbox.send($1, $2, $3, $4::jsonb, "
 				 "coalesce($5::jsonb, '{}'))");
+		else /* a validated identifier: safe inside quotes */
+			snprintf(sql, sizeof(sql),
+				 "SELECT pgoutbox.send_to('%s', $1, $2, $3, "
+				 "$4::jsonb, coalesce($5::jsonb, '{}'))",
+				 p->queue);
 		res = PQprepare(p->conn, p->stmt, sql, 5, NULL);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 			fail(p, PGO_ERR_DB, "send: preparing: %s",
@@ -293,6 +355,9 @@ int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n)
 		if (m->headers)
 			headers = true;
 	}
+	rc = check_queue(p, "send_bulk");
+	if (rc != PGO_OK)
+		return rc;
 	/* Without any headers the column is left to its default ('{}'), a
 	 * constant: the server then parses one JSON value per row, not two. */
 	snprintf(sql, sizeof(sql),

@@ -1,8 +1,9 @@
 /*
  * status.c — the operator's view of a queue: what is pending (per topic,
  * with the age of the oldest event and how many are waiting for a retry),
- * the dead letters, shard leases, the retention mode, what holds back
- * vacuum, and which relays are connected right now.
+ * the dead letters, the relays of the queue with their modes (a warning
+ * when they mix modes), shard leases, the retention mode, what holds
+ * back vacuum, and which relays are connected right now.
  *
  * The facts are read once (collect()) and written either as text for a
  * person (`pgoutbox status`) or as one JSON object for scripts (`status
@@ -143,6 +144,34 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 	return f->relays ? PGO_OK : PGO_ERR_DB;
 }
 
+static bool is_concurrent(const PGresult *members, int i)
+{
+	return strcmp(PQgetvalue(members, i, 1), "concurrent") == 0;
+}
+
+/* The modes of the queue's relays, "ordered" or "concurrent, ordered"
+ * (sorted, each once); "" without relays.  How many there are. */
+static int modes_of(const PGresult *members, char *out, size_t size)
+{
+	static const char *const all[] = {"concurrent", "ordered", "strict"};
+	int n = 0;
+
+	out[0] = '\0';
+	for (size_t m = 0; m < sizeof(all) / sizeof(all[0]); m++)
+		for (int i = 0; i < PQntuples(members); i++)
+			if (strcmp(PQgetvalue(members, i, 1), all[m]) == 0) {
+				snprintf(out + strlen(out), size - strlen(out),
+					 "%s%s", n++ ? ", " : "", all[m]);
+				break;
+			}
+	return n;
+}
+
+#define MIXED_WARNING                                                          \
+	"relays of different modes on one queue break its per-key order "      \
+	"(docs/ordering.md, \"Mixing modes\"): stop the relays of one mode "   \
+	"and run every relay of the queue in the other"
+
 /* How many shards a lease holder's list "1,2,3" names. */
 static int count_shards(const char *shards)
 {
@@ -155,13 +184,36 @@ static int count_shards(const char *shards)
 
 /* --- text --- */
 
-static void text_shards(const facts_t *f, FILE *out)
+/* The queue's relays (pgoutbox.relays): their modes, the concurrent
+ * ones, then the lease holders with their shards. */
+static void text_members(const facts_t *f, FILE *out)
 {
 	const PGresult *res = f->members;
+	char modes[64];
+	int nmodes = modes_of(res, modes, sizeof(modes)), holders = 0, conc;
 
-	if (PQntuples(res) > 0)
+	if (PQntuples(res) == 0)
+		return;
+	fprintf(out, "  relays: %d (%s)\n", PQntuples(res), modes);
+	if (nmodes > 1)
+		fprintf(out,
+			"  WARNING modes mixed on queue: %s; " MIXED_WARNING
+			"\n",
+			modes);
+	for (int i = 0; i < PQntuples(res); i++)
+		holders += !is_concurrent(res, i);
+	conc = PQntuples(res) - holders;
+	if (conc > 0)
+		fprintf(out, "  concurrent relays (no leases): %d\n", conc);
+	for (int i = 0; i < PQntuples(res); i++)
+		if (is_concurrent(res, i))
+			fprintf(out,
+				"    %-28s %-10s pid %-8s heartbeat %s ago\n",
+				PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+				PQgetvalue(res, i, 2), PQgetvalue(res, i, 3));
+	if (holders > 0)
 		fprintf(out, "  lease holders (ordered/strict relays): %d\n",
-			PQntuples(res));
+			holders);
 	for (int i = 0; i < PQntuples(res); i++) {
 		const char *shards = PQgetvalue(res, i, 4);
 		int n = count_shards(shards);
@@ -169,6 +221,8 @@ static void text_shards(const facts_t *f, FILE *out)
 				  : n == 0 ? "no shards (standby)"
 					   : NULL;
 
+		if (is_concurrent(res, i))
+			continue;
 		fprintf(out, "    %-28s %-8s pid %-8s heartbeat %s ago%s%s\n",
 			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
 			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3),
@@ -177,7 +231,12 @@ static void text_shards(const facts_t *f, FILE *out)
 			fprintf(out, "      %d shard%s: %s\n", n,
 				n == 1 ? "" : "s", shards);
 	}
-	res = f->shards;
+}
+
+static void text_shards(const facts_t *f, FILE *out)
+{
+	const PGresult *res = f->shards;
+
 	if (PQntuples(res) > 0)
 		fprintf(out, "  %-10s %10s %12s\n", "shard", "pending",
 			"lag (s)");
@@ -212,6 +271,7 @@ static void write_text(const facts_t *f, const char *queue, FILE *out)
 		fprintf(out, " (latest %s: %.120s)", PQgetvalue(res, 0, 1),
 			PQgetvalue(res, 0, 2));
 	fputc('\n', out);
+	text_members(f, out);
 	text_shards(f, out);
 	res = f->retention;
 	if (PQntuples(res) == 1) {
@@ -292,6 +352,9 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 	static const char *const relay_cols[] = {"application_name", "pid",
 						 "client", "up", "state"};
 	static const bool relay_num[] = {false, true, false, false, false};
+	static const char *const member_cols[] = {"member", "mode", "pid",
+						  "heartbeat_age"};
+	static const bool member_num[] = {false, false, true, false};
 	const PGresult *res;
 	bool first = true;
 	long long total = 0;
@@ -322,14 +385,37 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 			pgo_buf_puts(b, "null");
 		pgo_buf_puts(b, "}");
 	}
+	res = f->members;
+	/* Every relay with its mode; "mixed_modes" when they differ. */
+	json_rows(b, &first, "relays", res, member_cols, member_num, 4);
+	{
+		char modes[64], *p = modes;
+		int n = modes_of(res, modes, sizeof(modes));
+
+		j_key(b, &first, "modes");
+		pgo_buf_puts(b, "[");
+		for (int i = 0; i < n; i++) {
+			size_t w = strcspn(p, ",");
+			char one[16];
+
+			snprintf(one, sizeof(one), "%.*s", (int)w, p);
+			pgo_buf_puts(b, i ? "," : "");
+			pgo_buf_json_str(b, one);
+			p += w + (p[w] ? 2 : 0);
+		}
+		pgo_buf_puts(b, "]");
+		j_key(b, &first, "mixed_modes");
+		pgo_buf_puts(b, n > 1 ? "true" : "false");
+	}
 	j_key(b, &first, "lease_holders");
 	pgo_buf_puts(b, "[");
-	res = f->members;
-	for (int i = 0; i < PQntuples(res); i++) {
+	for (int i = 0, k = 0; i < PQntuples(res); i++) {
 		const char *shards = PQgetvalue(res, i, 4);
 		bool leader = strcmp(shards, "-1") == 0, m = true;
 
-		pgo_buf_puts(b, i ? ",{" : "{");
+		if (is_concurrent(res, i))
+			continue;
+		pgo_buf_puts(b, k++ ? ",{" : "{");
 		j_str(b, &m, "member", PQgetvalue(res, i, 0));
 		j_str(b, &m, "mode", PQgetvalue(res, i, 1));
 		j_num(b, &m, "pid", PQgetvalue(res, i, 2));

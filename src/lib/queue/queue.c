@@ -57,8 +57,14 @@ int pgo_queue_name_check(const char *name, pgo_error_t *err)
 int pgo_queue_create(PGconn *conn, const char *name, int shards,
 		     pgo_error_t *err)
 {
+	return pgo_queue_create_kind(conn, name, shards, "work", err);
+}
+
+int pgo_queue_create_kind(PGconn *conn, const char *name, int shards,
+			  const char *kind, pgo_error_t *err)
+{
 	char nshards[16];
-	const char *params[2] = {name, nshards};
+	const char *params[3] = {name, nshards, kind};
 	PGresult *res;
 
 	if (pgo_queue_name_check(name, err) != PGO_OK)
@@ -67,10 +73,20 @@ int pgo_queue_create(PGconn *conn, const char *name, int shards,
 		return pgo_error_set(
 			err, PGO_ERR_INVALID, 0,
 			"shards must be between 1 and 4096, not %d", shards);
+	if (!kind || (strcmp(kind, "work") != 0 && strcmp(kind, "outbox") != 0))
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "a queue's kind is work or outbox, not "
+				     "\"%s\"",
+				     kind ? kind : "(null)");
 	snprintf(nshards, sizeof(nshards), "%d", shards);
+	/* A work queue through the function older schemas have too. */
 	res = pgo_pq_run(conn, "creating the queue",
-			 "SELECT pgoutbox.create_queue($1, $2::integer)", 2,
-			 params, err);
+			 strcmp(kind, "work") == 0
+				 ? "SELECT pgoutbox.create_queue($1, "
+				   "$2::integer)"
+				 : "SELECT pgoutbox.create_queue($1, "
+				   "$2::integer, $3)",
+			 strcmp(kind, "work") == 0 ? 2 : 3, params, err);
 	if (!res)
 		return PGO_ERR_DB;
 	PQclear(res);
@@ -270,8 +286,13 @@ static int check_queue(PGconn *conn, const char *queue, bool work_only,
 				   queue);
 	else if (work_only && strcmp(PQgetvalue(res, 0, 0), "work") != 0)
 		rc = pgo_error_set(err, PGO_ERR_INVALID, 0,
-				   "\"%s\" is not a work queue (create one "
-				   "with pgoutbox queue create)",
+				   "\"%s\" is not a work queue but %s (its "
+				   "events: pgoutbox status --queue %s; a work "
+				   "queue: pgoutbox queue create NAME)",
+				   queue,
+				   strcmp(PQgetvalue(res, 0, 0), "outbox") == 0
+					   ? "an outbox"
+					   : "an adopted table",
 				   queue);
 	PQclear(res);
 	return rc;

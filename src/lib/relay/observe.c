@@ -22,7 +22,7 @@
 struct pgo_relay_metrics {
 	pgo_series_t *published, *retried, *dead, *batches, *wakeups;
 	pgo_series_t *batch_seconds, *ack_seconds;
-	pgo_series_t *shards, *takeovers;
+	pgo_series_t *shards, *takeovers, *mode_conflicts;
 	pgo_series_t *sink_up, *outages;
 	pgo_series_t *pg_conns, *reconnects;
 	pgo_series_t *pending, *oldest_due;
@@ -118,6 +118,11 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 		       "Shard leases this relay acquired (at start, in a "
 		       "rebalance, or from a relay that died)",
 		       NULL, 0);
+	m->mode_conflicts = FAMILY(
+		PGO_METRIC_GAUGE, "pgoutbox_relay_mode_conflicts",
+		"Live relays of this relay's queue that run another relay.mode "
+		"(not 0: the queue's per-key order is at risk)",
+		NULL, 0);
 	m->sink_up = FAMILY(PGO_METRIC_GAUGE, "pgoutbox_sink_up",
 			    "1 while the sink takes events, 0 while it says "
 			    "its downstream is unavailable",
@@ -291,6 +296,11 @@ void pgo_observe_takeovers(pgo_relay_t *r, int n)
 {
 	if (n > 0)
 		pgo_series_add(r->metrics->takeovers, n);
+}
+
+void pgo_observe_mode_conflicts(pgo_relay_t *r, int n)
+{
+	pgo_series_set(r->metrics->mode_conflicts, n);
 }
 
 void pgo_observe_settled(pgo_relay_t *r, const slot_t *s, int64_t now)

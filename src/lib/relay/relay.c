@@ -371,13 +371,11 @@ static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
 			pgo_conn_round_deadline(&s->conn, round_limit(v)));
 		if (s->conn.state == PGO_CONN_DOWN)
 			deadline = pgo_deadline_min(deadline, s->conn.retry_at);
-		/* A lease round waits for the slot to be idle: a past due
-		 * time must not spin the loop meanwhile. */
-		if (r->mode != PGO_MODE_CONCURRENT && s->state == SLOT_IDLE &&
-		    s->conn.state == PGO_CONN_READY && !r->stop)
-			deadline = pgo_deadline_min(
-				deadline,
-				s->next_rebalance ? s->next_rebalance : 1);
+		/* A membership round waits for the slot to be idle: a past
+		 * due time must not spin the loop meanwhile. */
+		if (!r->stop)
+			deadline = pgo_deadline_min(deadline,
+						    pgo_shards_next(r, s));
 	}
 	pgo_wake_pollfd(r, &deadline);
 	if (r->stop)
@@ -568,6 +566,10 @@ int pgo_relay_run(pgo_relay_t *r)
 				pgo_cycle_rebalance(r, s);
 				continue;
 			}
+			/* Nothing before the first beat said that no relay
+			 * of another mode runs on the queue. */
+			if (!r->mode_checked)
+				continue;
 			if (i == 0 && pgo_cycle_chore(r, s, now))
 				continue;
 			if (s->state != SLOT_IDLE ||
@@ -609,7 +611,7 @@ int pgo_relay_run(pgo_relay_t *r)
 			relay_error(r, "poll: %s", strerror(-rc));
 			return PGO_ERR_IO;
 		}
-		if (!step_slots(r))
+		if (!step_slots(r) || r->refused)
 			fatal = true;
 		pgo_observe_step(r);
 	}

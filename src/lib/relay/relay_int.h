@@ -10,7 +10,8 @@
  *             from the claimed rows, the settle statements' parameters
  *   settle.c  the settle rules: a plan from the sink's verdicts (pure)
  *   adopted.c the map of an adopted table and the statements built from it
- *   shards.c  ordered and strict modes: membership and shard leases
+ *   shards.c  membership in every mode (with the mode check), shard
+ *             leases in the ordered and strict modes
  *   observe.c metrics, /readyz, READY=1, the gauges read from the database
  *   wake.c    the wake-up handshake: the sleeper lock and its connection
  */
@@ -79,7 +80,8 @@ typedef struct slot {
 	char *owned_shards;	/* PostgreSQL array literal "{0,1,...}" */
 	char *owned_epochs;	/* their epochs, same order */
 	char leader_epoch[24];	/* strict mode: epoch of the leader lease */
-	int64_t next_rebalance; /* monotonic ms */
+	int64_t next_rebalance; /* monotonic ms: the next lease round or beat */
+	bool beating;		/* its round in flight starts with the beat */
 } slot_t;
 
 struct pgo_relay {
@@ -146,6 +148,14 @@ struct pgo_relay {
 	short wake_revents;
 	char wake_lock_sql[256];
 	char wake_unlock_sql[160];
+	/* Membership (shards.c): slot 0 announces the relay in
+	 * pgoutbox.relays with its mode (pgoutbox.relay_beat()), so that
+	 * relays of another mode on the queue see each other. */
+	bool mode_checked;	  /* the first beat is done: no claims before */
+	bool beat_off;		  /* relay_beat() refused us: no beats */
+	bool refused;		  /* the first beat found another mode: stop */
+	char conflicts[512];	  /* the relays of another mode last logged */
+	int64_t conflicts_logged; /* monotonic ms, when */
 	char errmsg[512];
 	int fatal_code; /* of the setup refusal that ended the run */
 	char queue[64]; /* relay.queue (not reloadable), for the setup */
@@ -278,6 +288,8 @@ bool pgo_observe_sink_up(const pgo_relay_t *r);
 void pgo_observe_sink(pgo_relay_t *r, bool up);
 /* A lease round won n shards the slot did not hold. */
 void pgo_observe_takeovers(pgo_relay_t *r, int n);
+/* A beat found n live relays of the queue in another mode. */
+void pgo_observe_mode_conflicts(pgo_relay_t *r, int n);
 /* The sink's verdicts are in: commit-to-ack of the acknowledged events. */
 void pgo_observe_acked(pgo_relay_t *r, const pgo_batch_t *b);
 /* A batch committed: its duration. */
@@ -299,16 +311,24 @@ void pgo_wake_pollfd(pgo_relay_t *r, int64_t *deadline);
 /* Drives the connection after the turn. */
 void pgo_wake_step(pgo_relay_t *r);
 
-/* shards.c */
+/* shards.c: membership (every mode) and shard leases (ordered modes).
+ * A slot's membership round is its lease round, which on slot 0 starts
+ * with the relay's beat; a concurrent relay's slot 0 runs the beat
+ * alone. */
 void pgo_shards_init(pgo_relay_t *r, slot_t *s);
 void pgo_shards_free(slot_t *s);
 /* The slot's leases are gone (connection lost or new). */
 void pgo_shards_reset(pgo_relay_t *r, slot_t *s);
-/* True when the slot should run a lease round now. */
+/* When the slot's next membership round is due (monotonic ms; 0: it
+ * runs none now: not a member, not idle and connected, or waiting for
+ * slot 0's first beat). */
+int64_t pgo_shards_next(const pgo_relay_t *r, const slot_t *s);
+/* True when the slot should run its membership round now. */
 bool pgo_shards_due(pgo_relay_t *r, slot_t *s, int64_t now);
-/* Queues the lease round; false when it could not be sent. */
+/* Queues the membership round; false when it could not be sent. */
 bool pgo_shards_send(pgo_relay_t *r, slot_t *s);
-/* The lease round came back: adopt the owned shards. */
+/* The round came back: the beat's verdict (the first one refuses to run
+ * next to relays of another mode: r->refused), the owned shards. */
 void pgo_shards_done(pgo_relay_t *r, slot_t *s);
 /* Shutdown: releases the slot's leases and member row (blocking, short). */
 void pgo_shards_leave(pgo_relay_t *r, slot_t *s);

@@ -1,14 +1,26 @@
 /*
- * shards.c — ordered and strict modes: each relay connection is a member
- * that holds leases on a fair share of the queue's shards.
+ * shards.c — who relays a queue: membership in every mode, shard leases
+ * in the ordered and strict modes.
  *
- * A lease is a session-level advisory lock in pgoutbox's own two-integer
- * key space, taken on the same connection that claims the shard: when the
+ * Membership: slot 0 of every relay beats (pgoutbox.relay_beat(),
+ * sql/016_queues_named.sql) every relay.heartbeat, which keeps the
+ * relay's row in pgoutbox.relays with its mode and returns the live
+ * relays of the queue that run another mode.  The first beat, before any
+ * claim, refuses to join them (the relay stops, exit 2); a relay of
+ * another mode that appears later is logged at ERROR and counted in
+ * pgoutbox_relay_mode_conflicts.  The row is written only when it gets
+ * old, so a beat is one short statement and no batch pays for it.
+ *
+ * Leases: each connection of an ordered or strict relay is a member that
+ * holds leases on a fair share of the queue's shards.  A lease is a
+ * session-level advisory lock in pgoutbox's own two-integer key space,
+ * taken on the same connection that claims the shard: when the
  * connection dies, its transaction and its leases end together, and other
  * members take the shards at their next heartbeat.  The lease round is one
  * call of pgoutbox.rebalance() (sql/002_ordered.sql): heartbeat, count the
  * live members, release the surplus, take free shards, bump their epochs.
  * It runs between cycles only, so a shard is never released mid-batch.
+ * On slot 0 the beat rides in front of it, in the same round.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +29,9 @@
 
 static const char *mode_name(int mode)
 {
-	return mode == PGO_MODE_STRICT ? "strict" : "ordered";
+	return mode == PGO_MODE_STRICT	  ? "strict"
+	       : mode == PGO_MODE_ORDERED ? "ordered"
+					  : "concurrent";
 }
 
 void pgo_shards_init(pgo_relay_t *r, slot_t *s)
@@ -53,28 +67,140 @@ void pgo_shards_reset(pgo_relay_t *r, slot_t *s)
 	s->next_rebalance = 0;
 }
 
+/* Whether the slot runs membership rounds at all: every connection of
+ * the ordered modes (each holds leases), slot 0 of a concurrent relay
+ * (its beat), unless relay_beat() is refused to it. */
+static bool member_slot(const pgo_relay_t *r, const slot_t *s)
+{
+	return r->mode != PGO_MODE_CONCURRENT || (s->idx == 0 && !r->beat_off);
+}
+
+int64_t pgo_shards_next(const pgo_relay_t *r, const slot_t *s)
+{
+	if (!member_slot(r, s) || s->state != SLOT_IDLE ||
+	    s->conn.state != PGO_CONN_READY || (s->idx > 0 && !r->mode_checked))
+		return 0;
+	/* A past due time must not read as "none". */
+	return s->next_rebalance ? s->next_rebalance : 1;
+}
+
 bool pgo_shards_due(pgo_relay_t *r, slot_t *s, int64_t now)
 {
-	return r->mode != PGO_MODE_CONCURRENT && s->state == SLOT_IDLE &&
-	       s->conn.state == PGO_CONN_READY && now >= s->next_rebalance;
+	int64_t due = pgo_shards_next(r, s);
+
+	return due && now >= due;
 }
 
 bool pgo_shards_send(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	char stale[32];
-	const char *params[4] = {v->queue, s->member, mode_name(r->mode),
-				 stale};
+	const char *params[5] = {v->queue, s->member, mode_name(r->mode), stale,
+				 r->mode_checked ? "false" : "true"};
 
-	/* A member silent for lease_timeout is fenced by the others. */
+	/* A member silent for lease_timeout is fenced by the others, and
+	 * is no longer counted as a relay of its mode. */
 	snprintf(stale, sizeof(stale), "%lld milliseconds",
 		 (long long)v->lease_timeout);
-	pgo_conn_query(
-		&s->conn,
-		"SELECT shard, epoch FROM pgoutbox.rebalance($1, $2, $3, "
-		"$4::interval)",
-		4, params);
+	/* First, so that a refused first beat aborts the lease round
+	 * behind it: a relay refused takes no shard. */
+	s->beating = s->idx == 0 && !r->beat_off;
+	if (s->beating)
+		pgo_conn_query(&s->conn,
+			       "SELECT other_member, other_mode, other_pid "
+			       "FROM pgoutbox.relay_beat($1, $2, $3, "
+			       "$4::interval, $5::boolean)",
+			       5, params);
+	if (r->mode != PGO_MODE_CONCURRENT)
+		pgo_conn_query(
+			&s->conn,
+			"SELECT shard, epoch FROM pgoutbox.rebalance($1, $2, "
+			"$3, $4::interval)",
+			4, params);
 	return pgo_conn_send(&s->conn) == PGO_OK;
+}
+
+/* The live relays of the queue in another mode, from a beat that
+ * worked: logged at ERROR when the list changes and once a minute while
+ * it stays, counted in the gauge. */
+static void report_conflicts(pgo_relay_t *r, const PGresult *res)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	int n = PQntuples(res);
+	int64_t now = pgo_now_ms();
+	pgo_buf_t list;
+
+	pgo_observe_mode_conflicts(r, n);
+	if (n == 0) {
+		if (r->conflicts[0])
+			pgo_log(PGO_LOG_INFO, r->subject,
+				"no relay of another mode on queue %s any "
+				"more",
+				v->queue);
+		r->conflicts[0] = '\0';
+		return;
+	}
+	pgo_buf_init(&list);
+	for (int i = 0; i < n; i++)
+		pgo_buf_printf(&list, "%s%s (%s, pid %s)", i ? ", " : "",
+			       PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+			       PQgetvalue(res, i, 2));
+	if (list.oom) {
+		pgo_buf_free(&list);
+		return;
+	}
+	if (strncmp(list.data, r->conflicts, sizeof(r->conflicts) - 1) != 0 ||
+	    now - r->conflicts_logged >= 60000) {
+		pgo_log(PGO_LOG_ERROR, r->subject,
+			"queue %s is also relayed in another mode: %s; this "
+			"relay runs in %s mode, and relays of different modes "
+			"on one queue break its per-key order "
+			"(docs/ordering.md, \"Mixing modes\"): stop the "
+			"relays of one mode and run every relay of the queue "
+			"in the other",
+			v->queue, list.data, mode_name(r->mode));
+		snprintf(r->conflicts, sizeof(r->conflicts), "%s", list.data);
+		r->conflicts_logged = now;
+	}
+	pgo_buf_free(&list);
+}
+
+/* The beat's result (the round's first).  False when the round goes no
+ * further: the beat failed, or refused this relay (r->refused). */
+static bool beat_done(pgo_relay_t *r, slot_t *s, const PGresult *res)
+{
+	const char *code =
+		res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK) {
+		r->mode_checked = true;
+		report_conflicts(r, res);
+		return true;
+	}
+	if (code && strcmp(code, "55006") == 0 && !r->mode_checked) {
+		/* object_in_use: relays of another mode at our start. */
+		snprintf(r->errmsg, sizeof(r->errmsg), "%s", s->conn.round.err);
+		r->fatal_code = PGO_ERR_INVALID;
+		r->refused = true;
+		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->errmsg);
+		return false;
+	}
+	if (code && strcmp(code, "42501") == 0) {
+		/* Availability first: relay without the check, loudly. */
+		r->beat_off = true;
+		r->mode_checked = true;
+		s->next_rebalance = 0; /* the lease round it held back */
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"cannot announce this relay in pgoutbox.relays (%s): "
+			"relays of another mode on queue %s go unnoticed; "
+			"GRANT EXECUTE ON FUNCTION pgoutbox.relay_beat(text, "
+			"text, text, interval, boolean) TO the relay's role",
+			s->conn.round.err, pgo_conf_values(r->conf)->queue);
+		return false;
+	}
+	pgo_log(PGO_LOG_WARN, r->subject, "member %s: heartbeat failed: %s",
+		s->member, s->conn.round.err);
+	return false;
 }
 
 /* How many shards of the lease round's result the old set ("{1,2}")
@@ -102,11 +228,17 @@ static int gained(const char *old, const PGresult *res)
 void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	PGresult *res = s->conn.round.res[0];
+	PGresult *res;
 	pgo_buf_t shards, epochs;
 	int n, before = s->nowned;
 
 	s->next_rebalance = pgo_now_ms() + v->heartbeat;
+	if (s->beating && (!beat_done(r, s, s->conn.round.res[0]) ||
+			   r->mode == PGO_MODE_CONCURRENT)) {
+		pgo_conn_round_clear(&s->conn);
+		return;
+	}
+	res = s->conn.round.res[s->beating ? 1 : 0];
 	if (s->conn.round.failed || !res) {
 		pgo_log(PGO_LOG_WARN, r->subject,
 			"member %s: lease round failed: %s", s->member,
@@ -183,7 +315,7 @@ void pgo_shards_leave(pgo_relay_t *r, slot_t *s)
 
 	/* At shutdown only: a short blocking call on an idle connection,
 	 * so that the others need not wait to see this member gone. */
-	if (r->mode == PGO_MODE_CONCURRENT || s->conn.state != PGO_CONN_READY ||
+	if (!member_slot(r, s) || s->conn.state != PGO_CONN_READY ||
 	    !PQexitPipelineMode(s->conn.pg) ||
 	    PQsetnonblocking(s->conn.pg, 0) != 0)
 		return;
