@@ -74,6 +74,13 @@ typedef struct slot {
 	bool sweeping;	     /* claims start from 0 until one is not full */
 	int64_t sweep_at;    /* monotonic ms: the next sweep */
 	int64_t sweep_floor; /* the floor when the sweep was sent */
+	/* The cycle's phases (monotonic us), logged at debug when it ends:
+	 * the claim round sent, the floor probe and the claim back, the
+	 * batch handed to the sink, its verdicts in, round 2 sent. */
+	struct {
+		int64_t sent, probe, claim, submit, done, settle;
+		bool sweep; /* the claim started from id 0 */
+	} t;
 	/* Ordered and strict modes: this connection's leases. */
 	char member[96];	/* "<relay name>/<slot>" */
 	int nowned;		/* shards owned (strict: 1 = leader) */
