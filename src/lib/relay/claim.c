@@ -127,7 +127,15 @@ static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
  * ordered claim); with a floor past the histogram's last id, a bitmap
  * scan read the whole backlog and sorted it to keep 1,000 rows.  A claim
  * is an index scan in id order and every table it reads has the index it
- * needs.  (enable_sort = off as well cost a fifth of the drain rate.) */
+ * needs.  (enable_sort = off as well cost a fifth of the drain rate.)
+ * And no JIT: a claim planned again (an ANALYZE of the outbox, or of
+ * shard_leases, invalidates its plan) while the table holds millions of
+ * dead rows costs more than jit_above_cost, and every execution of that
+ * plan compiled its expressions first: 0.2 s to over 1 s of CPU per
+ * claim of 1,000 rows, for as long as the plan lived (issue 21).  And the
+ * generic plan from the first claim on: a plan never made for the
+ * floor's value of the moment, so where the floor is cannot change it;
+ * the settings above leave every plan one shape. */
 static void settings_sql(char *buf, size_t size,
 			 const struct pgo_conf_values *v, const char *local)
 {
@@ -137,6 +145,8 @@ static void settings_sql(char *buf, size_t size,
 		 "set_config('extra_float_digits', '3', %1$s), "
 		 "set_config('enable_seqscan', 'off', %1$s), "
 		 "set_config('enable_bitmapscan', 'off', %1$s), "
+		 "set_config('jit', 'off', %1$s), "
+		 "set_config('plan_cache_mode', 'force_generic_plan', %1$s), "
 		 "set_config('statement_timeout', '%2$lld', %1$s), "
 		 "set_config('lock_timeout', '%3$lld', %1$s), "
 		 "set_config('idle_in_transaction_session_timeout', '%4$lld', "

@@ -105,8 +105,8 @@ struct pgo_relay {
 	/* An adopted table's map (adopted.c), NULL for pgoutbox's own
 	 * queues: one row of pgoutbox.adopted. */
 	PGresult *adopted;
-	char session_sql[512];	/* the relay's settings for its sessions */
-	char local_sql[512];	/* the same for one transaction (pooled) */
+	char session_sql[1024]; /* the relay's settings for its sessions */
+	char local_sql[1024];	/* the same for one transaction (pooled) */
 	bool pooled;		/* through a transaction pooler (pooler.c) */
 	char missing_hint[256]; /* setup.missing_hint: relay.queue is wrong */
 	pgo_conn_setup_t setup; /* slot 0: with LISTEN */
