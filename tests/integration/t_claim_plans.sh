@@ -3,7 +3,8 @@
 # dead rows priced the claim above jit_above_cost, and each claim compiled
 # for a second), the generic plan of the prepared claim (a custom plan is
 # made again at each claim, estimating the floor against an index end
-# buried under dead entries).
+# buried under dead entries), and the sweep below the floor reads heap
+# pages (a TID range scan), never the primary key below the floor.
 #
 # The database here asks for the opposite of each (JIT for any cost,
 # custom plans); auto_explain logs every plan of its sessions.
@@ -42,7 +43,9 @@ for mode in ordered concurrent strict; do
 		grep -q "JIT:" "$T_TMP/plan" && { cat "$T_TMP/plan" >&2; fail "$mode: a claim was compiled by JIT"; }
 		grep -Eq "Index Cond: \(id >= \\\$[0-9]+\)" "$T_TMP/plan" ||
 			{ cat "$T_TMP/plan" >&2; fail "$mode: a claim ran a custom plan (the floor as a constant)"; }
+		grep -q "Tid Range Scan" "$T_TMP/plan" ||
+			{ cat "$T_TMP/plan" >&2; fail "$mode: the sweep's part of a claim is not a TID range scan"; }
 	done
-	note "$mode: $claims claims, generic plans without JIT"
+	note "$mode: $claims claims, generic plans without JIT, the sweep by heap pages"
 	q "TRUNCATE pgoutbox.outbox"
 done

@@ -91,6 +91,8 @@ void pgo_cycle_claim(pgo_relay_t *r, slot_t *s)
 		if (pgo_log_max >= PGO_LOG_DEBUG)
 			pgo_conn_flush_request(&s->conn);
 	}
+	if (q.pages[0])
+		pgo_conn_exec_prepared(&s->conn, "pgoutbox_pages", 1, q.pages);
 	pgo_conn_query(&s->conn, "BEGIN", 0, NULL);
 	pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", q.nparams, q.params);
 	if (!send_round(s, SLOT_CLAIMING)) {
@@ -116,8 +118,8 @@ static void settle(pgo_relay_t *r, slot_t *s);
 static void claimed(pgo_relay_t *r, slot_t *s)
 {
 	pgo_batch_t *b = &s->batch;
-	PGresult *res;
-	int n, rc, ci = pgo_claim_index(s);
+	PGresult *res, *pages = NULL;
+	int n, rc, ci = pgo_claim_index(s), pi = pgo_claim_pages_index(s);
 	bool awake;
 
 	if (ci > 1 && s->conn.round.got > 0)
@@ -129,13 +131,17 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 		pgo_log(PGO_LOG_WARN, r->subject, "claim failed: %s",
 			s->conn.round.err);
 		pgo_conn_round_clear(&s->conn);
+		pgo_claim_swept(r, s, NULL, NULL);
 		finish_tx(s, "ROLLBACK");
 		return;
 	}
 	res = pgo_conn_take(&s->conn, ci);
+	if (pi >= 0)
+		pages = pgo_conn_take(&s->conn, pi);
 	pgo_conn_round_clear(&s->conn);
 	n = PQntuples(res);
-	pgo_claim_swept(r, s, res);
+	pgo_claim_swept(r, s, res, pages);
+	PQclear(pages);
 	/* A full batch says more is waiting: claim again at once.  In
 	 * concurrent mode every slot shares the queue, so all may help; in
 	 * the ordered modes only this slot's shards are known to be busy.
@@ -144,9 +150,12 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	 * claims again (a slot that found nothing looks once more each
 	 * time another found something) until all come back dry; then the
 	 * relay asks for the lock.  While it holds the lock or waits for
-	 * it, producers notify and the grant's NOTIFY kicks a claim. */
+	 * it, producers notify and the grant's NOTIFY kicks a claim.  A
+	 * sweep going on claims again too, for its next pages. */
 	awake = r->wake == WAKE_AWAKE || r->wake == WAKE_RELEASING;
 	s->more = pgo_claim_full(s, res) || (awake && n > 0);
+	if (s->sweeping)
+		s->wants_claim = true;
 	if (r->mode == PGO_MODE_CONCURRENT)
 		r->more = s->more;
 	else if (r->wake != WAKE_OFF)
