@@ -70,9 +70,10 @@ unset title
 set multiplot layout 2,1 title "Steady load, and the same load with a REPEATABLE READ snapshot held (big dots: held)"
 set key top right
 set xlabel "seconds since the measured start"
-set ylabel "commit-to-sink p99 (ms)"
+set ylabel "commit-to-sink p99 (ms, log scale)"
 set logscale y
 plot data.'/steady.dat' using 1:3 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "steady p99", \
+     50 with lines dt 2 lc rgb "#888888" title "target: every window's p99 <= 50 ms", \
      data.'/held.dat' using 1:3 with linespoints lw 2 pt 5 lc rgb "#d62728" title "held-xmin p99", \
      data.'/held.dat' using 1:($7 > 0 ? $3 : NaN) with points pt 7 ps 2 lc rgb "#d62728" title "snapshot held"
 unset logscale y

@@ -1434,6 +1434,7 @@ typedef struct sample {
 	long arrived;	/* events the sink had received */
 	long dead;	/* n_dead_tup of the outbox; -1: unknown */
 	bool held;	/* the snapshot was held meanwhile */
+	double wall;	/* when, as Unix time (bench/activity.py) */
 } sample_t;
 
 /* The main thread's view of a latency run: progress, the held snapshot
@@ -1481,6 +1482,12 @@ static bool monitor_sample(monitor_t *m, latency_t *run, const char *label)
 	}
 	x = &m->s[m->n++];
 	x->ns = now_ns();
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		x->wall = (double)ts.tv_sec + (double)ts.tv_nsec / NSEC;
+	}
 	x->committed = atomic_load(&run->committed);
 	x->arrived = atomic_load(&run->arrived) - 1; /* minus the probe */
 	x->dead = outbox_dead_tuples(m->stats);
@@ -1565,9 +1572,11 @@ static void write_cdf(const char *path, const double *sorted, size_t n)
 
 /* One JSON line of a window: workload "<workload>-window", the params of
  * the workload plus t (seconds from the measured start to the window's
- * end) and held. */
-static void window_metric(report_t *r, double t, bool held, const char *name,
-			  double value, const char *unit, int decimals)
+ * end), at (that end as Unix time, to line it up with the relay's log and
+ * bench/activity.sh) and held. */
+static void window_metric(report_t *r, double t, double at, bool held,
+			  const char *name, double value, const char *unit,
+			  int decimals)
 {
 	if (!r->json)
 		return;
@@ -1579,8 +1588,8 @@ static void window_metric(report_t *r, double t, bool held, const char *name,
 	}
 	fprintf(r->json,
 		",\"workload\":\"%s-window\",\"params\":{%s,\"t\":%.1f,"
-		"\"held\":%s},\"metric\":",
-		r->workload, r->params, t, held ? "true" : "false");
+		"\"at\":%.3f,\"held\":%s},\"metric\":",
+		r->workload, r->params, t, at, held ? "true" : "false");
 	json_str(r->json, name);
 	if (isfinite(value))
 		fprintf(r->json, ",\"value\":%.*f", decimals, value);
@@ -1649,14 +1658,14 @@ static void latency_over_time(report_t *rep, const opts_t *o,
 		long got = arrivals_between(run, prev, x->ns);
 		size_t k = latency_between(lat, at, n, prev, x->ns, &p50, &p99);
 
-		window_metric(rep, t, x->held, "p50_ms", p50, "ms", 3);
-		window_metric(rep, t, x->held, "p99_ms", p99, "ms", 3);
-		window_metric(rep, t, x->held, "delivered_per_s",
+		window_metric(rep, t, x->wall, x->held, "p50_ms", p50, "ms", 3);
+		window_metric(rep, t, x->wall, x->held, "p99_ms", p99, "ms", 3);
+		window_metric(rep, t, x->wall, x->held, "delivered_per_s",
 			      (double)got / secs, "events/s", 0);
-		window_metric(rep, t, x->held, "backlog", (double)backlog,
-			      "events", 0);
-		window_metric(rep, t, x->held, "dead_tuples", (double)x->dead,
-			      "tuples", 0);
+		window_metric(rep, t, x->wall, x->held, "backlog",
+			      (double)backlog, "events", 0);
+		window_metric(rep, t, x->wall, x->held, "dead_tuples",
+			      (double)x->dead, "tuples", 0);
 		if (backlog > backlog_max)
 			backlog_max = backlog;
 		if (x->held && x->dead > dead_max)

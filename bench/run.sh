@@ -103,7 +103,12 @@ mkdir -p "$CHARTS"
 # steady and held-xmin: producers at 80 % of the drain rate of one relay
 # (ordered, the default mode) measured earlier in this run, as 2 producers
 # committing 100 events per INSERT; @STEADY_RATE@ is filled in then.
-STEADY_ARGS="--rate @STEADY_RATE@ --producers 2 --per-tx 100 --insert --window $WINDOW --warmup $WARM --grace 60 --relay-cmd \"$DRAIN_RELAY\""
+# STEADY_RATE=N in the environment offers N/s instead (run them alone:
+# STEADY_RATE=100000 bench/run.sh build --only 'steady|held').  The relay
+# logs each cycle's phases (debug) and bench/activity.sh samples the
+# server meanwhile; bench/activity.py lines both up with the windows, in
+# bench/results/activity/ (raw files) and the table's "Stalls" part.
+STEADY_ARGS="--rate @STEADY_RATE@ --producers 2 --per-tx 100 --insert --window $WINDOW --warmup $WARM --grace 60 --relay-cmd \"$DRAIN_RELAY --log-level debug\""
 steady_rate() {
 	python3 - "$RUN_JSON" <<'PY'
 import json, sys
@@ -174,7 +179,7 @@ for w in "${RUNS[@]}"; do
 	label=${w%%|*}
 	args=${w#*|}
 	case $args in *@STEADY_RATE@*)
-		rate=$(steady_rate)
+		rate=${STEADY_RATE:-$(steady_rate)}
 		args=${args//@STEADY_RATE@/$rate}
 		label="$label ($rate/s)" ;;
 	esac
@@ -183,10 +188,31 @@ for w in "${RUNS[@]}"; do
 	# each other's backlog or dirty pages.
 	psql -XAtq "$URL" -c "TRUNCATE pgoutbox.outbox" -c "CHECKPOINT" >/dev/null
 	log=$TMP/relay-$n.log
+	sampler=
+	case $args in latency*--window*)
+		bench/activity.sh "$URL" "$TMP/activity-$n.tsv" &
+		sampler=$! ;;
+	esac
 	if ! eval "\"\$BENCH\" $args --db \"\$URL\" --json \"\$RUN_JSON\" --run-id \"\$RUN_ID\" --relay-log \"\$log\" --label \"\$label\""; then
 		failed+=("$label")
 		echo "   FAILED: $label" >&2
 		[ -s "$log" ] && { echo "   -- relay log (last lines)" >&2; tail -n 15 "$log" | sed 's/^/   | /' >&2; }
+	fi
+	if [ -n "$sampler" ]; then
+		kill -TERM "$sampler" 2>/dev/null
+		wait "$sampler" 2>/dev/null || true
+		wl=steady
+		case $args in *--hold-xmin*) wl=held-xmin ;; esac
+		{
+			echo
+			echo "Stalls, $label: each window beside the relay's slowest cycle and what the server did (bench/activity.py)"
+			echo
+			python3 bench/activity.py "$RUN_JSON" "$wl" "$log" "$TMP/activity-$n.tsv" ||
+				echo "(bench/activity.py failed)"
+		} >>"$TMP/stalls.md"
+		mkdir -p "$TMP/activity"
+		cp "$log" "$TMP/activity/$wl-relay.log"
+		cp "$TMP/activity-$n.tsv" "$TMP/activity/$wl-activity.tsv"
 	fi
 done
 
@@ -213,6 +239,7 @@ fi
 	echo "- command: bench/run.sh $(basename "$BUILD")$([ $QUICK = 1 ] && echo ' --quick')$([ -n "$ONLY" ] && printf " --only '%s'" "$ONLY")$([ "$ROUNDS" != 1 ] && echo " --rounds $ROUNDS")"
 	echo
 	echo "$table"
+	[ -s "$TMP/stalls.md" ] && cat "$TMP/stalls.md"
 } >"$TMP/table.md"
 
 echo
@@ -223,6 +250,7 @@ elif [ $PARTIAL = 1 ]; then
 	# A subset is kept for a look, never mixed with the full runs.
 	cp "$TMP/table.md" "$RESULTS/partial.md.tmp"
 	cp "$RUN_JSON" "$RESULTS/partial.jsonl.tmp"
+	[ -d "$TMP/activity" ] && rm -rf "$RESULTS/activity.tmp" && cp -r "$TMP/activity" "$RESULTS/activity.tmp"
 	echo
 	echo "partial run, not recorded: bench/results/partial.md.tmp (.jsonl.tmp)"
 elif [ ${#failed[@]} != 0 ]; then
@@ -234,6 +262,8 @@ elif [ ${#failed[@]} != 0 ]; then
 else
 	cat "$RUN_JSON" >>"$RESULTS/results.jsonl"
 	cp "$TMP/table.md" "$RESULTS/latest.md"
+	# The raw evidence of the last full run (not in git).
+	[ -d "$TMP/activity" ] && rm -rf "$RESULTS/activity" && cp -r "$TMP/activity" "$RESULTS/activity"
 	echo
 	echo "appended to bench/results/results.jsonl; table in bench/results/latest.md;" \
 		"charts in bench/results/*.png"

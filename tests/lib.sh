@@ -105,3 +105,17 @@ lease_count() {
 	   AND classid = pgoutbox.lease_ns('outbox')::oid AND objid::bigint < 4096
 	   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 }
+
+# The durations auto_explain logged (server log on stdin) for the claims
+# (DELETE FROM pgoutbox."outbox") of the sessions whose pids match the
+# regex $1: "NNN.NNN ms" lines.
+claims_over() {
+	awk -v pids="^($1)\$" '
+		match($0, /\[[0-9]+\] LOG:  duration: [0-9.]+ ms/) {
+			split(substr($0, RSTART, RLENGTH), f, /[][ ]+/)
+			ms = (f[2] ~ pids) ? f[5] : ""
+			next
+		}
+		ms != "" && /DELETE FROM pgoutbox."outbox"/ { print ms " ms"; ms = "" }
+		/LOG:/ { ms = "" }'
+}

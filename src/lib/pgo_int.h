@@ -56,6 +56,8 @@ bool pgo_sqlstate_retriable(const char *sqlstate);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t pgo_now_ms(void);
+/* Monotonic microseconds, for timings. */
+int64_t pgo_now_us(void);
 /* CLOCK_REALTIME in microseconds since the epoch. */
 int64_t pgo_wall_us(void);
 /* Reads an event's created_at, "YYYY-MM-DDTHH:MM:SS[.ffffff]Z" (UTC, as

@@ -273,6 +273,12 @@ void pgo_conn_exec_prepared(pgo_conn_t *c, const char *name, int n,
 	c->round.nq++;
 }
 
+void pgo_conn_flush_request(pgo_conn_t *c)
+{
+	if (!PQsendFlushRequest(c->pg))
+		c->round.failed = true;
+}
+
 static void flush(pgo_conn_t *c)
 {
 	int r = PQflush(c->pg);
@@ -296,6 +302,7 @@ int pgo_conn_send(pgo_conn_t *c)
 	if (c->state == PGO_CONN_READY)
 		c->state = PGO_CONN_BUSY;
 	c->sent_at = pgo_now_ms();
+	c->round.sent_us = pgo_now_us();
 	return PGO_OK;
 }
 
@@ -486,9 +493,11 @@ static void collect(pgo_conn_t *c, PGresult *r, bool keep)
 			 : st == PGRES_EMPTY_QUERY    ? "empty statement"
 						      : pgo_pq_msg(c->pg, r));
 	}
-	if (keep && c->round.got < PGO_ROUND_MAX && !c->round.res[c->round.got])
+	if (keep && c->round.got < PGO_ROUND_MAX &&
+	    !c->round.res[c->round.got]) {
 		c->round.res[c->round.got] = r;
-	else
+		c->round.at[c->round.got] = pgo_now_us();
+	} else
 		PQclear(r);
 }
 

@@ -46,6 +46,8 @@ typedef struct pgo_round {
 	int hidden;		      /* leading results to drop (local_sql) */
 	int got;		      /* results collected */
 	PGresult *res[PGO_ROUND_MAX]; /* owned by the round until taken */
+	int64_t at[PGO_ROUND_MAX];    /* when each result was read (us) */
+	int64_t sent_us;	      /* when the round was sent (us) */
 	bool failed;		      /* some statement failed */
 	char sqlstate[6];	      /* of the first failure */
 	char err[512];		      /* message of the first failure */
@@ -130,6 +132,10 @@ void pgo_conn_query(pgo_conn_t *c, const char *sql, int n,
 		    const char *const *values);
 void pgo_conn_exec_prepared(pgo_conn_t *c, const char *name, int n,
 			    const char *const *values);
+/* Asks the server to send what it has so far (after the statement just
+ * queued) instead of at the round's end, so that the statement's
+ * round.at[] is the time it finished: for the timings logged at debug. */
+void pgo_conn_flush_request(pgo_conn_t *c);
 /* Ends the round with a sync and sends it: READY -> BUSY.  Returns
  * PGO_ERR_CONNECT (and the connection goes DOWN) when sending fails. */
 int pgo_conn_send(pgo_conn_t *c);

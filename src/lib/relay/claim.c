@@ -19,14 +19,15 @@
  * Every mode claims from the claim floor up (sql/006_claim_floor.sql): no
  * fresh row has a lower id, so the index scan skips the entries of rows
  * already deleted, which a held xmin keeps from being cleaned; rows that
- * failed before are taken below it from a small partial index.  A probe
- * that moves the floor rides in front of a claim at most every few ms,
- * outside its transaction.
+ * failed before are taken below it from a small partial index, and
+ * fresh rows put below it by hand from the heap pages a sweep reads, a
+ * few per claim (TID range).  A probe that moves the floor rides in front
+ * of a claim at most every few ms, outside its transaction.
  * Round 2 settles: retried rows go back in with their ids (attempts + 1,
  * a later run_at, the error), dead ones go to dead letters, then COMMIT.
  *
  * An adopted table (adopted.c) gets statements of its own with the same
- * parameters and result columns.
+ * parameters (but the sweep's) and result columns.
  * This file only builds: the SQL texts, each claim's parameters, the batch
  * from the claimed rows, the settle statements' parameters.  The rules
  * are in settle.c; cycle.c sends the rounds and moves the slot along.
@@ -92,11 +93,28 @@ enum {
 #define BEHIND	 "(attempts > 0 OR last_error IS NOT NULL)"
 #define BEHIND_C "(c.attempts > 0 OR c.last_error IS NOT NULL)"
 
-/* The ordered modes: the oldest due rows at or above the floor, and those
- * failed before below it, so the batch stays the oldest due rows of each
- * shard (no fresh row is below the floor). */
+/* The sweep's part of a claim: the fresh rows below the floor (put there
+ * by hand) on the heap pages [lo, hi) (tid parameters; '(0,0)' twice: no
+ * page).  A TID range scan reads those pages and nothing else, however
+ * many dead entries the index holds below the floor, so each claim's
+ * share of a sweep costs the same.  `id + 0`: no index may serve the
+ * range, or the planner could walk the primary key below the floor
+ * instead (the very walk the sweep must not do); the OFFSET 0 fence
+ * keeps the ORDER BY from asking the index for the order. */
+#define SWEPT(q, lo, hi, floor, cond)                                          \
+	"SELECT x.id, x.sz FROM (SELECT c.id, " EVENT_BYTES(                   \
+		"c.") " AS sz FROM pgoutbox.\"" q "\" c WHERE c.ctid >= " lo   \
+		      "::tid AND c.ctid < " hi "::tid AND c.id + 0 < " floor   \
+		      " AND c.attempts = 0 AND c.last_error IS NULL AND " cond \
+		      " OFFSET 0) x ORDER BY x.id LIMIT $1"
+
+/* The ordered modes: the oldest due rows at or above the floor, those
+ * failed before below it, and those the sweep finds below it, so the
+ * batch stays the oldest due rows of each shard (no fresh row is below
+ * the floor but the ones put there by hand). */
 static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
-			const char *floor, const char *bytes)
+			const char *floor, const char *bytes, const char *lo,
+			const char *hi)
 {
 	snprintf(r->claim_sql, sizeof(r->claim_sql),
 		 CLOCK
@@ -109,10 +127,15 @@ static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
 				       "c.") " AS sz FROM "
 					     "pgoutbox.\"%s\" c WHERE " BEHIND_C
 					     " AND c.id < %s AND %s ORDER BY "
-					     "c.id LIMIT $1)"
-					     ") u ORDER BY u.id LIMIT $1) w "
-					     "WHERE w.before < %s))" RETURNING,
-		 q, q, floor, cond, q, floor, cond, bytes);
+					     "c.id LIMIT $1) UNION ALL "
+					     "(" SWEPT("%s", "%s", "%s", "%s",
+						       "%s") ")"
+							     ") u ORDER BY "
+							     "u.id LIMIT $1) w "
+							     "WHERE w.before < "
+							     "%s))" RETURNING,
+		 q, q, floor, cond, q, floor, cond, q, lo, hi, floor, cond,
+		 bytes);
 }
 
 /* The relay's settings as one statement, for the session (local
@@ -127,7 +150,15 @@ static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
  * ordered claim); with a floor past the histogram's last id, a bitmap
  * scan read the whole backlog and sorted it to keep 1,000 rows.  A claim
  * is an index scan in id order and every table it reads has the index it
- * needs.  (enable_sort = off as well cost a fifth of the drain rate.) */
+ * needs.  (enable_sort = off as well cost a fifth of the drain rate.)
+ * And no JIT: a claim planned again (an ANALYZE of the outbox, or of
+ * shard_leases, invalidates its plan) while the table holds millions of
+ * dead rows costs more than jit_above_cost, and every execution of that
+ * plan compiled its expressions first: 0.2 s to over 1 s of CPU per
+ * claim of 1,000 rows, for as long as the plan lived (issue 21).  And the
+ * generic plan from the first claim on: a plan never made for the
+ * floor's value of the moment, so where the floor is cannot change it;
+ * the settings above leave every plan one shape. */
 static void settings_sql(char *buf, size_t size,
 			 const struct pgo_conf_values *v, const char *local)
 {
@@ -137,6 +168,8 @@ static void settings_sql(char *buf, size_t size,
 		 "set_config('extra_float_digits', '3', %1$s), "
 		 "set_config('enable_seqscan', 'off', %1$s), "
 		 "set_config('enable_bitmapscan', 'off', %1$s), "
+		 "set_config('jit', 'off', %1$s), "
+		 "set_config('plan_cache_mode', 'force_generic_plan', %1$s), "
 		 "set_config('statement_timeout', '%2$lld', %1$s), "
 		 "set_config('lock_timeout', '%3$lld', %1$s), "
 		 "set_config('idle_in_transaction_session_timeout', '%4$lld', "
@@ -154,8 +187,9 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 
 	switch (r->mode) {
 	case PGO_MODE_CONCURRENT:
-		/* $2: the floor.  Rows failed before come first, from the
-		 * small partial index below the floor. */
+		/* $2: the floor, $4 and $5 the sweep's pages.  Rows failed
+		 * before come first, from the small partial index below the
+		 * floor, then those the sweep finds below it. */
 		snprintf(r->claim_sql, sizeof(r->claim_sql),
 			 CLOCK ", behind AS (SELECT id, " EVENT_BYTES(
 				 "") " AS sz "
@@ -164,28 +198,51 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 				     " AND id < $2 AND run_at <= " NOW " "
 				     "ORDER BY id LIMIT $1 FOR UPDATE SKIP "
 				     "LOCKED), "
-				     "fresh AS (SELECT id, " EVENT_BYTES(
-					     "") " AS sz "
-						 "FROM pgoutbox.\"%s\" WHERE "
-						 "id >= $2 AND "
+				     "swept AS (SELECT id, " EVENT_BYTES(
+					     "") " AS sz FROM pgoutbox.\"%s\" "
+						 "WHERE ctid >= $4::tid AND "
+						 "ctid < $5::tid AND id + 0 < "
+						 "$2 AND attempts = 0 AND "
+						 "last_error IS NULL AND "
 						 "run_at <= " NOW
-						 " ORDER BY id LIMIT $1 - "
-						 "(SELECT "
-						 "count(*) FROM behind) FOR "
-						 "UPDATE SKIP LOCKED) "
-						 "DELETE FROM pgoutbox.\"%s\" "
-						 "WHERE id = ANY("
-						 "ARRAY(" BYTE_CUT_A
-						 "SELECT id, sz FROM behind "
-						 "UNION ALL SELECT id, sz FROM "
-						 "fresh) u) w "
-						 "WHERE w.before < "
-						 "$3))" RETURNING,
-			 q, q, q);
+						 " LIMIT $1 - (SELECT count(*) "
+						 "FROM behind) FOR UPDATE SKIP "
+						 "LOCKED), "
+						 "fresh AS (SELECT "
+						 "id, " EVENT_BYTES(
+							 "") " AS sz "
+							     "FROM "
+							     "pgoutbox.\"%s\" "
+							     "WHERE "
+							     "id >= $2 AND "
+							     "run_at <= " NOW
+							     " ORDER BY id "
+							     "LIMIT $1 - "
+							     "(SELECT "
+							     "count(*) FROM "
+							     "behind) - "
+							     "(SELECT count(*) "
+							     "FROM swept) FOR "
+							     "UPDATE SKIP "
+							     "LOCKED) "
+							     "DELETE FROM "
+							     "pgoutbox.\"%s\" "
+							     "WHERE id = ANY("
+							     "ARRAY(" BYTE_CUT_A
+							     "SELECT id, sz "
+							     "FROM behind "
+							     "UNION ALL SELECT "
+							     "id, sz FROM "
+							     "swept UNION ALL "
+							     "SELECT id, sz "
+							     "FROM fresh) u) w "
+							     "WHERE w.before < "
+							     "$3))" RETURNING,
+			 q, q, q, q);
 		break;
 	case PGO_MODE_ORDERED:
 		/* $2 shards and $3 epochs of this connection's leases, $4
-		 * the floor. */
+		 * the floor, $6 and $7 the sweep's pages. */
 		snprintf(cond, sizeof(cond),
 			 "c.shard = ANY(ARRAY("
 			 "SELECT l.shard FROM pgoutbox.shard_leases l "
@@ -201,11 +258,11 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
 			 "c.id AND b.run_at > " NOW ")",
 			 q, q, q);
-		claim_union(r, q, cond, "$4", "$5");
+		claim_union(r, q, cond, "$4", "$5", "$6", "$7");
 		break;
 	default:
 		/* $2: the epoch of the leader lease (pseudo-shard -1), $3
-		 * the floor. */
+		 * the floor, $5 and $6 the sweep's pages. */
 		snprintf(cond, sizeof(cond),
 			 "EXISTS (SELECT 1 FROM pgoutbox.shard_leases l "
 			 "WHERE l.queue = '%s' AND l.shard = -1 AND "
@@ -215,7 +272,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "WHERE b.attempts > 0 AND b.id < c.id "
 			 "AND b.run_at > " NOW ")",
 			 q, q);
-		claim_union(r, q, cond, "$3", "$4");
+		claim_union(r, q, cond, "$3", "$4", "$5", "$6");
 		break;
 	}
 	snprintf(r->listen_sql, sizeof(r->listen_sql),
@@ -257,29 +314,49 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 
 /* How often the floor moves at most: each probe reads pg_locks. */
 #define FLOOR_PROBE_MS 5
-/* How often a slot claims from id 0 at least (or every poll_interval if
- * shorter): a row inserted with an explicit id below the floor (an event
- * re-sent by hand with its old id) is found within this time.  A sweep
- * walks what the floor skips, so it is rare, and rarer when it is slow:
- * at most 1/FLOOR_SWEEP_SHARE of a slot's time. */
+/* How often a slot sweeps at least (or every poll_interval if shorter):
+ * a row inserted with an explicit id below the floor (an event re-sent
+ * by hand with its old id) is found within this time and the sweep's
+ * length.  A sweep reads the queue's heap, FLOOR_SWEEP_PAGES pages
+ * (1 MB) per claim, from page 0 to the end: what each claim pays is a
+ * millisecond or so whatever the index holds below the floor (a sweep
+ * that claimed from id 0 walked every dead entry there: under a held
+ * xmin, seconds, and the batch waited; issue 21).  While a sweep goes
+ * on, the slot claims again at once, so it ends within the time of a
+ * claim per 1 MB of the table even when no event comes. */
 #define FLOOR_SWEEP_MS	  30000
-#define FLOOR_SWEEP_SHARE 50
+#define FLOOR_SWEEP_PAGES 128
 
 void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 		       pgo_claim_req_t *q)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	int64_t lo = 0, hi = 0;
+	bool sweepable;
 
 	memset(q, 0, sizeof(*q));
 	s->batch_limit = v->batch;
 	snprintf(q->limit, sizeof(q->limit), "%d", v->batch);
 	snprintf(q->floor, sizeof(q->floor), "%lld", (long long)r->floor);
-	if (now >= s->sweep_at)
+	/* Only below a floor: none for an adopted table or with
+	 * relay.claim_floor off, none yet while it is 0. */
+	sweepable = v->claim_floor && !r->adopted && r->floor > 0;
+	if (!s->sweeping && sweepable && now >= s->sweep_at) {
 		s->sweeping = true;
-	s->sweep = s->sweeping && v->claim_floor && !r->adopted;
+		s->sweep_page = 0;
+	}
+	if (!sweepable)
+		s->sweeping = false;
+	s->sweep = s->sweeping;
 	s->sweep_floor = r->floor;
-	snprintf(q->from, sizeof(q->from), "%lld",
-		 s->sweep ? 0LL : (long long)r->floor);
+	if (s->sweep) {
+		lo = s->sweep_page;
+		hi = lo + FLOOR_SWEEP_PAGES;
+	}
+	s->sweep_hi = hi;
+	snprintf(q->lo, sizeof(q->lo), "(%lld,0)", (long long)lo);
+	snprintf(q->hi, sizeof(q->hi), "(%lld,0)", (long long)hi);
+	q->pages[0] = s->sweep ? v->queue : NULL;
 	s->probe = false;
 	/* An adopted table has no floor: its rows are marked, not
 	 * deleted, so the pending index is what skips the sent ones. */
@@ -299,21 +376,30 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 	snprintf(q->bytes, sizeof(q->bytes), "%d", v->batch_bytes);
 	q->params[0] = q->limit;
 	if (r->mode == PGO_MODE_CONCURRENT) {
-		q->params[1] = q->from;
+		q->params[1] = q->floor;
 		q->params[2] = q->bytes;
-		q->nparams = 3;
+		q->params[3] = q->lo;
+		q->params[4] = q->hi;
+		q->nparams = 5;
 	} else if (r->mode == PGO_MODE_STRICT) {
 		q->params[1] = s->leader_epoch;
-		q->params[2] = q->from;
+		q->params[2] = q->floor;
 		q->params[3] = q->bytes;
-		q->nparams = 4;
+		q->params[4] = q->lo;
+		q->params[5] = q->hi;
+		q->nparams = 6;
 	} else {
 		q->params[1] = s->owned_shards;
 		q->params[2] = s->owned_epochs;
-		q->params[3] = q->from;
+		q->params[3] = q->floor;
 		q->params[4] = q->bytes;
-		q->nparams = 5;
+		q->params[5] = q->lo;
+		q->params[6] = q->hi;
+		q->nparams = 7;
 	}
+	/* An adopted table's statements take no sweep. */
+	if (r->adopted)
+		q->nparams -= 2;
 }
 
 bool pgo_claim_full(const slot_t *s, const PGresult *res)
@@ -344,36 +430,51 @@ int64_t pgo_claim_poll_ms(const pgo_relay_t *r)
 		       : v->poll_interval;
 }
 
-void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res)
+void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
+		     const PGresult *pages)
 {
-	int n = PQntuples(res);
-	int64_t now = pgo_now_ms(), wait;
+	int64_t now = pgo_now_ms(), end = -1;
+	int n;
 
 	if (!s->sweep)
 		return;
 	s->sweep = false;
-	if (pgo_claim_full(s, res)) {
-		/* Full, and all of it below the floor: there may be more. */
-		bool below = true;
-
-		for (int i = 0; i < n && below; i++)
-			below = strtoll(PQgetvalue(res, i, COL_ID), NULL, 10) <
-				s->sweep_floor;
-		if (below)
-			return;
+	if (!res) {
+		/* The round failed: no sweep again before its time. */
+		s->sweeping = false;
+		s->sweep_at = now + pgo_claim_poll_ms(r);
+		return;
 	}
+	n = PQntuples(res);
+	if (pages && PQresultStatus(pages) == PGRES_TUPLES_OK &&
+	    PQntuples(pages) == 1)
+		end = strtoll(PQgetvalue(pages, 0, 0), NULL, 10);
+	if (pgo_claim_full(s, res)) {
+		/* Full, with fresh rows from below the floor: the pages
+		 * may hold more of them.  Read them again. */
+		for (int i = 0; i < n; i++)
+			if (strtoll(PQgetvalue(res, i, COL_ID), NULL, 10) <
+				    s->sweep_floor &&
+			    strcmp(PQgetvalue(res, i, COL_ATTEMPTS), "0") == 0)
+				return;
+	}
+	s->sweep_page = s->sweep_hi;
+	/* Without the table's size (the statement failed) the sweep
+	 * goes on: the next claim's round asks again. */
+	if (end < 0 || s->sweep_page < end)
+		return;
 	s->sweeping = false;
-	/* A sweep walks everything the floor skips (under a held xmin,
-	 * millions of dead entries, about 1 s per 2 million). */
-	wait = pgo_claim_poll_ms(r);
-	if (wait < FLOOR_SWEEP_SHARE * (now - s->claim_started))
-		wait = FLOOR_SWEEP_SHARE * (now - s->claim_started);
-	s->sweep_at = now + wait;
+	s->sweep_at = now + pgo_claim_poll_ms(r);
 }
 
 int pgo_claim_index(const slot_t *s)
 {
-	return s->probe ? 2 : 1;
+	return 1 + (s->probe ? 1 : 0) + (s->sweep ? 1 : 0);
+}
+
+int pgo_claim_pages_index(const slot_t *s)
+{
+	return s->sweep ? (s->probe ? 1 : 0) : -1;
 }
 
 void pgo_claim_floor_done(pgo_relay_t *r, slot_t *s)

@@ -47,7 +47,34 @@ static bool send_round(slot_t *s, slot_state_t next)
 static void finish_tx(slot_t *s, const char *how)
 {
 	pgo_conn_query(&s->conn, how, 0, NULL);
-	send_round(s, SLOT_SETTLING);
+	if (send_round(s, SLOT_SETTLING))
+		s->t.settle = s->conn.round.sent_us;
+}
+
+static double ms_of(int64_t us)
+{
+	return (double)us / 1000.0;
+}
+
+/* At debug, where the cycle's time went: the floor probe, the claim (a
+ * sweep from id 0 or from the floor), the sink, round 2.  A stall of the
+ * relay shows here as the phase that took it. */
+static void log_cycle(pgo_relay_t *r, const slot_t *s)
+{
+	int64_t end = pgo_now_us(), claimed_at;
+
+	if (pgo_log_max < PGO_LOG_DEBUG || !s->t.sent)
+		return;
+	claimed_at = s->t.claim ? s->t.claim : s->t.settle;
+	pgo_log(PGO_LOG_DEBUG, r->subject,
+		"slot %d: cycle of %zu events in %.1f ms: probe %.1f, "
+		"claim %.1f (%s), sink %.1f, settle %.1f ms",
+		s->idx, s->batch.n, ms_of(end - s->t.sent),
+		s->t.probe ? ms_of(s->t.probe - s->t.sent) : 0.0,
+		ms_of(claimed_at - (s->t.probe ? s->t.probe : s->t.sent)),
+		s->t.sweep ? "sweep" : "from the floor",
+		s->t.done ? ms_of(s->t.done - claimed_at) : 0.0,
+		ms_of(end - s->t.settle));
 }
 
 void pgo_cycle_claim(pgo_relay_t *r, slot_t *s)
@@ -56,8 +83,16 @@ void pgo_cycle_claim(pgo_relay_t *r, slot_t *s)
 	pgo_claim_req_t q;
 
 	pgo_claim_prepare(r, s, now, &q);
-	if (q.probe[0])
+	memset(&s->t, 0, sizeof(s->t));
+	s->t.sweep = s->sweep;
+	if (q.probe[0]) {
 		pgo_conn_exec_prepared(&s->conn, "pgoutbox_floor", 4, q.probe);
+		/* Its result back on its own: the probe's own time. */
+		if (pgo_log_max >= PGO_LOG_DEBUG)
+			pgo_conn_flush_request(&s->conn);
+	}
+	if (q.pages[0])
+		pgo_conn_exec_prepared(&s->conn, "pgoutbox_pages", 1, q.pages);
 	pgo_conn_query(&s->conn, "BEGIN", 0, NULL);
 	pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", q.nparams, q.params);
 	if (!send_round(s, SLOT_CLAIMING)) {
@@ -65,6 +100,7 @@ void pgo_cycle_claim(pgo_relay_t *r, slot_t *s)
 		return;
 	}
 	s->claim_started = now;
+	s->t.sent = s->conn.round.sent_us;
 	r->next_poll = now + pgo_claim_poll_ms(r);
 }
 
@@ -82,22 +118,30 @@ static void settle(pgo_relay_t *r, slot_t *s);
 static void claimed(pgo_relay_t *r, slot_t *s)
 {
 	pgo_batch_t *b = &s->batch;
-	PGresult *res;
-	int n, rc, ci = pgo_claim_index(s);
+	PGresult *res, *pages = NULL;
+	int n, rc, ci = pgo_claim_index(s), pi = pgo_claim_pages_index(s);
 	bool awake;
 
+	if (ci > 1 && s->conn.round.got > 0)
+		s->t.probe = s->conn.round.at[0];
+	if (s->conn.round.got > ci)
+		s->t.claim = s->conn.round.at[ci];
 	pgo_claim_floor_done(r, s);
 	if (s->conn.round.failed) {
 		pgo_log(PGO_LOG_WARN, r->subject, "claim failed: %s",
 			s->conn.round.err);
 		pgo_conn_round_clear(&s->conn);
+		pgo_claim_swept(r, s, NULL, NULL);
 		finish_tx(s, "ROLLBACK");
 		return;
 	}
 	res = pgo_conn_take(&s->conn, ci);
+	if (pi >= 0)
+		pages = pgo_conn_take(&s->conn, pi);
 	pgo_conn_round_clear(&s->conn);
 	n = PQntuples(res);
-	pgo_claim_swept(r, s, res);
+	pgo_claim_swept(r, s, res, pages);
+	PQclear(pages);
 	/* A full batch says more is waiting: claim again at once.  In
 	 * concurrent mode every slot shares the queue, so all may help; in
 	 * the ordered modes only this slot's shards are known to be busy.
@@ -106,9 +150,12 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	 * claims again (a slot that found nothing looks once more each
 	 * time another found something) until all come back dry; then the
 	 * relay asks for the lock.  While it holds the lock or waits for
-	 * it, producers notify and the grant's NOTIFY kicks a claim. */
+	 * it, producers notify and the grant's NOTIFY kicks a claim.  A
+	 * sweep going on claims again too, for its next pages. */
 	awake = r->wake == WAKE_AWAKE || r->wake == WAKE_RELEASING;
 	s->more = pgo_claim_full(s, res) || (awake && n > 0);
+	if (s->sweeping)
+		s->wants_claim = true;
 	if (r->mode == PGO_MODE_CONCURRENT)
 		r->more = s->more;
 	else if (r->wake != WAKE_OFF)
@@ -125,6 +172,7 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 		return;
 	}
 	s->state = SLOT_PUBLISHING;
+	s->t.submit = pgo_now_us();
 	/* The sink calls done() when every verdict is set, perhaps before
 	 * submit returns; the slot is not touched here after that. */
 	rc = pgo_sink_submit(r->sink, b);
@@ -304,6 +352,7 @@ static void settle(pgo_relay_t *r, slot_t *s)
 	pgo_settle_plan_t plan;
 	size_t n = b->n;
 
+	s->t.done = pgo_now_us();
 	if (!failed) {
 		pgo_log(PGO_LOG_ERROR, r->subject,
 			"out of memory settling a batch of %zu: rolled back",
@@ -345,6 +394,8 @@ static void settle(pgo_relay_t *r, slot_t *s)
 			"lost the connection before COMMIT: %zu events go "
 			"back to the queue and will be sent again",
 			n);
+	else
+		s->t.settle = s->conn.round.sent_us;
 }
 
 /* Round 2 came back. */
@@ -369,11 +420,8 @@ static void settled(pgo_relay_t *r, slot_t *s)
 		r->stats.dead += (uint64_t)s->n_dead;
 		r->stats.batches++;
 		pgo_observe_settled(r, s, pgo_now_ms());
-		pgo_log(PGO_LOG_DEBUG, r->subject,
-			"slot %d: batch of %zu settled in %lld ms", s->idx,
-			s->batch.n,
-			(long long)(pgo_now_ms() - s->claim_started));
 	}
+	log_cycle(r, s);
 	end_cycle(s);
 }
 
@@ -470,15 +518,22 @@ static void chore_done(pgo_relay_t *r, slot_t *s)
 
 void pgo_cycle_round(pgo_relay_t *r, slot_t *s)
 {
+	double took = ms_of(pgo_now_us() - s->conn.round.sent_us);
+
 	switch (s->state) {
 	case SLOT_CLAIMING: claimed(r, s); break;
 	case SLOT_SETTLING: settled(r, s); break;
 	case SLOT_REBALANCING:
 		s->state = SLOT_IDLE;
 		pgo_shards_done(r, s);
+		pgo_log(PGO_LOG_DEBUG, r->subject,
+			"slot %d: lease round %.1f ms", s->idx, took);
 		break;
 	case SLOT_CHORE:
 		s->state = SLOT_IDLE;
+		pgo_log(PGO_LOG_DEBUG, r->subject, "slot %d: %s %.1f ms",
+			s->idx,
+			r->chore_health ? "health check" : "maintenance", took);
 		chore_done(r, s);
 		break;
 	default: pgo_conn_round_clear(&s->conn); break;

@@ -90,7 +90,11 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	r->setup.prep_sql[1] = "SELECT new_floor, new_line, new_writers FROM "
 			       "pgoutbox.claim_floor($1, $2::bigint, "
 			       "$3::bigint, $4::text[])";
-	r->setup.prep_name[2] = NULL;
+	r->setup.prep_name[2] = "pgoutbox_pages";
+	r->setup.prep_sql[2] = "SELECT pg_relation_size(format('pgoutbox.%I', "
+			       "$1::text)::regclass) / "
+			       "current_setting('block_size')::bigint";
+	r->setup.prep_name[3] = NULL;
 	r->setup.check_schema = true;
 	/* A work queue's rows are jobs for workers: a relay would publish
 	 * and delete them.  An adopted table (adopted.c) is relayed. */

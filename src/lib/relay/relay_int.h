@@ -70,10 +70,19 @@ typedef struct slot {
 	bool wants_claim;    /* woken while busy: claim after this cycle */
 	bool more;	     /* its last batch was full: claim again */
 	bool probe;	     /* its claim round starts with the floor probe */
-	bool sweep;	     /* its claim in flight starts from id 0 */
-	bool sweeping;	     /* claims start from 0 until one is not full */
+	bool sweep;	     /* its claim in flight sweeps pages below */
+	bool sweeping;	     /* a sweep goes on: the heap, page by page */
 	int64_t sweep_at;    /* monotonic ms: the next sweep */
-	int64_t sweep_floor; /* the floor when the sweep was sent */
+	int64_t sweep_floor; /* the floor when the sweep's claim was sent */
+	int64_t sweep_page;  /* the sweep's next heap page */
+	int64_t sweep_hi;    /* the claim in flight sweeps up to this page */
+	/* The cycle's phases (monotonic us), logged at debug when it ends:
+	 * the claim round sent, the floor probe and the claim back, the
+	 * batch handed to the sink, its verdicts in, round 2 sent. */
+	struct {
+		int64_t sent, probe, claim, submit, done, settle;
+		bool sweep; /* the claim swept pages below the floor */
+	} t;
 	/* Ordered and strict modes: this connection's leases. */
 	char member[96];	/* "<relay name>/<slot>" */
 	int nowned;		/* shards owned (strict: 1 = leader) */
@@ -98,8 +107,8 @@ struct pgo_relay {
 	/* An adopted table's map (adopted.c), NULL for pgoutbox's own
 	 * queues: one row of pgoutbox.adopted. */
 	PGresult *adopted;
-	char session_sql[512];	/* the relay's settings for its sessions */
-	char local_sql[512];	/* the same for one transaction (pooled) */
+	char session_sql[1024]; /* the relay's settings for its sessions */
+	char local_sql[1024];	/* the same for one transaction (pooled) */
 	bool pooled;		/* through a transaction pooler (pooler.c) */
 	char missing_hint[256]; /* setup.missing_hint: relay.queue is wrong */
 	pgo_conn_setup_t setup; /* slot 0: with LISTEN */
@@ -165,23 +174,27 @@ struct pgo_relay {
 
 /* The parameters of one claim round, pointing into itself and the slot. */
 typedef struct pgo_claim_req {
-	char limit[16], floor[24], from[24], bytes[16];
-	const char *params[5]; /* of the prepared claim */
+	char limit[16], floor[24], bytes[16], lo[32], hi[32];
+	const char *params[7]; /* of the prepared claim */
 	int nparams;
 	const char *probe[4]; /* of the floor probe; probe[0] NULL: none */
+	const char *pages[1]; /* of the table's size; pages[0] NULL: none */
 } pgo_claim_req_t;
 
 /* Builds every SQL text of the relay: session settings, LISTEN, claim,
  * retry and dead-letter statements for the configured queue and mode. */
 void pgo_claim_build_sql(pgo_relay_t *r);
-/* Fills the next claim's parameters; decides whether it sweeps from id 0
- * and whether the floor probe rides in front of it. */
+/* Fills the next claim's parameters; decides whether it sweeps pages of
+ * the table below the floor and whether the floor probe rides in front
+ * of it. */
 void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 		       pgo_claim_req_t *q);
 /* The claim could not be sent: the probe did not go out either. */
 void pgo_claim_unprobe(pgo_relay_t *r, slot_t *s);
-/* The claim round's statement index of the claim (after the probe). */
+/* The claim round's statement index of the claim (after the probe and
+ * the table's size), and of the table's size (-1: not in the round). */
 int pgo_claim_index(const slot_t *s);
+int pgo_claim_pages_index(const slot_t *s);
 /* Takes the floor probe's result out of a finished claim round. */
 void pgo_claim_floor_done(pgo_relay_t *r, slot_t *s);
 /* The fallback poll's interval: relay.poll_interval, at most the sweep
@@ -190,8 +203,11 @@ int64_t pgo_claim_poll_ms(const pgo_relay_t *r);
 /* Whether a claim's result was cut by relay.batch or relay.batch_bytes:
  * more is waiting. */
 bool pgo_claim_full(const slot_t *s, const PGresult *res);
-/* A claim came back: ends a sweep that reached the floor. */
-void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res);
+/* A claim came back: moves the sweep on, and ends it at the table's end
+ * (pages: the table's size in the round, or NULL) or when the claim
+ * failed (res NULL). */
+void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
+		     const PGresult *pages);
 /* Builds s->batch from the claim result (taken over by the slot), in id
  * order.  Returns the number of events, or -1 without memory. */
 int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res);
