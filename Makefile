@@ -49,8 +49,8 @@ check: asan
 
 # The core workloads (stdout sink), then each broker sink's drains and
 # latency beside the stdout sink's from its own run (Kafka through
-# librdkafka's mock cluster, nats-server, rabbitmq-server, a local node
-# HTTP receiver): ~20 minutes.
+# librdkafka's mock cluster, nats-server, rabbitmq-server, a local
+# libmicrohttpd receiver, bench/http-receiver.c): ~20 minutes.
 # A failing part does not stop the others; make bench fails if any did.
 bench: build
 	@rc=0; bench/run.sh $(BUILD) || rc=1; \

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # http.sh BUILD [--quick] — the HTTP webhook sink's figures beside the
 # stdout sink's, from the same run: drains of 100,000 events into a local
-# node receiver (bench/http-receiver.js: node's http server, 204 for every
-# request) with batch 1 and batch 100 on one relay, and the commit-to-2xx
-# latency at 500 events/s (the receiver prints each event as it arrives).
+# receiver (bench/http-receiver.c: libmicrohttpd, 204 for every request,
+# TCP_NODELAY) with batch 1 and batch 100 on one relay, and the
+# commit-to-2xx latency at 500 events/s (the receiver prints each event as
+# it arrives).  Each drain also reports the relay's CPU per event
+# (relay_cpu_us_per_event) and the receiver's: on a shared 2-core host they
+# say more than the rate.
 # PostgreSQL as in bench/run.sh: fsync and synchronous_commit on.
 # Targets (issue 15): >= 20,000 events/s with batch 1, >= 100,000 with
 # batch 100, p99 <= 5 ms at 500/s.
@@ -15,13 +18,14 @@ case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 QUICK=0; [ "${2:-}" = --quick ] && QUICK=1
 PGO=$BUILD/pgoutbox
 BENCH=$BUILD/bench/pgoutbox-bench
-for exe in "$PGO" "$BENCH"; do
-	[ -x "$exe" ] || { echo "http.sh: $exe not built (ninja -C $BUILD)" >&2; exit 2; }
+RECV=$BUILD/bench/http-receiver
+for exe in "$PGO" "$BENCH" "$RECV"; do
+	[ -x "$exe" ] || { echo "http.sh: $exe not built (ninja -C $BUILD; the receiver needs libmicrohttpd)" >&2; exit 2; }
 done
-command -v node >/dev/null || { echo "http.sh: node is missing (apt-get install nodejs)" >&2; exit 2; }
 TMP=$(mktemp -d /tmp/pgoutbox-hbench.XXXXXX)
 chmod 755 "$TMP"
 . scripts/pg.sh
+. bench/cpu.sh
 RECV_PID=
 cleanup() { [ -n "$RECV_PID" ] && kill "$RECV_PID" 2>/dev/null; pg_stop; rm -rf "$TMP"; }
 trap cleanup EXIT
@@ -30,7 +34,7 @@ psql -XAtq "$(pg_url postgres)" -c "CREATE DATABASE bench" >/dev/null
 URL=$(pg_url bench)
 "$PGO" migrate --db "$URL" >/dev/null
 # The drains' receiver: its output is not needed.
-node bench/http-receiver.js "$TMP/port" >/dev/null &
+"$RECV" "$TMP/port" >/dev/null &
 RECV_PID=$!
 for _ in $(seq 200); do [ -s "$TMP/port" ] && break; sleep 0.05; done
 [ -s "$TMP/port" ] || { echo "http.sh: the receiver did not start" >&2; exit 1; }
@@ -48,9 +52,17 @@ run() {
 	"$BENCH" "$@" --db "$URL" --json "$JSON" --label "$label" --relay-log "$TMP/relay.log" ||
 		{ echo "   FAILED: $label" >&2; tail -n 5 "$TMP/relay.log" >&2; }
 }
+# A drain into the receiver, and what the receiver used for it.
+run_recv() {
+	local c0 c1
+	c0=$(cpu_s "$RECV_PID")
+	run "$@"
+	c1=$(cpu_s "$RECV_PID")
+	python3 -c 'import sys; c, n = float(sys.argv[2]) - float(sys.argv[1]), int(sys.argv[3]); print(f"   receiver CPU {c:.2f} s, {c * 1e6 / n:.1f} us/event")' "$c0" "$c1" "$DRAIN"
+}
 run "stdout: drain $DRAIN, 1 relay" drain --events $DRAIN --relays 1 --warm --timeout 180 --relay-cmd "$STDOUT"
 for batch in 1 100; do
-	run "http: drain $DRAIN, 1 relay, batch $batch" drain --events $DRAIN --relays 1 --warm --timeout 180 \
+	run_recv "http: drain $DRAIN, 1 relay, batch $batch" drain --events $DRAIN --relays 1 --warm --timeout 180 \
 		--relay-cmd "$HTTP --http-batch $batch"
 done
 run "http: relay RSS while draining $DRAIN (batch 100)" drain --events $DRAIN --relays 1 --rss --timeout 180 \
@@ -61,7 +73,7 @@ run "stdout: latency 500/s" latency --rate 500 --seconds $LAT --warmup 1 --grace
 cat >"$TMP/http-latency.sh" <<SH
 #!/usr/bin/env bash
 rm -f "$TMP/lport"
-node "$ROOT/bench/http-receiver.js" "$TMP/lport" &
+"$RECV" "$TMP/lport" &
 n=\$!
 for _ in \$(seq 200); do [ -s "$TMP/lport" ] && break; sleep 0.05; done
 $PGO relay --sink http --http-url "http://127.0.0.1:\$(cat "$TMP/lport")/hook" >/dev/null &

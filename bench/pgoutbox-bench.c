@@ -2028,6 +2028,48 @@ static long proc_kb(pid_t pid, const char *field)
 	return kb;
 }
 
+/* CPU seconds (user + system) a process has used, -1 if unknown: fields
+ * 14 and 15 of /proc/PID/stat, after the parenthesised command name. */
+static double proc_cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long ut = 0, st = 0;
+	const char *p;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1,
+			 " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu "
+			 "%llu",
+			 &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The CPU seconds of the live relays together, -1 if one is unknown. */
+static double relays_cpu_s(child_t *relays, long n)
+{
+	double sum = 0;
+
+	for (long i = 0; i < n; i++) {
+		double s = child_alive(&relays[i]) ? proc_cpu_s(relays[i].pid)
+						   : -1;
+
+		if (s < 0)
+			return -1;
+		sum += s;
+	}
+	return sum;
+}
+
 /* The largest of a field over the live relays. */
 static long relays_kb(child_t *relays, long n, const char *field)
 {
@@ -2051,6 +2093,8 @@ typedef struct drain_stats {
 	long rss_drain_kb; /* --rss: the largest VmRSS seen while draining */
 	long hwm_kb;	   /* --rss: VmHWM (peak RSS) at the end */
 	long rss_after_kb; /* --rss: VmRSS idle again after the drain */
+	double cpu_s;	   /* the relays' CPU seconds from the timed start to
+			      the empty outbox; -1 unknown */
 } drain_stats_t;
 
 /* What a relay's claim costs with the outbox as it is: the concurrent
@@ -2101,6 +2145,7 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 {
 	child_t relays[MAX_RELAYS] = {{0}};
 	int64_t t0, t1 = 0, deadline;
+	double cpu0 = 0;
 	int empty = 0;
 	bool ok = true;
 
@@ -2108,7 +2153,8 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 			      .rss_idle_kb = -1,
 			      .rss_drain_kb = -1,
 			      .hwm_kb = -1,
-			      .rss_after_kb = -1};
+			      .rss_after_kb = -1,
+			      .cpu_s = -1};
 	/* Space the previous run freed is reused, as in steady state; a
 	 * backlog that waited had its statistics gathered by autovacuum. */
 	if (vacuum)
@@ -2132,6 +2178,8 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 	t0 = now_ns();
 	deadline = t0 + (int64_t)(o->timeout * NSEC);
 	if (o->rss || o->warm) {
+		/* What they used to connect is not the drain's. */
+		cpu0 = relays_cpu_s(relays, o->relays);
 		for (long i = 0; i < o->relays; i++)
 			if (relays[i].pid)
 				kill(relays[i].pid, SIGCONT);
@@ -2167,6 +2215,11 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 			ok = false;
 		}
 	}
+	if (ok && cpu0 >= 0) {
+		double cpu1 = relays_cpu_s(relays, o->relays);
+
+		st->cpu_s = cpu1 >= 0 ? cpu1 - cpu0 : -1;
+	}
 	if (ok && o->rss) {
 		st->hwm_kb = relays_kb(relays, o->relays, "VmHWM");
 		sleep_until(now_ns() + 2 * NSEC);
@@ -2182,6 +2235,7 @@ static int cmd_drain(const opts_t *o)
 	corpus_t *cp = NULL;
 	PGconn *c = NULL;
 	double *secs = NULL;
+	double cpu = 0; /* the relays' CPU seconds over every run; -1 unknown */
 	report_t rep;
 	char label[96];
 	int null_fd = -1;
@@ -2219,6 +2273,7 @@ static int cmd_drain(const opts_t *o)
 
 		secs[i] = drain_once(o, c, cp, null_fd, true, false, &st);
 		ok = secs[i] > 0;
+		cpu = cpu >= 0 && st.cpu_s >= 0 ? cpu + st.cpu_s : -1;
 		if (ok && o->rss && i == 0) {
 			metric(&rep, "rss_idle_kb", (double)st.rss_idle_kb,
 			       "kB", 0);
@@ -2242,6 +2297,13 @@ static int cmd_drain(const opts_t *o)
 		metric(&rep, "events_per_s", (double)o->events / median,
 		       "events/s", 0);
 		metric(&rep, "seconds", median, "s", 3);
+		/* The relays' own cost, steadier than a rate on a shared
+		 * host: the clock ticks (10 ms) bound its precision. */
+		if (cpu >= 0)
+			metric(&rep, "relay_cpu_us_per_event",
+			       cpu * 1e6 /
+				       ((double)o->events * (double)o->repeat),
+			       "us", 1);
 	}
 	if (null_fd >= 0)
 		close(null_fd);

@@ -10,7 +10,9 @@
 #     10 s (--quick 2 s) through an ordered relay; amqplib consumes and
 #     reports commit-to-consumer p50/p90/p99/max in ms (target p99 <= 10
 #     ms: this includes the confirm and the delivery to the consumer).
-# Prints one line per figure.
+# Prints one line per figure; the drain also the CPU the relay and the
+# broker used per event and the time each batch spent in the sink (publish
+# to the last confirm), steadier than the rate on a shared host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -27,6 +29,7 @@ T_TMP=$(mktemp -d /tmp/pgoutbox-bench-rabbitmq.XXXXXX)
 chmod 755 "$T_TMP"
 export T_TMP
 . tests/lib.sh
+. bench/cpu.sh
 . tests/rabbitmq.sh
 . tests/rabbitmq_defs.sh
 cleanup() { cleanup_pids; rabbit_kill9; pg_stop; rm -rf "$T_TMP"; }
@@ -42,17 +45,20 @@ RELAY=(--sink rabbitmq --amqp-url "$RABBIT_URL" --amqp-exchange pgo)
 q "INSERT INTO pgoutbox.outbox (topic, type, payload)
    SELECT 'orders', 'bench', jsonb_build_object('i', i, 'pad', repeat('x', 100))
    FROM generate_series(1, $N) i"
+b0=$(cpu_s "$RABBIT_PID")
 t0=$(date +%s.%N)
-start_relay "$T_TMP/drain" "${RELAY[@]}" --mode concurrent --batch 1000 --in-flight 4
+start_relay "$T_TMP/drain" "${RELAY[@]}" --mode concurrent --batch 1000 --in-flight 4 --log-level debug
 wait_until 600 '[ "$(pending)" = 0 ]'
 t1=$(date +%s.%N)
-relay_cpu=$(ps -o times= -p "$RELAY_PID" | tr -d ' ')
+relay_cpu=$(cpu_s "$RELAY_PID") b1=$(cpu_s "$RABBIT_PID")
 stop_relay "$RELAY_PID"
-python3 - "$N" "$t0" "$t1" "$relay_cpu" <<'PY'
+python3 - "$N" "$t0" "$t1" "$relay_cpu" "$b0" "$b1" <<'PY'
 import sys
-n, t0, t1, cpu = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-print(f'drain: {n} events in {t1 - t0:.1f} s: {n / (t1 - t0):,.0f} events/s (target >= 30,000); relay CPU {cpu} s')
+n, t0, t1, cpu, b0, b1 = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+print(f'drain: {n} events in {t1 - t0:.1f} s: {n / (t1 - t0):,.0f} events/s (target >= 30,000); relay CPU {cpu:.2f} s')
+print(f'drain CPU per event: relay {cpu * 1e6 / n:.1f} us, broker {(b1 - b0) * 1e6 / n:.1f} us')
 PY
+echo "drain: $(batch_times "$T_TMP/drain.log")"
 node -e "require('$AMQP_JS/node_modules/amqplib').connect('$RABBIT_URL').then(c => c.createChannel().then(ch => ch.purgeQueue('q.orders')).then(() => c.close()))"
 
 # 2. latency at 500/s
