@@ -1,4 +1,5 @@
-# cpu.sh — sourced by the sink benchmarks (http.sh, nats.sh, rabbitmq.sh):
+# cpu.sh — sourced by the sink benchmarks (http.sh, nats.sh, rabbitmq.sh)
+# and metrics-flood.sh:
 # figures that stay meaningful on a shared host where rates swing with the
 # load of others.
 #   cpu_s PID           CPU seconds (user + system) the process used so far

@@ -23,6 +23,7 @@ done
 TMP=$(mktemp -d /tmp/pgoutbox-flood.XXXXXX)
 chmod 755 "$TMP"
 . scripts/pg.sh
+. bench/cpu.sh
 FLOOD=
 cleanup() { [ -n "$FLOOD" ] && kill "$FLOOD" 2>/dev/null; pg_stop; rm -rf "$TMP"; }
 trap cleanup EXIT
@@ -112,14 +113,13 @@ PY
 $RELAY --db "$URL" >/dev/null 2>"$TMP/idle.log" &
 rpid=$!
 until curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null; do sleep 0.05; done
-cpu() { awk '{print $14 + $15}' "/proc/$rpid/stat"; }
-c0=$(cpu)
+c0=$(cpu_s "$rpid")
 python3 "$TMP/flood.py" "$PORT" 2000 "$TMP/idle.out"
-c1=$(cpu)
+c1=$(cpu_s "$rpid")
 kill -TERM "$rpid"; wait "$rpid" || true
 read -r done secs p50 p99 <"$TMP/idle.out"
 python3 -c "
-import os, sys
-tick = os.sysconf('SC_CLK_TCK'); c = (int(sys.argv[2]) - int(sys.argv[1])) / tick
+import sys
+c = float(sys.argv[2]) - float(sys.argv[1])
 print(f'idle relay: 2000 scrapes in {float(sys.argv[3]):.2f} s cost the relay {1000 * c:.0f} ms of CPU = {1e6 * c / 2000:.0f} us a scrape (p50 {sys.argv[4]} ms, p99 {sys.argv[5]} ms)')
 " "$c0" "$c1" "$secs" "$p50" "$p99"
