@@ -8,6 +8,13 @@
 # flooded median against the quiet one (target: at most 5 %), and the
 # flood's own figures (requests done during the drain, their rate, their
 # latency p50/p99).  Starts its own PostgreSQL, durable (fsync on).
+# FLOOD_CLIENT=ab (the default; apache2-utils is installed if missing)
+# sends the flood with ApacheBench (C, -c 4, a new connection each, or
+# kept alive with FLOOD_KEEPALIVE=1); FLOOD_CLIENT=python with the Python
+# client below, whose own CPU on the same two cores costs the drain more
+# than the endpoint does.  The relay is started and stopped before each
+# fill (pgoutbox-bench drain --warm) and the flood starts when it goes on,
+# so the whole flood lands inside the drain: each round says when.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -20,6 +27,10 @@ BENCH=$BUILD/bench/pgoutbox-bench
 for exe in "$PGO" "$BENCH"; do
 	[ -x "$exe" ] || { echo "metrics-flood.sh: $exe not built" >&2; exit 2; }
 done
+# ApacheBench (apache2-utils) sends the flood; the Python client is the
+# fallback when it cannot be installed.
+command -v ab >/dev/null || PGO_DEPS_EXTRA=apache2-utils scripts/deps.sh >/dev/null ||
+	echo "metrics-flood.sh: apache2-utils would not install; the Python client floods" >&2
 TMP=$(mktemp -d /tmp/pgoutbox-flood.XXXXXX)
 chmod 755 "$TMP"
 . scripts/pg.sh
@@ -70,7 +81,31 @@ lat.sort()
 open(out, "w").write("%d %.3f %.2f %.2f\n" % (len(lat), time.monotonic() - t0,
     1000 * lat[len(lat) // 2], 1000 * lat[int(len(lat) * 0.99)]))
 PY
+FLOOD_CLIENT=${FLOOD_CLIENT:-$(command -v ab >/dev/null && echo ab || echo python)}
+# flood PORT TOTAL OUT: the flood with the chosen client, once the port
+# answers; OUT gets "done seconds p50_ms p99_ms".
+flood() {
+	if [ "$FLOOD_CLIENT" = python ]; then
+		python3 "$TMP/flood.py" "$@"
+		return
+	fi
+	until curl -sf "http://127.0.0.1:$1/metrics" | grep -q pgoutbox_events_published_total; do sleep 0.01; done
+	ab -q ${FLOOD_KEEPALIVE:+-k} -n "$2" -c 4 "http://127.0.0.1:$1/metrics" >"$TMP/ab.txt" 2>&1 || { cat "$TMP/ab.txt" >&2; return 1; }
+	python3 - "$TMP/ab.txt" "$3" <<'AB'
+import re, sys
+t = open(sys.argv[1]).read()
+done = int(re.search(r"Complete requests:\s+(\d+)", t).group(1))
+secs = float(re.search(r"Time taken for tests:\s+([\d.]+)", t).group(1))
+bad = re.search(r"Non-2xx responses:\s+(\d+)", t)
+if bad or re.search(r"Failed requests:\s+(\d+)\n\s+\(Connect: (\d+), Receive: (\d+)", t) and \
+        any(int(x) for x in re.search(r"\(Connect: (\d+), Receive: (\d+)", t).groups()):
+    sys.exit("ab: requests failed:\n" + t)
+p = dict(re.findall(r"^\s+(\d+)%\s+(\d+)", t, re.M))
+open(sys.argv[2], "w").write("%d %.3f %s %s\n" % (done, secs, p["50"], p["99"]))
+AB
+}
 
+echo "flood client: $FLOOD_CLIENT"
 for r in $(seq "$ROUNDS"); do
 	for mode in quiet flood; do
 		psql -XAtq "$URL" -c "TRUNCATE pgoutbox.outbox" -c "CHECKPOINT" >/dev/null
@@ -80,18 +115,33 @@ for r in $(seq "$ROUNDS"); do
 			# here it shares the two cores, and at full priority its
 			# own CPU, not the relay's endpoint, is what slows the
 			# drain (FLOOD_NICE=0 to see that).
-			nice -n "${FLOOD_NICE:-19}" python3 "$TMP/flood.py" "$PORT" 2000 "$TMP/flood.out" &
+			# The relay is connected and stopped (--warm) while the
+			# outbox fills; the flood starts once the rows are in,
+			# the moment the drain's clock starts and the relay
+			# goes on, so that it lands inside the drain.
+			nice -n "${FLOOD_NICE:-19}" bash -c "$(declare -f flood)
+				until [ \"\$(psql -XAtq '$URL' -c 'SELECT count(*) > 0 FROM pgoutbox.outbox')\" = t ]; do sleep 0.005; done
+				until curl -sf http://127.0.0.1:$PORT/healthz >/dev/null; do sleep 0.005; done; date +%s.%N >$TMP/flood.t0
+				TMP=$TMP FLOOD_CLIENT=$FLOOD_CLIENT flood $PORT 2000 $TMP/flood.out
+				date +%s.%N >$TMP/flood.t1" &
 			FLOOD=$!
 		fi
-		"$BENCH" drain --db "$URL" --events "$N" --relays 1 --repeat 1 --timeout 120 \
+		"$BENCH" drain --db "$URL" --events "$N" --relays 1 --repeat 1 --timeout 120 --warm \
 			--relay-cmd "$RELAY" --json "$TMP/$mode.jsonl" --label "$mode" --relay-log "$TMP/relay.log" >"$TMP/drain.txt"
+		d1=$(date +%s.%N) # the drain's end, plus the relay's stop
 		rate=$(python3 -c 'import json,sys; print([r for r in map(json.loads, open(sys.argv[1])) if r["metric"] == "events_per_s"][-1]["value"])' "$TMP/$mode.jsonl")
 		extra=
 		if [ $mode = flood ]; then
-			wait "$FLOOD" || { echo "the flood failed" >&2; exit 1; }
+			wait "$FLOOD" || { echo "metrics-flood.sh: the flood failed: if it outlasted the drain (the relay stops at its end), give more events than $N" >&2; exit 1; }
 			FLOOD=
 			read -r done secs p50 p99 <"$TMP/flood.out"
-			extra=" | flood: $done requests in ${secs} s ($(python3 -c "print(round($done / $secs))")/s), p50 ${p50} ms, p99 ${p99} ms"
+			# When the flood ran, in the drain's seconds (its start
+			# taken as its end less N / rate; the relay's stop, a few
+			# ms, counts as drain here).
+			span=$(python3 -c "
+d = $N / $rate; s = $d1 - d
+print('%.2f-%.2f s of the drain\'s %.2f s' % ($(cat $TMP/flood.t0) - s, $(cat $TMP/flood.t1) - s, d))")
+			extra=" | flood: $done requests in ${secs} s ($(python3 -c "print(round($done / $secs))")/s), p50 ${p50} ms, p99 ${p99} ms, at $span"
 			echo "$secs" >>"$TMP/flood_secs"
 		fi
 		printf 'round %d %-5s: %8.0f events/s%s\n' "$r" "$mode" "$rate" "$extra"
@@ -114,7 +164,7 @@ $RELAY --db "$URL" >/dev/null 2>"$TMP/idle.log" &
 rpid=$!
 until curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null; do sleep 0.05; done
 c0=$(cpu_s "$rpid")
-python3 "$TMP/flood.py" "$PORT" 2000 "$TMP/idle.out"
+flood "$PORT" 2000 "$TMP/idle.out"
 c1=$(cpu_s "$rpid")
 kill -TERM "$rpid"; wait "$rpid" || true
 read -r done secs p50 p99 <"$TMP/idle.out"

@@ -104,7 +104,7 @@ static void usage(FILE *out)
 		"  fill       --events N [--payload-bytes 200]\n"
 		"  enqueue    --mode "
 		"send|send-quiet|bulk|insert|insert100|batch|"
-		"insert-outbox|copy-outbox\n"
+		"insert-outbox|copy-outbox|insert-outbox1\n"
 		"             --clients C [--relay-cmd CMD: a relay runs "
 		"meanwhile]\n"
 		"             --seconds S [--warmup 1]\n"
@@ -811,7 +811,8 @@ typedef enum enq_mode {
 	ENQ_SEND_QUIET, /* send() with its NOTIFY trigger skipped */
 	ENQ_BATCH,	/* pgoutbox.send_batch() of BULK_BATCH events */
 	ENQ_INSERT_OB,	/* the same rows as one multi-row INSERT */
-	ENQ_COPY_OB	/* the same rows as one bare COPY (no library) */
+	ENQ_COPY_OB,	/* the same rows as one bare COPY (no library) */
+	ENQ_INSERT_OB1	/* one-row INSERT straight into the outbox */
 } enq_mode_t;
 
 /* What the enqueue clients share. */
@@ -873,6 +874,13 @@ static int client_step(client_t *cl)
 		res = PQexecPrepared(cl->conn, "bench_send", 4, params, NULL,
 				     NULL, 0);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			n = -1;
+		PQclear(res);
+		return n;
+	case ENQ_INSERT_OB1:
+		res = PQexecPrepared(cl->conn, "bench_insert", 4, params, NULL,
+				     NULL, 0);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
 			n = -1;
 		PQclear(res);
 		return n;
@@ -955,6 +963,11 @@ static bool client_setup(client_t *cl, const opts_t *o)
 		return db_prepare(cl->conn, "bench_insert",
 				  "INSERT INTO bench_plain (payload) "
 				  "VALUES ($1::jsonb)");
+	case ENQ_INSERT_OB1:
+		return db_prepare(
+			cl->conn, "bench_insert",
+			"INSERT INTO pgoutbox.outbox (topic, key, "
+			"type, payload) VALUES ($1, $2, $3, $4::jsonb)");
 	case ENQ_BULK:
 		cl->producer = pgo_producer_new(cl->conn, NULL, &err);
 		if (!cl->producer)
@@ -1066,17 +1079,19 @@ static bool clients_wait(client_t *cls, long n, int64_t t, const char *label)
 static bool parse_mode(const char *s, enq_mode_t *m)
 {
 	static const char *const names[] = {
-		"send",	      "bulk",  "insert",	"insert100",
-		"send-quiet", "batch", "insert-outbox", "copy-outbox"};
+		"send",		 "bulk",	"insert",
+		"insert100",	 "send-quiet",	"batch",
+		"insert-outbox", "copy-outbox", "insert-outbox1"};
 
-	for (int i = 0; s && i < 8; i++)
+	for (int i = 0; s && i < 9; i++)
 		if (strcmp(s, names[i]) == 0) {
 			*m = (enq_mode_t)i;
 			return true;
 		}
 	fprintf(stderr,
 		"%s: --mode must be send, send-quiet, bulk, insert, "
-		"insert100, batch, insert-outbox or copy-outbox\n",
+		"insert100, batch, insert-outbox, copy-outbox or "
+		"insert-outbox1\n",
 		prog);
 	return false;
 }

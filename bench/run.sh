@@ -134,6 +134,8 @@ W=(
 	"limit: NOTIFY round trip|notify-rtt --count $RTT"
 	"enqueue send(), 1 client|enqueue --mode send --clients 1 --seconds $SECS --warmup $WARM"
 	"enqueue send(), 8 clients|enqueue --mode send --clients 8 --seconds $SECS --warmup $WARM"
+	"enqueue INSERT of 1 row/tx into the outbox, 1 client|enqueue --mode insert-outbox1 --clients 1 --seconds $SECS --warmup $WARM"
+	"enqueue INSERT of 1 row/tx into the outbox, 8 clients|enqueue --mode insert-outbox1 --clients 8 --seconds $SECS --warmup $WARM"
 	"enqueue send() without NOTIFY, 1 client|enqueue --mode send-quiet --clients 1 --seconds $SECS --warmup $WARM"
 	"enqueue send() without NOTIFY, 8 clients|enqueue --mode send-quiet --clients 8 --seconds $SECS --warmup $WARM"
 	"enqueue send(), 1 client, relay listening|enqueue --mode send --clients 1 --seconds $SECS --warmup $WARM --relay-cmd \"$RELAY\""

@@ -3,7 +3,8 @@
 # backend's CPU time (/proc/PID/schedstat) per one-event transaction, for
 # a plain INSERT, the outbox's parts one at a time (bench/send_ablation.sql)
 # and send() variants.  A throwaway PostgreSQL, fsync on, synchronous_commit
-# off (CPU, not the WAL flush).  N=10000 transactions a variant, ROUNDS=2.
+# off (CPU, not the WAL flush).  N=10000 transactions a variant, ROUNDS=2,
+# ONLY=REGEX picks variants by name.
 # CPU time is steadier than a rate on a shared host, but still moves by
 # +-20 us there: compare variants within a round.
 set -euo pipefail
@@ -25,6 +26,7 @@ N=${N:-10000}
 P='{"order":12345,"status":"paid","amount":99.5,"customer":"c-000042","items":[1,2,3],"note":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}'
 variant() { # name sql
   local name=$1 sql=$2
+  [[ $name =~ ${ONLY:-.} ]] || return 0
   python3 - "$N" "$sql" > $TMP/w.sql <<'PY'
 import sys
 n, sql = int(sys.argv[1]), sys.argv[2]
@@ -62,4 +64,8 @@ psql -XAtq "$URL" -c "ALTER TABLE pgoutbox.outbox ENABLE TRIGGER outbox_notify" 
 variant send "SELECT pgoutbox.send('t', \$1, 'x', '$P'::jsonb)"
 variant send_nosec "SELECT abl.send_nosec('t', \$1, 'x', '$P'::jsonb)"
 variant send_secdef_nopath "SELECT abl.send_secdef_nopath('t', \$1, 'x', '$P'::jsonb)"
+variant send_insonly "SELECT abl.send_insonly('t', \$1, 'x', '$P'::jsonb)"
+variant send_q "SELECT abl.send_q('t', \$1, 'x', '$P'::jsonb)"
+variant send_sql "SELECT abl.send_sql('t', \$1, 'x', '$P'::jsonb)"
+variant send_sql_secdef "SELECT abl.send_sql_secdef('t', \$1, 'x', '$P'::jsonb)"
 done
