@@ -6,6 +6,9 @@
 # "no regression" claims between two commits on a busy host: each round
 # prints one line per build; the end prints the median of each metric.
 #   bench/ab.sh /path/to/old/build build 3
+# AB_ONLY=WORD runs the workloads whose label holds it; AB_WARM=1 drains
+# with relays connected before the fill (--warm: their start is not timed);
+# AB_BENCH=PATH runs that pgoutbox-bench for both (an old one lacks --warm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A=$(realpath "${1:?usage: bench/ab.sh BUILD_A BUILD_B [ROUNDS]}")
@@ -28,8 +31,8 @@ done
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 ONLY=${AB_ONLY:-}
 W=(
-	"drain-ordered|drain --events 100000 --relays 1 --repeat 1 --timeout 60 --relay-cmd '@PGO@ relay --sink stdout --batch 1000 --in-flight 2'"
-	"drain-concurrent|drain --events 100000 --relays 1 --repeat 1 --timeout 60 --relay-cmd '@PGO@ relay --sink stdout --batch 1000 --in-flight 2 --mode concurrent'"
+	"drain-ordered|drain --events 100000 --relays 1 --repeat 1 --timeout 60 ${AB_WARM:+--warm} --relay-cmd '@PGO@ relay --sink stdout --batch 1000 --in-flight 2'"
+	"drain-concurrent|drain --events 100000 --relays 1 --repeat 1 --timeout 60 ${AB_WARM:+--warm} --relay-cmd '@PGO@ relay --sink stdout --batch 1000 --in-flight 2 --mode concurrent'"
 	"latency-500|latency --rate 500 --seconds 10 --warmup 1 --grace 5 --relay-cmd '@PGO@ relay --sink stdout'"
 )
 : >"$TMP/all.jsonl"
@@ -42,7 +45,7 @@ for r in $(seq "$ROUNDS"); do
 			args=${w#*|}; args=${args//@PGO@/$build/pgoutbox}
 			json=$TMP/$side.jsonl
 			URL=$(pg_url "bench_${side,,}")
-			eval "\"$build/bench/pgoutbox-bench\" $args --db \"\$URL\" --json \"\$TMP/one.jsonl\" --run-id ab --relay-log "$TMP/relay.log" --label \"$label\"" >/dev/null 2>"$TMP/err" ||
+			eval "\"${AB_BENCH:-$build/bench/pgoutbox-bench}\" $args --db \"\$URL\" --json \"\$TMP/one.jsonl\" --run-id ab --relay-log "$TMP/relay.log" --label \"$label\"" >/dev/null 2>"$TMP/err" ||
 				{ cat "$TMP/err" >&2; exit 1; }
 			python3 -c '
 import json, sys
