@@ -8,7 +8,8 @@
 #   bench/ab.sh /path/to/old/build build 3
 # AB_ONLY=WORD runs the workloads whose label holds it; AB_WARM=1 drains
 # with relays connected before the fill (--warm: their start is not timed);
-# AB_BENCH=PATH runs that pgoutbox-bench for both (an old one lacks --warm).
+# AB_BENCH=PATH runs that pgoutbox-bench for both (an old one lacks --warm);
+# AB_STEADY_RATE=N offers N events/s in the steady workload (40,000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A=$(realpath "${1:?usage: bench/ab.sh BUILD_A BUILD_B [ROUNDS]}")
@@ -34,6 +35,8 @@ W=(
 	"drain-ordered|drain --events 100000 --relays 1 --repeat 1 --timeout 60 ${AB_WARM:+--warm} --relay-cmd '@PGO@ relay --sink stdout --batch 1000 --in-flight 2'"
 	"drain-concurrent|drain --events 100000 --relays 1 --repeat 1 --timeout 60 ${AB_WARM:+--warm} --relay-cmd '@PGO@ relay --sink stdout --batch 1000 --in-flight 2 --mode concurrent'"
 	"latency-500|latency --rate 500 --seconds 10 --warmup 1 --grace 5 --relay-cmd '@PGO@ relay --sink stdout'"
+	"send-listening|enqueue --mode send --clients 1 --seconds 5 --warmup 1 --relay-cmd '@PGO@ relay --sink stdout'"
+	"steady|latency --rate ${AB_STEADY_RATE:-40000} --producers 2 --per-tx 100 --insert --window 5 --seconds 30 --warmup 1 --grace 30 --relay-cmd '@PGO@ relay --sink stdout --batch 1000 --in-flight 2'"
 )
 : >"$TMP/all.jsonl"
 for r in $(seq "$ROUNDS"); do
@@ -63,7 +66,7 @@ import json, sys, statistics
 v = {}
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    if r["metric"] in ("events_per_s", "p50_ms", "p99_ms"):
+    if r["metric"] in ("events_per_s", "p50_ms", "p99_ms", "p99_ms_worst_window"):
         v.setdefault((r["label"], r["metric"]), {}).setdefault(r["side"], []).append(r["value"])
 print("| workload | metric | A (median) | B (median) | B/A |")
 print("|---|---|---:|---:|---:|")

@@ -190,6 +190,7 @@ struct pgo_conf_values {
 	int in_flight;		   /* connections claiming at once */
 	bool listen;		   /* LISTEN for wake-ups (else poll only) */
 	bool claim_floor;	   /* claims start at the claim floor */
+	bool sync_commit;	   /* the relay's commits wait for the flush */
 	int64_t poll_interval;	   /* ms: fallback poll */
 	int max_attempts;	   /* then dead letters */
 	int64_t retry_base;	   /* ms: first backoff */

@@ -175,6 +175,12 @@ static const pgo_conf_key_t own_keys[] = {
 	 .def = "on", .flag = "--claim-floor",
 	 .help = "Start claims past the events already sent "
 		 "(docs/retention.md); off: from the lowest id"},
+	{KEY("relay", "synchronous_commit"), FIELD(sync_commit), .type = T_BOOL,
+	 .def = "off", .flag = "--synchronous-commit",
+	 .help = "The relay's own commits (claims, acks, retries) wait for "
+		 "the WAL flush; off: a server crash can undo the last acks "
+		 "and send those events again, never lose one "
+		 "(docs/retention.md)"},
 	{KEY("relay", "poll_interval"), FIELD(poll_interval),
 	 .type = T_DURATION, .def = "30s", .min = 10, .max = HOURS(1),
 	 .reloadable = true, .flag = "--poll-interval",

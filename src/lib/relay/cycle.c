@@ -437,6 +437,11 @@ void pgo_cycle_lost(pgo_relay_t *r, slot_t *s)
 	pgo_claim_unprobe(r, s);
 	end_cycle(s);
 	pgo_shards_reset(r, s);
+	/* The server may have crashed: acks committed without waiting for
+	 * the flush (relay.synchronous_commit), or not yet replicated to a
+	 * standby it failed over to, can be undone, and their rows are back
+	 * below the floor. */
+	pgo_claim_floor_reset(r);
 	r->stats.reconnects++;
 }
 

@@ -197,6 +197,8 @@ int pgo_claim_index(const slot_t *s);
 int pgo_claim_pages_index(const slot_t *s);
 /* Takes the floor probe's result out of a finished claim round. */
 void pgo_claim_floor_done(pgo_relay_t *r, slot_t *s);
+/* Back to 0, claims from id 0 again: with a lost connection. */
+void pgo_claim_floor_reset(pgo_relay_t *r);
 /* The fallback poll's interval: relay.poll_interval, at most the sweep
  * interval of the claim floor. */
 int64_t pgo_claim_poll_ms(const pgo_relay_t *r);
