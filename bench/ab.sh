@@ -36,6 +36,8 @@ W=(
 	"drain-concurrent|drain --events 100000 --relays 1 --repeat 1 --timeout 60 ${AB_WARM:+--warm} --relay-cmd '@PGO@ relay --sink stdout --batch 1000 --in-flight 2 --mode concurrent'"
 	"latency-500|latency --rate 500 --seconds 10 --warmup 1 --grace 5 --relay-cmd '@PGO@ relay --sink stdout'"
 	"send-listening|enqueue --mode send --clients 1 --seconds 5 --warmup 1 --relay-cmd '@PGO@ relay --sink stdout'"
+	"send8-listening|enqueue --mode send --clients 8 --seconds 5 --warmup 1 --relay-cmd '@PGO@ relay --sink stdout'"
+	"latency-8p|latency --rate 40000 --producers 8 --seconds 10 --warmup 1 --grace 5 --relay-cmd '@PGO@ relay --sink stdout'"
 	"steady|latency --rate ${AB_STEADY_RATE:-40000} --producers 2 --per-tx 100 --insert --window 5 --seconds 30 --warmup 1 --grace 30 --relay-cmd '@PGO@ relay --sink stdout --batch 1000 --in-flight 2'"
 )
 : >"$TMP/all.jsonl"
@@ -66,7 +68,7 @@ import json, sys, statistics
 v = {}
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    if r["metric"] in ("events_per_s", "p50_ms", "p99_ms", "p99_ms_worst_window"):
+    if r["metric"] in ("events_per_s", "rate_achieved", "p50_ms", "p99_ms", "p99_ms_worst_window"):
         v.setdefault((r["label"], r["metric"]), {}).setdefault(r["side"], []).append(r["value"])
 print("| workload | metric | A (median) | B (median) | B/A |")
 print("|---|---|---:|---:|---:|")
