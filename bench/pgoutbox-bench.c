@@ -877,20 +877,17 @@ static int client_step(client_t *cl)
 			n = -1;
 		PQclear(res);
 		return n;
-	case ENQ_INSERT_OB1:
-		res = PQexecPrepared(cl->conn, "bench_insert", 4, params, NULL,
-				     NULL, 0);
+	case ENQ_INSERT_OB1: /* the event's 4 values, into the outbox */
+	case ENQ_INSERT: /* its payload alone, into bench_plain */ {
+		bool ob = cl->run->mode == ENQ_INSERT_OB1;
+
+		res = PQexecPrepared(cl->conn, "bench_insert", ob ? 4 : 1,
+				     ob ? params : params + 3, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK)
 			n = -1;
 		PQclear(res);
 		return n;
-	case ENQ_INSERT:
-		res = PQexecPrepared(cl->conn, "bench_insert", 1, params + 3,
-				     NULL, NULL, 0);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK)
-			n = -1;
-		PQclear(res);
-		return n;
+	}
 	case ENQ_BULK:
 		/* COPY in autocommit: one transaction. */
 		if (pgo_send_bulk(cl->producer, cp->msgs, BULK_BATCH) != PGO_OK)
