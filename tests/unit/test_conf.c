@@ -75,6 +75,7 @@ static const struct {
 	{"relay.in_flight", "2"},
 	{"relay.listen", "on"},
 	{"relay.claim_floor", "on"},
+	{"relay.synchronous_commit", "off"},
 	{"relay.poll_interval", "30s"},
 	{"relay.max_attempts", "10"},
 	{"relay.retry_base", "1s"},
