@@ -31,6 +31,8 @@ rc=0
 [ "$rc" = 2 ] || fail "metrics.listen nonsense: exit $rc, expected 2"
 grep -q 'metrics.listen "nonsense": expected host:port' "$T_TMP/bad.log" || fail "no reason for the bad address: $(cat "$T_TMP/bad.log")"
 
+# Gauges read every 0.5 s (5 s by default), so the backlog below shows.
+export PGOUTBOX_METRICS_INTERVAL=500ms
 start_relay "$T_TMP/relay" --sink redis --redis "$REDIS_URL" --poll-interval 500ms \
 	--metrics-listen "127.0.0.1:$MPORT" --mode concurrent --in-flight 2
 wait_until 30 '[ "$(code_of $M/readyz)" = 200 ]'
@@ -72,7 +74,11 @@ print(r[0]["value"][1] if r else "")'
 wait_until 60 '[ "$(promq "up{job=\"pgoutbox\"}")" = 1 ]'
 note "prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}') scrapes the relay"
 
-# Load: 30,000 events in bursts while Prometheus scrapes.
+# Load: 30,000 events in bursts while Prometheus scrapes.  Redis takes
+# no write for the first 3 s, so the backlog lasts some scrapes: the relay
+# drains 30,000 events in about a second, faster than the scrapes and the
+# gauge's reads can be sure to see it.
+rcli CLIENT PAUSE 3000 WRITE >/dev/null
 for i in $(seq 30); do send_n "t$((i % 3))" 1000; done
 wait_until 120 '[ "$(pending)" = 0 ]'
 received=$(( $(rcli XLEN pgoutbox:t0) + $(rcli XLEN pgoutbox:t1) + $(rcli XLEN pgoutbox:t2) ))
