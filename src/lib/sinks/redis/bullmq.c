@@ -449,8 +449,10 @@ static int load_export(struct bq_sink *s, const char *path, pgo_error_t *err)
 				     "sink.bullmq_script %s: no bullmq version "
 				     "in its header",
 				     path);
+	/* The major as bullmq writes it: "06.7.0" is no bullmq version. */
 	major = atoi(s->version);
-	if (major != 5 && major != 6)
+	if ((major != 5 && major != 6) ||
+	    (s->version[1] != '.' && s->version[1] != '\0'))
 		return pgo_error_set(
 			err, PGO_ERR_CONFIG, 0,
 			"sink.bullmq_script %s: bullmq %s is an untested major "
