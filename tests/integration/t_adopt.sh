@@ -88,6 +88,10 @@ run_shape() {
 	note "adopt $tbl: $(tr '\n' ';' <"$T_TMP/$name.adopt")"
 	"$PGO_BIN" status --queue "$name" >"$T_TMP/$name.status" 2>&1 || fail "status: $(cat "$T_TMP/$name.status")"
 	grep -Eq '^  [^ ]+ +300 ' "$T_TMP/$name.status" || fail "status of $name does not show the backlog: $(cat "$T_TMP/$name.status")"
+	# queue list reads the table through the map, beside the other queues.
+	"$PGO_BIN" queue list >"$T_TMP/$name.list" 2>&1 || fail "queue list with $name adopted: $(cat "$T_TMP/$name.list")"
+	grep -Eq "^$name +adopted +300 +- +0 " "$T_TMP/$name.list" || fail "queue list does not show $name as adopted with its backlog: $(cat "$T_TMP/$name.list")"
+	grep -Eq '^outbox +outbox ' "$T_TMP/$name.list" || fail "queue list lost the outbox: $(cat "$T_TMP/$name.list")"
 	start_relay "$out" --queue "$name" --mode concurrent --sink stdout --poll-interval 60s --in-flight 2 --log-level debug
 	wait_until 30 "[ \"\$(q \"$pending_sql\")\" = 0 ]"
 	[ "$(ids_of "$out" | wc -l)" = 300 ] || fail "$name: backlog: $(ids_of "$out" | wc -l) deliveries of 300"

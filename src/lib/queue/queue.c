@@ -239,26 +239,36 @@ int pgo_queue_list(PGconn *conn, FILE *out, pgo_error_t *err)
 		"RUNNING", "DEAD", "SHARDS");
 	for (int i = 0; i < PQntuples(res); i++) {
 		const char *name = PQgetvalue(res, i, 0);
-		bool work = strcmp(PQgetvalue(res, i, 1), "work") == 0;
+		const char *kind = PQgetvalue(res, i, 1);
+		bool work = strcmp(kind, "work") == 0;
 		char sql[512];
 		PGresult *c;
 
 		if (pgo_ident_check(name, NULL) != PGO_OK)
 			continue;
-		snprintf(sql, sizeof(sql),
-			 "SELECT count(*) FILTER (WHERE locked_until IS NULL "
-			 "OR locked_until < now()), count(*) FILTER (WHERE "
-			 "locked_until >= now()) FROM pgoutbox.\"%s\"",
-			 name);
+		/* An adopted table lives in the application's schema: its
+		 * pending rows come through the map (sql/013_adopt.sql). */
+		if (strcmp(kind, "adopted") == 0)
+			snprintf(sql, sizeof(sql),
+				 "SELECT count(*), NULL FROM "
+				 "pgoutbox.adopted_pending('%s')",
+				 name);
+		else
+			snprintf(
+				sql, sizeof(sql),
+				"SELECT count(*) FILTER (WHERE locked_until IS "
+				"NULL OR locked_until < now()), count(*) "
+				"FILTER (WHERE locked_until >= now()) FROM "
+				"pgoutbox.\"%s\"",
+				name);
 		c = pgo_pq_run(conn, "queue list", sql, 0, NULL, err);
 		if (!c) {
 			PQclear(res);
 			return PGO_ERR_DB;
 		}
-		fprintf(out, "%-32s %-7s %7s %9s %7s %5s\n", name,
-			work ? "work" : "outbox", PQgetvalue(c, 0, 0),
-			work ? PQgetvalue(c, 0, 1) : "-", PQgetvalue(res, i, 3),
-			PQgetvalue(res, i, 2));
+		fprintf(out, "%-32s %-7s %7s %9s %7s %5s\n", name, kind,
+			PQgetvalue(c, 0, 0), work ? PQgetvalue(c, 0, 1) : "-",
+			PQgetvalue(res, i, 3), PQgetvalue(res, i, 2));
 		PQclear(c);
 	}
 	PQclear(res);
