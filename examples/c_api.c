@@ -1,10 +1,12 @@
 /*
  * c_api.c — the C API end to end, as a service would use it:
  *
- *   c_api produce N    writes an order row and its event in one transaction
+ *   c_api produce N [QUEUE]
+ *                      writes an order row and its event in one transaction
  *                      (pgo_send), then N events with one COPY
  *                      (pgo_send_bulk), then one event in a transaction that
- *                      rolls back; prints what it committed
+ *                      rolls back, into QUEUE (an outbox queue; default the
+ *                      outbox); prints what it committed
  *   c_api relay        relays the outbox into a C callback sink until
  *                      SIGTERM, printing "id key" per event on stdout
  *
@@ -29,10 +31,10 @@ static int exec_ok(PGconn *conn, const char *sql)
 	return ok;
 }
 
-static int produce(PGconn *conn, int n)
+static int produce(PGconn *conn, int n, const char *queue)
 {
 	pgo_error_t err;
-	pgo_producer_t *p = pgo_producer_new(conn, NULL, &err);
+	pgo_producer_t *p = pgo_producer_new(conn, queue, &err);
 	pgo_msg_t *bulk;
 	char(*keys)[32];
 	int64_t id = 0;
@@ -171,7 +173,8 @@ int main(int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], "relay") == 0)
 		return relay();
 	if (argc < 3 || strcmp(argv[1], "produce") != 0) {
-		fprintf(stderr, "usage: c_api produce N | c_api relay\n");
+		fprintf(stderr,
+			"usage: c_api produce N [QUEUE] | c_api relay\n");
 		return 2;
 	}
 	conn = PQconnectdb(getenv("DATABASE_URL") ? getenv("DATABASE_URL")
@@ -180,7 +183,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s", PQerrorMessage(conn));
 		return 1;
 	}
-	rc = produce(conn, atoi(argv[2]));
+	rc = produce(conn, atoi(argv[2]), argc >= 4 ? argv[3] : NULL);
 	PQfinish(conn);
 	return rc;
 }

@@ -280,7 +280,9 @@ PGO_EXPORT void pgo_producer_destroy(pgo_producer_t *p);
  * statement: roll it back. */
 PGO_EXPORT int pgo_send(pgo_producer_t *p, const pgo_msg_t *msg, int64_t *id);
 
-/* Sends n events with one COPY (which needs INSERT on the queue table).
+/* Sends n events with one COPY, or, for a role that may not insert into
+ * the queue's table (the producer role of the README), with one call of
+ * pgoutbox.send_batch() (the outbox) or pgoutbox.send_batch_to().
  * All or none: every event and the queue (as for pgo_send) are checked
  * first, and a bad one (PGO_ERR_INVALID, the message names its index)
  * sends nothing; on any later error nothing of this call is written and

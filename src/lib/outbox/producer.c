@@ -321,6 +321,70 @@ static const pgo_msg_t *msg_at(const pgo_msg_t *msgs, size_t i, size_t stride,
 	return tmp;
 }
 
+/* pgo_send_bulk() for a role that may not insert into the queue's table
+ * (the README's producer role): one call of pgoutbox.send_batch() or
+ * send_batch_to() with the events as arrays, all or none as the COPY. */
+static int bulk_call(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n,
+		     size_t stride, bool headers)
+{
+	const char *fields[5] = {"topics", "keys", "types", "payloads",
+				 "headers"};
+	pgo_buf_t arr[5];
+	const char *params[6];
+	char sql[200];
+	PGresult *res;
+	pgo_msg_t tmp;
+	int rc = PGO_OK, np = 0;
+
+	for (int f = 0; f < 5; f++) {
+		pgo_buf_init(&arr[f]);
+		pgo_buf_puts(&arr[f], "{");
+	}
+	for (size_t i = 0; i < n; i++) {
+		const pgo_msg_t *m = msg_at(msgs, i, stride, &tmp);
+		const char *v[5] = {m->topic, m->key, m->type, m->payload,
+				    m->headers};
+
+		for (int f = 0; f < (headers ? 5 : 4); f++) {
+			if (i)
+				pgo_buf_puts(&arr[f], ",");
+			pgo_buf_array_elem(&arr[f], v[f]);
+		}
+	}
+	for (int f = 0; f < 5; f++) {
+		pgo_buf_puts(&arr[f], "}");
+		if (arr[f].oom)
+			rc = fail(p, PGO_ERR_NOMEM,
+				  "send_bulk: out of memory "
+				  "for the %s",
+				  fields[f]);
+	}
+	if (rc == PGO_OK) {
+		if (strcmp(p->queue, "outbox") != 0)
+			params[np++] = p->queue;
+		for (int f = 0; f < 5; f++)
+			params[np++] = f < 4 || headers ? arr[f].data : NULL;
+		snprintf(sql, sizeof(sql),
+			 "SELECT cardinality(pgoutbox.%s(%s$%d::text[], "
+			 "$%d::text[], $%d::text[], $%d::jsonb[], "
+			 "$%d::jsonb[]))",
+			 np == 6 ? "send_batch_to" : "send_batch",
+			 np == 6 ? "$1, " : "", np - 4, np - 3, np - 2, np - 1,
+			 np);
+		res = PQexecParams(p->conn, sql, np, NULL, params, NULL, NULL,
+				   0);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			rc = fail(p, PGO_ERR_DB, "send_bulk: %s",
+				  pgo_pq_msg(p->conn, res));
+		PQclear(res);
+	}
+	for (int f = 0; f < 5; f++)
+		pgo_buf_free(&arr[f]);
+	if (rc == PGO_OK)
+		p->errmsg[0] = '\0';
+	return rc;
+}
+
 int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n)
 {
 	char sql[160];
@@ -358,6 +422,8 @@ int pgo_send_bulk(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n)
 	rc = check_queue(p, "send_bulk");
 	if (rc != PGO_OK)
 		return rc;
+	if (!p->may_insert)
+		return bulk_call(p, msgs, n, stride, headers);
 	/* Without any headers the column is left to its default ('{}'), a
 	 * constant: the server then parses one JSON value per row, not two. */
 	snprintf(sql, sizeof(sql),
