@@ -323,17 +323,17 @@ static const pgo_msg_t *msg_at(const pgo_msg_t *msgs, size_t i, size_t stride,
 
 /* pgo_send_bulk() for a role that may not insert into the queue's table
  * (the README's producer role): one call of pgoutbox.send_batch() or
- * send_batch_to() with the events as arrays, all or none as the COPY. */
+ * send_batch_to() with the events as arrays, all or none as the COPY.
+ * Without headers their array is NULL (send_batch gives '{}'). */
 static int bulk_call(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n,
 		     size_t stride, bool headers)
 {
-	const char *fields[5] = {"topics", "keys", "types", "payloads",
-				 "headers"};
-	pgo_buf_t arr[5];
+	bool to = strcmp(p->queue, "outbox") != 0;
+	pgo_buf_t arr[5]; /* topics, keys, types, payloads, headers */
 	const char *params[6];
-	char sql[200];
 	PGresult *res;
 	pgo_msg_t tmp;
+	bool oom = false;
 	int rc = PGO_OK, np = 0;
 
 	for (int f = 0; f < 5; f++) {
@@ -345,34 +345,31 @@ static int bulk_call(pgo_producer_t *p, const pgo_msg_t *msgs, size_t n,
 		const char *v[5] = {m->topic, m->key, m->type, m->payload,
 				    m->headers};
 
-		for (int f = 0; f < (headers ? 5 : 4); f++) {
+		for (int f = 0; f < 5; f++) {
 			if (i)
 				pgo_buf_puts(&arr[f], ",");
 			pgo_buf_array_elem(&arr[f], v[f]);
 		}
 	}
+	if (to)
+		params[np++] = p->queue;
 	for (int f = 0; f < 5; f++) {
 		pgo_buf_puts(&arr[f], "}");
-		if (arr[f].oom)
-			rc = fail(p, PGO_ERR_NOMEM,
-				  "send_bulk: out of memory "
-				  "for the %s",
-				  fields[f]);
+		oom = oom || arr[f].oom;
+		params[np++] = f < 4 || headers ? arr[f].data : NULL;
 	}
-	if (rc == PGO_OK) {
-		if (strcmp(p->queue, "outbox") != 0)
-			params[np++] = p->queue;
-		for (int f = 0; f < 5; f++)
-			params[np++] = f < 4 || headers ? arr[f].data : NULL;
-		snprintf(sql, sizeof(sql),
-			 "SELECT cardinality(pgoutbox.%s(%s$%d::text[], "
-			 "$%d::text[], $%d::text[], $%d::jsonb[], "
-			 "$%d::jsonb[]))",
-			 np == 6 ? "send_batch_to" : "send_batch",
-			 np == 6 ? "$1, " : "", np - 4, np - 3, np - 2, np - 1,
-			 np);
-		res = PQexecParams(p->conn, sql, np, NULL, params, NULL, NULL,
-				   0);
+	if (oom) {
+		rc = fail(p, PGO_ERR_NOMEM, "send_bulk: out of memory");
+	} else {
+		res = PQexecParams(
+			p->conn,
+			to ? "SELECT cardinality(pgoutbox.send_batch_to($1, "
+			     "$2::text[], $3::text[], $4::text[], $5::jsonb[], "
+			     "$6::jsonb[]))"
+			   : "SELECT cardinality(pgoutbox.send_batch("
+			     "$1::text[], $2::text[], $3::text[], $4::jsonb[], "
+			     "$5::jsonb[]))",
+			np, NULL, params, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 			rc = fail(p, PGO_ERR_DB, "send_bulk: %s",
 				  pgo_pq_msg(p->conn, res));
