@@ -5,8 +5,9 @@ of a steady or held-xmin run was made of.
 One Markdown row per window of WORKLOAD ("steady", "held-xmin"): its p99
 and backlog (pgoutbox-bench's window lines, placed in time by their "at"),
 the relay's slowest cycle that ended in it with its phases (the relay's
-debug lines "slot N: cycle of ... probe P, claim C (sweep|from the floor),
-sink S, settle T ms"), the relay's longest lease round, what its sessions
+debug lines "slot N: cycle of ... claim C (sweep|from the floor), sink S,
+settle T ms"; "probe P, " before the claim in logs of builds that probed
+the claim floor in the claim's round), the relay's longest lease round, what its sessions
 were doing when sampled (bench/activity.sh: pg_stat_activity, on CPU or the
 wait event), whether autovacuum ran on the outbox, an ANALYZE of it
 finished, or a checkpoint started or wrote meanwhile, and the WAL written.
@@ -19,7 +20,7 @@ import sys
 
 CYCLE = re.compile(
     r"^(\S+) DEBUG .*slot (\d+): cycle of (\d+) events in ([\d.]+) ms: "
-    r"probe ([\d.]+), claim ([\d.]+) \(([^)]*)\), sink ([\d.]+), "
+    r"(?:probe ([\d.]+), )?claim ([\d.]+) \(([^)]*)\), sink ([\d.]+), "
     r"settle ([\d.]+) ms")
 LEASE = re.compile(r"^(\S+) DEBUG .*slot (\d+): lease round ([\d.]+) ms")
 
@@ -49,7 +50,7 @@ def relay_log(path):
             cycles.append({
                 "end": unix(m.group(1)), "slot": int(m.group(2)),
                 "n": int(m.group(3)), "total": float(m.group(4)),
-                "probe": float(m.group(5)), "claim": float(m.group(6)),
+                "probe": float(m.group(5) or 0), "claim": float(m.group(6)),
                 "sweep": m.group(7) == "sweep", "sink": float(m.group(8)),
                 "settle": float(m.group(9))})
             continue

@@ -6,9 +6,9 @@
 # and commits, B sends v2 and commits.  A claim whose transaction started
 # between the two begins, but whose snapshot sees both commits, found v2
 # due and v1 not yet due (its run_at after the claim's now()), and
-# published v2 first.  Here the relay's claim round is held at its start
-# (its claim floor probe waits for a lock) exactly in that window; per key
-# the sink must still get v1 before v2.
+# published v2 first.  Here the relay's claim is held after its BEGIN
+# (the claim waits for a lock on pgoutbox.shard_leases, which it reads)
+# exactly in that window; per key the sink must still get v1 before v2.
 . "$(dirname "$0")/../lib.sh"
 t_db
 # A psql session fed through a fifo, kept open across statements.
@@ -24,9 +24,10 @@ say() { # name sql: runs it and waits until it is done
 	echo "\\echo $mark" >&"${!fd_var}"
 	wait_until 20 "grep -q '$mark' '$T_TMP/$1.out'"
 }
+# The claim itself waits (not a lease round, which reads the table too).
 relay_waiting() {
 	q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgoutbox relay r'
-	   AND wait_event_type = 'Lock'"
+	   AND wait_event_type = 'Lock' AND query LIKE 'WITH t AS MATERIALIZED %DELETE FROM pgoutbox.%'"
 }
 start_relay "$T_TMP/out" --mode ordered --in-flight 1 --name r --poll-interval 60s
 wait_until 20 '[ "$(q "SELECT count(*) FROM pgoutbox.shard_leases WHERE owner = '"'r/0'"'")" = 64 ]'
@@ -35,7 +36,7 @@ open_session early
 for round in 1 2 3 4 5; do
 	# B begins before the claim round, A after it.
 	say early "BEGIN; SELECT now();"
-	say lock "BEGIN; LOCK TABLE pgoutbox.queues IN ACCESS EXCLUSIVE MODE;"
+	say lock "BEGIN; LOCK TABLE pgoutbox.shard_leases IN ACCESS EXCLUSIVE MODE;"
 	q "SELECT pgoutbox.send('t', 'wake', 'x', '{}')" >/dev/null
 	wait_until 20 '[ "$(relay_waiting)" = 1 ]'
 	q "SELECT pgoutbox.send('t', 'k$round', 'x', '{\"v\": 1}')" >/dev/null

@@ -21,8 +21,8 @@
  * already deleted, which a held xmin keeps from being cleaned; rows that
  * failed before are taken below it from a small partial index, and
  * fresh rows put below it by hand from the heap pages a sweep reads, a
- * few per claim (TID range).  A probe that moves the floor rides in front
- * of a claim at most every few ms, outside its transaction.
+ * few per claim (TID range).  floor.c moves the floor, on a connection
+ * of its own.
  * Round 2 settles: retried rows go back in with their ids (attempts + 1,
  * a later run_at, the error), dead ones go to dead letters, then COMMIT.
  *
@@ -169,7 +169,7 @@ static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
  * took turns on the disk (send() with a relay listening 0.30 of a plain
  * INSERT; 0.54 without the wait), and most of the steady workload's
  * slowest windows were COMMITs in LWLock:WALWrite (issue 21).  The
- * floor is reset with a lost connection (pgo_claim_floor_reset) so that
+ * floor is reset with a lost connection (pgo_floor_reset) so that
  * a row an undone ack brought back is claimed from id 0 again. */
 static void settings_sql(char *buf, size_t size,
 			 const struct pgo_conf_values *v, const char *local)
@@ -326,8 +326,6 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		pgo_adopted_build_sql(r);
 }
 
-/* How often the floor moves at most: each probe reads pg_locks. */
-#define FLOOR_PROBE_MS 5
 /* How often a slot sweeps at least (or every poll_interval if shorter):
  * a row inserted with an explicit id below the floor (an event re-sent
  * by hand with its old id) is found within this time and the sweep's
@@ -379,21 +377,6 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 	snprintf(q->lo, sizeof(q->lo), "(%lld,0)", (long long)lo);
 	snprintf(q->hi, sizeof(q->hi), "(%lld,0)", (long long)hi);
 	q->pages[0] = s->sweep ? v->queue : NULL;
-	s->probe = false;
-	/* An adopted table has no floor: its rows are marked, not
-	 * deleted, so the pending index is what skips the sent ones. */
-	if (v->claim_floor && !r->adopted && !r->floor_off &&
-	    !r->floor_probing && now >= r->floor_next) {
-		/* Outside the claim transaction: rows this slot claims
-		 * must not look gone to the probe until they are. */
-		q->probe[0] = v->queue;
-		q->probe[1] = q->floor;
-		q->probe[2] = r->floor_line[0] ? r->floor_line : NULL;
-		q->probe[3] = r->floor_writers;
-		s->probe = true;
-		r->floor_probing = true;
-		r->floor_next = now + FLOOR_PROBE_MS;
-	}
 	s->batch_bytes = v->batch_bytes;
 	snprintf(q->bytes, sizeof(q->bytes), "%d", v->batch_bytes);
 	q->params[0] = q->limit;
@@ -434,13 +417,6 @@ bool pgo_claim_full(const slot_t *s, const PGresult *res)
 	for (int i = 0; i < n; i++)
 		bytes += strtoll(PQgetvalue(res, i, COL_BYTES), NULL, 10);
 	return bytes >= s->batch_bytes;
-}
-
-void pgo_claim_unprobe(pgo_relay_t *r, slot_t *s)
-{
-	if (s->probe)
-		r->floor_probing = false;
-	s->probe = false;
 }
 
 int64_t pgo_claim_poll_ms(const pgo_relay_t *r)
@@ -491,69 +467,12 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 
 int pgo_claim_index(const slot_t *s)
 {
-	return 1 + (s->probe ? 1 : 0) + (s->sweep ? 1 : 0);
+	return 1 + (s->sweep ? 1 : 0);
 }
 
 int pgo_claim_pages_index(const slot_t *s)
 {
-	return s->sweep ? (s->probe ? 1 : 0) : -1;
-}
-
-void pgo_claim_floor_reset(pgo_relay_t *r)
-{
-	if (r->floor)
-		pgo_log(PGO_LOG_DEBUG, r->subject,
-			"claim floor %lld -> 0 with a lost connection",
-			(long long)r->floor);
-	r->floor = 0;
-	r->floor_line[0] = '\0';
-	free(r->floor_writers);
-	r->floor_writers = NULL;
-	r->floor_next = 0;
-}
-
-void pgo_claim_floor_done(pgo_relay_t *r, slot_t *s)
-{
-	PGresult *res;
-
-	if (!s->probe)
-		return;
-	s->probe = false;
-	r->floor_probing = false;
-	res = s->conn.round.res[0];
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK ||
-	    PQntuples(res) != 1) {
-		/* The claim behind it did not run either.  A floor that
-		 * cannot move is still safe: claims go on from where it
-		 * is, as they did before there was one. */
-		if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
-			r->floor_off = true;
-			pgo_log(PGO_LOG_WARN, r->subject,
-				"the claim floor stays at %lld: "
-				"pgoutbox.claim_floor() failed: %s",
-				(long long)r->floor,
-				PQresultErrorField(res,
-						   PG_DIAG_MESSAGE_PRIMARY));
-		}
-		return;
-	}
-	{
-		int64_t f = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-		char *w = strdup(PQgetvalue(res, 0, 2));
-
-		if (!w)
-			return; /* no memory: probe again later */
-		if (f > r->floor) {
-			pgo_log(PGO_LOG_DEBUG, r->subject,
-				"claim floor %lld -> %lld", (long long)r->floor,
-				(long long)f);
-			r->floor = f;
-		}
-		snprintf(r->floor_line, sizeof(r->floor_line), "%s",
-			 PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
-		free(r->floor_writers);
-		r->floor_writers = w;
-	}
+	return s->sweep ? 0 : -1;
 }
 
 double pgo_relay_jitter(pgo_relay_t *r)

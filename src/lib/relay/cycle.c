@@ -2,7 +2,7 @@
  * cycle.c — a relay slot's state machine, the only code that moves
  * slot->state:
  *
- *   IDLE -> CLAIMING      round 1: [floor probe;] BEGIN; claim
+ *   IDLE -> CLAIMING      round 1: [table size;] BEGIN; claim
  *        -> PUBLISHING    the sink holds the batch (submit ... done)
  *        -> SETTLING      round 2: retries, dead letters, COMMIT
  *        -> IDLE
@@ -56,9 +56,9 @@ static double ms_of(int64_t us)
 	return (double)us / 1000.0;
 }
 
-/* At debug, where the cycle's time went: the floor probe, the claim (a
- * sweep from id 0 or from the floor), the sink, round 2.  A stall of the
- * relay shows here as the phase that took it. */
+/* At debug, where the cycle's time went: the claim (with a sweep below
+ * the floor or from the floor), the sink, round 2.  A stall of the relay
+ * shows here as the phase that took it. */
 static void log_cycle(pgo_relay_t *r, const slot_t *s)
 {
 	int64_t end = pgo_now_us(), claimed_at;
@@ -67,11 +67,10 @@ static void log_cycle(pgo_relay_t *r, const slot_t *s)
 		return;
 	claimed_at = s->t.claim ? s->t.claim : s->t.settle;
 	pgo_log(PGO_LOG_DEBUG, r->subject,
-		"slot %d: cycle of %zu events in %.1f ms: probe %.1f, "
+		"slot %d: cycle of %zu events in %.1f ms: "
 		"claim %.1f (%s), sink %.1f, settle %.1f ms",
 		s->idx, s->batch.n, ms_of(end - s->t.sent),
-		s->t.probe ? ms_of(s->t.probe - s->t.sent) : 0.0,
-		ms_of(claimed_at - (s->t.probe ? s->t.probe : s->t.sent)),
+		ms_of(claimed_at - s->t.sent),
 		s->t.sweep ? "sweep" : "from the floor",
 		s->t.done ? ms_of(s->t.done - claimed_at) : 0.0,
 		ms_of(end - s->t.settle));
@@ -85,20 +84,13 @@ void pgo_cycle_claim(pgo_relay_t *r, slot_t *s)
 	pgo_claim_prepare(r, s, now, &q);
 	memset(&s->t, 0, sizeof(s->t));
 	s->t.sweep = s->sweep;
-	if (q.probe[0]) {
-		pgo_conn_exec_prepared(&s->conn, "pgoutbox_floor", 4, q.probe);
-		/* Its result back on its own: the probe's own time. */
-		if (pgo_log_max >= PGO_LOG_DEBUG)
-			pgo_conn_flush_request(&s->conn);
-	}
 	if (q.pages[0])
 		pgo_conn_exec_prepared(&s->conn, "pgoutbox_pages", 1, q.pages);
 	pgo_conn_query(&s->conn, "BEGIN", 0, NULL);
 	pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", q.nparams, q.params);
-	if (!send_round(s, SLOT_CLAIMING)) {
-		pgo_claim_unprobe(r, s);
+	if (!send_round(s, SLOT_CLAIMING))
 		return;
-	}
+	pgo_floor_claiming(r);
 	s->claim_started = now;
 	s->t.sent = s->conn.round.sent_us;
 	r->next_poll = now + pgo_claim_poll_ms(r);
@@ -122,11 +114,8 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	int n, rc, ci = pgo_claim_index(s), pi = pgo_claim_pages_index(s);
 	bool awake;
 
-	if (ci > 1 && s->conn.round.got > 0)
-		s->t.probe = s->conn.round.at[0];
 	if (s->conn.round.got > ci)
 		s->t.claim = s->conn.round.at[ci];
-	pgo_claim_floor_done(r, s);
 	if (s->conn.round.failed) {
 		pgo_log(PGO_LOG_WARN, r->subject, "claim failed: %s",
 			s->conn.round.err);
@@ -434,14 +423,13 @@ void pgo_cycle_lost(pgo_relay_t *r, slot_t *s)
 			"connection lost with a batch of %zu in flight: it "
 			"was rolled back and will be sent again",
 			s->batch.n);
-	pgo_claim_unprobe(r, s);
 	end_cycle(s);
 	pgo_shards_reset(r, s);
 	/* The server may have crashed: acks committed without waiting for
 	 * the flush (relay.synchronous_commit), or not yet replicated to a
 	 * standby it failed over to, can be undone, and their rows are back
 	 * below the floor. */
-	pgo_claim_floor_reset(r);
+	pgo_floor_reset(r);
 	r->stats.reconnects++;
 }
 

@@ -86,15 +86,11 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	r->setup.sql[n] = NULL;
 	r->setup.prep_name[0] = "pgoutbox_claim";
 	r->setup.prep_sql[0] = r->claim_sql;
-	r->setup.prep_name[1] = "pgoutbox_floor";
-	r->setup.prep_sql[1] = "SELECT new_floor, new_line, new_writers FROM "
-			       "pgoutbox.claim_floor($1, $2::bigint, "
-			       "$3::bigint, $4::text[])";
-	r->setup.prep_name[2] = "pgoutbox_pages";
-	r->setup.prep_sql[2] = "SELECT pg_relation_size(format('pgoutbox.%I', "
+	r->setup.prep_name[1] = "pgoutbox_pages";
+	r->setup.prep_sql[1] = "SELECT pg_relation_size(format('pgoutbox.%I', "
 			       "$1::text)::regclass) / "
 			       "current_setting('block_size')::bigint";
-	r->setup.prep_name[3] = NULL;
+	r->setup.prep_name[2] = NULL;
 	r->setup.check_schema = true;
 	/* A work queue's rows are jobs for workers: a relay would publish
 	 * and delete them.  An adopted table (adopted.c) is relayed. */
@@ -136,7 +132,7 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 			return NULL;
 		}
 	}
-	if (!pgo_wake_init(r)) {
+	if (!pgo_wake_init(r) || !pgo_floor_init(r)) {
 		pgo_relay_destroy(r);
 		pgo_error_set(err, PGO_ERR_NOMEM, 1,
 			      "out of memory for a relay");
@@ -169,6 +165,7 @@ void pgo_relay_destroy(pgo_relay_t *r)
 	if (!r)
 		return;
 	pgo_wake_close(r);
+	pgo_floor_close(r);
 	for (int i = 0; i < r->nslots; i++) {
 		slot_t *s = &r->slots[i];
 
@@ -184,7 +181,7 @@ void pgo_relay_destroy(pgo_relay_t *r)
 	pgo_observe_destroy(r);
 	pgo_loop_destroy(r->loop);
 	pgo_adopted_free(r);
-	free(r->floor_writers);
+	pgo_floor_free(r);
 	free(r);
 }
 
@@ -439,6 +436,7 @@ static bool step_slots(pgo_relay_t *r)
 			pgo_cycle_lost(r, s);
 	}
 	pgo_wake_step(r);
+	pgo_floor_step(r);
 	return ok;
 }
 
@@ -481,6 +479,7 @@ static int check_pooler(pgo_relay_t *r)
 	r->pooled = true;
 	r->setup.pooled = true;
 	r->setup_quiet.pooled = true;
+	pgo_floor_pooled(r);
 	/* No LISTEN, and a session advisory lock would stay on a server
 	 * connection others get: no wake-up handshake either. */
 	pgo_wake_close(r);
@@ -513,8 +512,8 @@ int pgo_relay_run(pgo_relay_t *r)
 	r->next_poll = now + pgo_claim_poll_ms(r);
 	r->next_stats = v->stats_interval ? now + v->stats_interval : 0;
 	pgo_log(PGO_LOG_INFO, r->subject,
-		"starting: %s mode, batch %d, %d connection%s, %s, fallback "
-		"poll %lld ms",
+		"starting: %s mode, batch %d, %d connection%s, %s%s, "
+		"fallback poll %lld ms",
 		r->mode == PGO_MODE_CONCURRENT ? "concurrent"
 		: r->mode == PGO_MODE_ORDERED  ? "ordered"
 					       : "strict",
@@ -522,6 +521,7 @@ int pgo_relay_run(pgo_relay_t *r)
 		v->listen && !r->pooled
 			? "LISTEN (and a sleeper-lock connection)"
 			: "no LISTEN (poll only)",
+		r->floor_used ? ", a claim-floor connection" : "",
 		(long long)v->poll_interval);
 	for (;;) {
 		int64_t retry_next = 0;
@@ -609,8 +609,11 @@ int pgo_relay_run(pgo_relay_t *r)
 		 * it. */
 		rc = pgo_loop_run_once(
 			r->loop,
-			pgo_deadline_min(turn_deadline(r, retry_next, paused),
-					 pgo_observe_turn(r, now)));
+			pgo_deadline_min(
+				pgo_deadline_min(
+					turn_deadline(r, retry_next, paused),
+					pgo_floor_turn(r, now)),
+				pgo_observe_turn(r, now)));
 		if (rc < 0) {
 			relay_error(r, "poll: %s", strerror(-rc));
 			return PGO_ERR_IO;
@@ -620,6 +623,7 @@ int pgo_relay_run(pgo_relay_t *r)
 		pgo_observe_step(r);
 	}
 	pgo_wake_close(r);
+	pgo_floor_close(r);
 	for (int i = 0; i < r->nslots; i++) {
 		if (!fatal)
 			pgo_shards_leave(r, &r->slots[i]);

@@ -14,6 +14,7 @@
  *             leases in the ordered and strict modes
  *   observe.c metrics, /readyz, READY=1, the gauges read from the database
  *   wake.c    the wake-up handshake: the sleeper lock and its connection
+ *   floor.c   the claim floor, probed on a connection of its own
  */
 #ifndef PGO_RELAY_INT_H
 #define PGO_RELAY_INT_H
@@ -69,7 +70,6 @@ typedef struct slot {
 	int n_ok, n_retry, n_dead;
 	bool wants_claim;    /* woken while busy: claim after this cycle */
 	bool more;	     /* its last batch was full: claim again */
-	bool probe;	     /* its claim round starts with the floor probe */
 	bool sweep;	     /* its claim in flight sweeps pages below */
 	bool sweeping;	     /* a sweep goes on: the heap, page by page */
 	int64_t sweep_at;    /* monotonic ms: the next sweep */
@@ -77,10 +77,10 @@ typedef struct slot {
 	int64_t sweep_page;  /* the sweep's next heap page */
 	int64_t sweep_hi;    /* the claim in flight sweeps up to this page */
 	/* The cycle's phases (monotonic us), logged at debug when it ends:
-	 * the claim round sent, the floor probe and the claim back, the
-	 * batch handed to the sink, its verdicts in, round 2 sent. */
+	 * the claim round sent, the claim back, the batch handed to the
+	 * sink, its verdicts in, round 2 sent. */
 	struct {
-		int64_t sent, probe, claim, submit, done, settle;
+		int64_t sent, claim, submit, done, settle;
 		bool sweep; /* the claim swept pages below the floor */
 	} t;
 	/* Ordered and strict modes: this connection's leases. */
@@ -137,14 +137,23 @@ struct pgo_relay {
 	pgo_relay_stats_t stats;
 	pgo_relay_stats_t stats_last; /* at the previous stats line */
 	int64_t stats_last_at;	      /* when that line was written */
-	/* The claim floor (claim.c): no fresh row of the queue has a lower
+	/* The claim floor (floor.c): no fresh row of the queue has a lower
 	 * id, now or later; claims start there. */
 	int64_t floor;
 	char floor_line[24];	      /* pending line ("" = none), see 006 */
 	char *floor_writers;	      /* its writers: a text[] literal */
-	bool floor_probing;	      /* a probe rides on some slot's claim */
+	bool floor_used;	      /* relay.claim_floor, not adopted */
+	bool floor_probing;	      /* a probe is in flight */
+	bool floor_wanted;	      /* a claim went out since the last */
 	int64_t floor_next;	      /* monotonic ms: the next probe */
+	int64_t floor_interval;	      /* ms between probes, by the rate */
 	bool floor_off;		      /* the probe failed: floor stays put */
+	unsigned floor_gen;	      /* +1 at each reset to 0 */
+	unsigned floor_sent_gen;      /* of the probe in flight */
+	pgo_conn_t floor_conn;	      /* the probes' connection */
+	pgo_conn_setup_t floor_setup;
+	pgo_loop_io_t *floor_io;
+	short floor_revents;
 	unsigned rnd;		      /* jitter state */
 	struct pgo_monitor *mon;      /* metrics, endpoint, sd_notify */
 	pgo_relay_metrics_t *metrics; /* its series (observe.c) */
@@ -177,7 +186,6 @@ typedef struct pgo_claim_req {
 	char limit[16], floor[24], bytes[16], lo[32], hi[32];
 	const char *params[7]; /* of the prepared claim */
 	int nparams;
-	const char *probe[4]; /* of the floor probe; probe[0] NULL: none */
 	const char *pages[1]; /* of the table's size; pages[0] NULL: none */
 } pgo_claim_req_t;
 
@@ -185,20 +193,13 @@ typedef struct pgo_claim_req {
  * retry and dead-letter statements for the configured queue and mode. */
 void pgo_claim_build_sql(pgo_relay_t *r);
 /* Fills the next claim's parameters; decides whether it sweeps pages of
- * the table below the floor and whether the floor probe rides in front
- * of it. */
+ * the table below the floor. */
 void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 		       pgo_claim_req_t *q);
-/* The claim could not be sent: the probe did not go out either. */
-void pgo_claim_unprobe(pgo_relay_t *r, slot_t *s);
-/* The claim round's statement index of the claim (after the probe and
- * the table's size), and of the table's size (-1: not in the round). */
+/* The claim round's statement index of the claim (after the table's
+ * size), and of the table's size (-1: not in the round). */
 int pgo_claim_index(const slot_t *s);
 int pgo_claim_pages_index(const slot_t *s);
-/* Takes the floor probe's result out of a finished claim round. */
-void pgo_claim_floor_done(pgo_relay_t *r, slot_t *s);
-/* Back to 0, claims from id 0 again: with a lost connection. */
-void pgo_claim_floor_reset(pgo_relay_t *r);
 /* The fallback poll's interval: relay.poll_interval, at most the sweep
  * interval of the claim floor. */
 int64_t pgo_claim_poll_ms(const pgo_relay_t *r);
@@ -312,6 +313,27 @@ void pgo_observe_mode_conflicts(pgo_relay_t *r, int n);
 void pgo_observe_acked(pgo_relay_t *r, const pgo_batch_t *b);
 /* A batch committed: its duration. */
 void pgo_observe_settled(pgo_relay_t *r, const slot_t *s, int64_t now);
+
+/* floor.c: the claim floor and its probes */
+
+/* Sets up the probes' connection (relay.claim_floor on, not an adopted
+ * table); false without memory.  After pgo_claim_build_sql(). */
+bool pgo_floor_init(pgo_relay_t *r);
+/* Through a transaction pooler: no session state on its connection. */
+void pgo_floor_pooled(pgo_relay_t *r);
+/* Closes the connection (a probe in flight is dropped). */
+void pgo_floor_close(pgo_relay_t *r);
+/* Frees what the floor keeps. */
+void pgo_floor_free(pgo_relay_t *r);
+/* A claim went out: the floor may move, probe when due. */
+void pgo_floor_claiming(pgo_relay_t *r);
+/* Back to 0, claims from id 0 again: with a lost connection. */
+void pgo_floor_reset(pgo_relay_t *r);
+/* Before the loop's turn: sends a probe when due, registers the socket;
+ * returns its deadline (0: none). */
+int64_t pgo_floor_turn(pgo_relay_t *r, int64_t now);
+/* After the loop's turn: drives the connection, takes a probe's answer. */
+void pgo_floor_step(pgo_relay_t *r);
 
 /* wake.c: the sleeper lock */
 

@@ -1,0 +1,246 @@
+/*
+ * floor.c — the claim floor (sql/006_claim_floor.sql): an id below which
+ * no fresh row of the queue is, now or later.  Claims start there
+ * (claim.c), so they skip the index entries of rows already sent, which
+ * a held xmin keeps from being cleaned.
+ *
+ * pgoutbox.claim_floor() moves it.  It reads the queue's sequence and
+ * pg_locks, a few hundred microseconds of a backend's CPU, and it runs on
+ * a connection of its own: it rode in front of a claim before, and every
+ * claim that carried it waited for it (at 500 events/s its phase's p99
+ * was 3.1 ms, ahead of the claim, issue 17).  Nothing waits for it now;
+ * a claim uses whatever floor the relay has when it is sent.
+ *
+ * When: at most every FLOOR_PROBE_MIN_MS, and only after a claim went out
+ * since the last probe (an idle relay probes nothing).  The interval
+ * follows the rate: a probe that moved the floor by few rows doubles it
+ * (up to FLOOR_PROBE_MAX_MS), one that moved it by many halves it, so
+ * that the floor trails the newest claimed row by a few hundred ids at
+ * any rate and a quiet queue costs a probe or ten a second.
+ *
+ * A lost slot connection sets the floor back to 0 (the server may have
+ * undone acks, and their rows are back below it); a probe in flight then
+ * belongs to the old floor, and its answer is dropped (the generation).
+ * A probe that fails with an error leaves the floor where it is for the
+ * rest of the run: claims are still right from any floor, only slower
+ * under a held xmin.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay/relay_int.h"
+
+/* The probe's interval: between these, following the rate. */
+#define FLOOR_PROBE_MIN_MS 5
+#define FLOOR_PROBE_MAX_MS 100
+/* A probe that moved the floor by fewer rows than this probes less
+ * often; by more than FLOOR_MOVED_HIGH, more often. */
+#define FLOOR_MOVED_LOW	 64
+#define FLOOR_MOVED_HIGH 512
+
+static void floor_io(void *arg, int fd, short revents)
+{
+	pgo_relay_t *r = arg;
+
+	(void)fd;
+	r->floor_revents |= revents;
+}
+
+bool pgo_floor_init(pgo_relay_t *r)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+
+	/* An adopted table has no floor: its rows are marked, not
+	 * deleted, so the pending index is what skips the sent ones. */
+	r->floor_used = v->claim_floor && !r->adopted;
+	r->floor_interval = FLOOR_PROBE_MIN_MS;
+	if (!r->floor_used)
+		return true;
+	r->floor_setup.subject = r->subject;
+	r->floor_setup.app_name = r->app_name;
+	/* The relay's settings: its timeouts bound the probe too. */
+	r->floor_setup.sql[0] = r->session_sql;
+	r->floor_setup.sql[1] = NULL;
+	r->floor_setup.local_sql = r->local_sql;
+	r->floor_setup.prep_name[0] = "pgoutbox_floor";
+	r->floor_setup.prep_sql[0] =
+		"SELECT new_floor, new_line, new_writers FROM "
+		"pgoutbox.claim_floor($1, $2::bigint, $3::bigint, "
+		"$4::text[])";
+	r->floor_setup.prep_name[1] = NULL;
+	pgo_conn_init(&r->floor_conn, r->conf, &r->floor_setup);
+	r->floor_io = pgo_loop_io_add(r->loop, -1, 0, floor_io, r);
+	return r->floor_io != NULL;
+}
+
+void pgo_floor_pooled(pgo_relay_t *r)
+{
+	r->floor_setup.pooled = true;
+}
+
+void pgo_floor_close(pgo_relay_t *r)
+{
+	if (!r->floor_used)
+		return;
+	pgo_conn_close(&r->floor_conn);
+	r->floor_probing = false;
+}
+
+void pgo_floor_free(pgo_relay_t *r)
+{
+	free(r->floor_writers);
+	r->floor_writers = NULL;
+}
+
+void pgo_floor_claiming(pgo_relay_t *r)
+{
+	r->floor_wanted = true;
+}
+
+void pgo_floor_reset(pgo_relay_t *r)
+{
+	if (r->floor)
+		pgo_log(PGO_LOG_DEBUG, r->subject,
+			"claim floor %lld -> 0 with a lost connection",
+			(long long)r->floor);
+	r->floor = 0;
+	r->floor_line[0] = '\0';
+	free(r->floor_writers);
+	r->floor_writers = NULL;
+	r->floor_next = 0;
+	r->floor_interval = FLOOR_PROBE_MIN_MS;
+	r->floor_gen++;
+}
+
+int64_t pgo_floor_turn(pgo_relay_t *r, int64_t now)
+{
+	struct pollfd pfd;
+	char floor[24];
+	const char *params[4];
+
+	if (!r->floor_used)
+		return 0;
+	pgo_conn_kick(&r->floor_conn, now);
+	if (r->floor_wanted && !r->floor_off && !r->floor_probing &&
+	    !r->stop && r->floor_conn.state == PGO_CONN_READY &&
+	    now >= r->floor_next) {
+		snprintf(floor, sizeof(floor), "%lld", (long long)r->floor);
+		params[0] = pgo_conf_values(r->conf)->queue;
+		params[1] = floor;
+		params[2] = r->floor_line[0] ? r->floor_line : NULL;
+		params[3] = r->floor_writers;
+		pgo_conn_exec_prepared(&r->floor_conn, "pgoutbox_floor", 4,
+				       params);
+		if (pgo_conn_send(&r->floor_conn) == PGO_OK) {
+			r->floor_probing = true;
+			r->floor_wanted = false;
+			r->floor_sent_gen = r->floor_gen;
+			r->floor_next = now + r->floor_interval;
+		}
+	}
+	pgo_conn_pollfd(&r->floor_conn, &pfd);
+	pgo_loop_io_set(r->floor_io, pfd.fd, pfd.events);
+	r->floor_revents = 0;
+	if (r->floor_conn.state == PGO_CONN_DOWN)
+		return r->floor_conn.retry_at;
+	if (r->floor_wanted && !r->floor_probing && !r->floor_off &&
+	    r->floor_conn.state == PGO_CONN_READY)
+		return r->floor_next;
+	return 0;
+}
+
+/* The probe came back: the new floor, and the line and writers to pass
+ * back next time. */
+static void probe_done(pgo_relay_t *r)
+{
+	PGresult *res = r->floor_conn.round.res[0];
+	int64_t f, moved;
+	char *w;
+
+	r->floor_probing = false;
+	if (r->floor_sent_gen != r->floor_gen)
+		return; /* asked before the floor went back to 0 */
+	if (r->floor_conn.round.failed || !res ||
+	    PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		/* A floor that cannot move is still safe: claims go on from
+		 * where it is, as they did before there was one.  A timeout
+		 * or a lost connection: probe again later. */
+		if (r->floor_conn.round.failed &&
+		    pgo_sqlstate_retriable(r->floor_conn.round.sqlstate)) {
+			pgo_log(PGO_LOG_DEBUG, r->subject,
+				"claim floor probe: %s",
+				r->floor_conn.round.err);
+			return;
+		}
+		r->floor_off = true;
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"the claim floor stays at %lld: pgoutbox.claim_floor() "
+			"failed: %s",
+			(long long)r->floor,
+			r->floor_conn.round.err[0] ? r->floor_conn.round.err
+						   : "no row");
+		return;
+	}
+	f = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	if (!(w = strdup(PQgetvalue(res, 0, 2))))
+		return; /* no memory: probe again later */
+	moved = f > r->floor ? f - r->floor : 0;
+	if (moved) {
+		pgo_log(PGO_LOG_DEBUG, r->subject, "claim floor %lld -> %lld",
+			(long long)r->floor, (long long)f);
+		r->floor = f;
+	}
+	snprintf(r->floor_line, sizeof(r->floor_line), "%s",
+		 PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+	free(r->floor_writers);
+	r->floor_writers = w;
+	/* A probe that only read the line moves nothing: no signal. */
+	if (PQgetisnull(res, 0, 1) || !r->floor_line[0] || f == 0)
+		return;
+	if (moved > FLOOR_MOVED_HIGH && r->floor_interval > FLOOR_PROBE_MIN_MS)
+		r->floor_interval /= 2;
+	else if (moved < FLOOR_MOVED_LOW &&
+		 r->floor_interval < FLOOR_PROBE_MAX_MS)
+		r->floor_interval *= 2;
+	if (r->floor_interval < FLOOR_PROBE_MIN_MS)
+		r->floor_interval = FLOOR_PROBE_MIN_MS;
+	if (r->floor_interval > FLOOR_PROBE_MAX_MS)
+		r->floor_interval = FLOOR_PROBE_MAX_MS;
+}
+
+void pgo_floor_step(pgo_relay_t *r)
+{
+	pgo_conn_event_t ev;
+
+	if (!r->floor_used)
+		return;
+	ev = pgo_conn_step(&r->floor_conn, r->floor_revents);
+	r->floor_revents = 0;
+	if (ev == PGO_CONN_EV_NONE &&
+	    pgo_conn_expire(&r->floor_conn, pgo_now_ms(),
+			    pgo_conf_values(r->conf)->statement_timeout +
+				    pgo_conf_values(r->conf)->lease_timeout))
+		ev = PGO_CONN_EV_LOST;
+	switch (ev) {
+	case PGO_CONN_EV_ROUND:
+		if (pgo_log_max >= PGO_LOG_DEBUG)
+			pgo_log(PGO_LOG_DEBUG, r->subject,
+				"claim floor probe %.1f ms",
+				(double)(pgo_now_us() -
+					 r->floor_conn.round.sent_us) /
+					1000.0);
+		probe_done(r);
+		pgo_conn_round_clear(&r->floor_conn);
+		break;
+	case PGO_CONN_EV_FATAL:
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"claim floor connection: %s; the floor stays at %lld",
+			r->floor_conn.fatal.msg, (long long)r->floor);
+		r->floor_off = true;
+		r->floor_probing = false;
+		break;
+	default: break;
+	}
+	if (r->floor_conn.state == PGO_CONN_DOWN)
+		r->floor_probing = false;
+}
