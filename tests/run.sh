@@ -28,7 +28,7 @@ chmod 755 "$TMP"
 # The cluster is the run's own: a PG_PORT or PG_DIR in the environment (the
 # user's, or an outer run's) must not choose it.
 unset PG_DIR PG_PORT PG_BIN PG_URL PG_OPTS
-cleanup() { pg_stop; rm -rf "$TMP"; }
+cleanup() { pg_stop; [ -n "${T_KEEP:-}" ] || rm -rf "$TMP"; }
 trap cleanup EXIT
 
 if [ -z "$PATTERN" ]; then
