@@ -184,19 +184,18 @@ void pgo_adopted_build_sql(pgo_relay_t *r)
 			 eid);
 		break;
 	case PGO_MODE_ORDERED:
-		/* $2 shards and $3 epochs of this connection's leases, $4
-		 * the floor. */
+		/* $2 the epochs of this connection's leases by shard
+		 * (shards.c), $3 the floor. */
 		snprintf(cond, sizeof(cond),
-			 "t.%s >= $4::bigint AND t.%s = ANY(ARRAY("
+			 "t.%s >= $3::bigint AND t.%s = ANY(ARRAY("
 			 "SELECT l.shard FROM pgoutbox.shard_leases l "
-			 "JOIN unnest($2::int[], $3::bigint[]) AS m(shard, "
-			 "epoch) ON l.shard = m.shard AND l.epoch = m.epoch "
-			 "WHERE l.queue = '%s')) "
+			 "WHERE l.queue = '%s' AND "
+			 "l.epoch = ($2::bigint[])[l.shard + 1])) "
 			 "AND t.%s <> ALL(ARRAY(SELECT h.shard FROM "
 			 "pgoutbox.adopted_state h WHERE h.queue = '%s' AND "
 			 "h.run_at = 'infinity' AND NOT h.dead)) "
-			 /* $5, relay.batch_bytes: not applied here */
-			 "AND $5::bigint IS NOT NULL",
+			 /* $4, relay.batch_bytes: not applied here */
+			 "AND $4::bigint IS NOT NULL",
 			 eid, shard_col, q, shard_col, q);
 		claim_held(r, q, cols, cond, true);
 		break;

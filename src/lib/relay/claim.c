@@ -255,15 +255,14 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 q, q, q, q);
 		break;
 	case PGO_MODE_ORDERED:
-		/* $2 shards and $3 epochs of this connection's leases, $4
-		 * the floor, $6 and $7 the sweep's pages. */
+		/* $2 the epochs of this connection's leases by shard
+		 * (element shard + 1; NULL where it owns none: shards.c), $3
+		 * the floor, $5 and $6 the sweep's pages. */
 		snprintf(cond, sizeof(cond),
 			 "c.shard = ANY(ARRAY("
 			 "SELECT l.shard FROM pgoutbox.shard_leases l "
-			 "JOIN unnest($2::int[], $3::bigint[]) AS m(shard, "
-			 "epoch) "
-			 "ON l.shard = m.shard AND l.epoch = m.epoch "
-			 "WHERE l.queue = '%s')) "
+			 "WHERE l.queue = '%s' AND "
+			 "l.epoch = ($2::bigint[])[l.shard + 1])) "
 			 "AND c.shard <> ALL(ARRAY(SELECT h.shard FROM "
 			 "pgoutbox.\"%s\" h WHERE h.attempts > 0 AND "
 			 "h.run_at = 'infinity')) "
@@ -272,7 +271,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
 			 "c.id AND b.run_at > " NOW ")",
 			 q, q, q);
-		claim_union(r, q, cond, "$4", "$5", "$6", "$7");
+		claim_union(r, q, cond, "$3", "$4", "$5", "$6");
 		break;
 	default:
 		/* $2: the epoch of the leader lease (pseudo-shard -1), $3
@@ -394,13 +393,12 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 		q->params[5] = q->hi;
 		q->nparams = 6;
 	} else {
-		q->params[1] = s->owned_shards;
-		q->params[2] = s->owned_epochs;
-		q->params[3] = q->floor;
-		q->params[4] = q->bytes;
-		q->params[5] = q->lo;
-		q->params[6] = q->hi;
-		q->nparams = 7;
+		q->params[1] = s->owned_map;
+		q->params[2] = q->floor;
+		q->params[3] = q->bytes;
+		q->params[4] = q->lo;
+		q->params[5] = q->hi;
+		q->nparams = 6;
 	}
 	/* An adopted table's statements take no sweep. */
 	if (r->adopted)

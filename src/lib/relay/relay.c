@@ -125,6 +125,7 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 		s->arena = pgo_arena_new(64 * 1024);
 		s->io = pgo_loop_io_add(r->loop, -1, 0, slot_io, s);
 		if (!s->arena || !s->owned_shards || !s->owned_epochs ||
+		    !s->owned_map ||
 		    !s->io) {
 			pgo_relay_destroy(r);
 			pgo_error_set(err, PGO_ERR_NOMEM, 1,

@@ -88,6 +88,7 @@ typedef struct slot {
 	int nowned;		/* shards owned (strict: 1 = leader) */
 	char *owned_shards;	/* PostgreSQL array literal "{0,1,...}" */
 	char *owned_epochs;	/* their epochs, same order */
+	char *owned_map;	/* the epochs by shard: "{NULL,7}" (shards.c) */
 	char leader_epoch[24];	/* strict mode: epoch of the leader lease */
 	int64_t next_rebalance; /* monotonic ms: the next lease round or beat */
 	bool beating;		/* its round in flight starts with the beat */
@@ -184,7 +185,7 @@ struct pgo_relay {
 /* The parameters of one claim round, pointing into itself and the slot. */
 typedef struct pgo_claim_req {
 	char limit[16], floor[24], bytes[16], lo[32], hi[32];
-	const char *params[7]; /* of the prepared claim */
+	const char *params[6]; /* of the prepared claim */
 	int nparams;
 	const char *pages[1]; /* of the table's size; pages[0] NULL: none */
 } pgo_claim_req_t;

@@ -42,6 +42,7 @@ void pgo_shards_init(pgo_relay_t *r, slot_t *s)
 		 v->name && *v->name ? v->name : "relay", s->idx);
 	s->owned_shards = strdup("{}");
 	s->owned_epochs = strdup("{}");
+	s->owned_map = strdup("{}");
 	s->nowned = 0;
 	s->next_rebalance = 0;
 }
@@ -50,7 +51,8 @@ void pgo_shards_free(slot_t *s)
 {
 	free(s->owned_shards);
 	free(s->owned_epochs);
-	s->owned_shards = s->owned_epochs = NULL;
+	free(s->owned_map);
+	s->owned_shards = s->owned_epochs = s->owned_map = NULL;
 }
 
 void pgo_shards_reset(pgo_relay_t *r, slot_t *s)
@@ -64,6 +66,8 @@ void pgo_shards_reset(pgo_relay_t *r, slot_t *s)
 		strcpy(s->owned_shards, "{}");
 	if (s->owned_epochs)
 		strcpy(s->owned_epochs, "{}");
+	if (s->owned_map)
+		strcpy(s->owned_map, "{}");
 	s->next_rebalance = 0;
 }
 
@@ -225,6 +229,47 @@ static int gained(const char *old, const PGresult *res)
 	return n;
 }
 
+/* The epochs of the lease round's result by shard, as the ordered claim
+ * reads them: a bigint[] literal whose element shard + 1 is the epoch of
+ * an owned shard and NULL for the others ("{NULL,7,7}": shards 1 and 2).
+ * A lookup by subscript costs the claim a few microseconds where a join
+ * of the leases with unnest(shards, epochs) cost it about 0.1 ms, a
+ * quarter of a one-event claim.  NULL without memory. */
+static char *epoch_map(const PGresult *res)
+{
+	int n = PQntuples(res), len = 0;
+	const char **by_shard;
+	pgo_buf_t map;
+
+	for (int i = 0; i < n; i++) {
+		int shard = atoi(PQgetvalue(res, i, 0));
+
+		if (shard >= len)
+			len = shard + 1;
+	}
+	if (!(by_shard = calloc((size_t)len + 1, sizeof(*by_shard))))
+		return NULL;
+	for (int i = 0; i < n; i++) {
+		int shard = atoi(PQgetvalue(res, i, 0));
+
+		if (shard >= 0)
+			by_shard[shard] = PQgetvalue(res, i, 1);
+	}
+	pgo_buf_init(&map);
+	pgo_buf_puts(&map, "{");
+	for (int i = 0; i < len; i++) {
+		pgo_buf_puts(&map, i ? "," : "");
+		pgo_buf_puts(&map, by_shard[i] ? by_shard[i] : "NULL");
+	}
+	pgo_buf_puts(&map, "}");
+	free(by_shard);
+	if (map.oom) {
+		pgo_buf_free(&map);
+		return NULL;
+	}
+	return map.data;
+}
+
 void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
@@ -267,6 +312,16 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 	}
 	if (strcmp(shards.data, s->owned_shards) != 0 ||
 	    strcmp(epochs.data, s->owned_epochs) != 0) {
+		char *map = epoch_map(res);
+
+		if (!map) {
+			pgo_buf_free(&shards);
+			pgo_buf_free(&epochs);
+			pgo_conn_round_clear(&s->conn);
+			return;
+		}
+		free(s->owned_map);
+		s->owned_map = map;
 		if (r->mode == PGO_MODE_STRICT)
 			pgo_log(PGO_LOG_INFO, r->subject, "member %s %s",
 				s->member,
