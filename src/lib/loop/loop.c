@@ -113,6 +113,12 @@ pgo_loop_io_t *pgo_loop_io_add(pgo_loop_t *l, int fd, short events,
 	return io;
 }
 
+void pgo_loop_io_note(void *arg, int fd, short revents)
+{
+	(void)fd;
+	*(short *)arg |= revents;
+}
+
 void pgo_loop_io_set(pgo_loop_io_t *io, int fd, short events)
 {
 	io->fd = fd;

@@ -47,6 +47,9 @@ pgo_loop_io_t *pgo_loop_io_add(pgo_loop_t *loop, int fd, short events,
 void pgo_loop_io_set(pgo_loop_io_t *io, int fd, short events);
 /* Removes the watcher (NULL is a no-op).  Safe inside any callback. */
 void pgo_loop_io_del(pgo_loop_io_t *io);
+/* A watcher callback for owners that step their connection after the
+ * turn: ORs what the loop saw into the short that arg points to. */
+void pgo_loop_io_note(void *arg, int fd, short revents);
 
 /* A one-shot timer firing at `at` (CLOCK_MONOTONIC ms, pgo_now_ms());
  * at 0 makes it disarmed.  NULL on OOM. */

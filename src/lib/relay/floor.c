@@ -14,9 +14,9 @@
  * When: at most every FLOOR_PROBE_MIN_MS, and only after a claim went out
  * since the last probe (an idle relay probes nothing).  The interval
  * follows the rate: a probe that moved the floor by few ids doubles it
- * (up to FLOOR_PROBE_MAX_MS), one that moved it by many halves it, so
- * that the floor moves by about a thousand ids a probe at high rates and
- * a quiet queue costs ten probes a second.
+ * (up to FLOOR_PROBE_MAX_MS), one that moved it by many halves it: a
+ * busy queue gets a probe every 5 ms, as when the probe rode in front of
+ * the claims, and a quiet one ten a second.
  *
  * A lost slot connection sets the floor back to 0 (the server may have
  * undone acks, and their rows are back below it); a probe in flight then
@@ -34,20 +34,15 @@
 #define FLOOR_PROBE_MIN_MS 5
 #define FLOOR_PROBE_MAX_MS 100
 /* A probe that moved the floor by fewer ids than this probes less
- * often; by more than FLOOR_MOVED_HIGH, more often.  A probe costs a
- * backend 0.3-0.5 ms; a dead index entry a claim walks for want of it,
- * under a held xmin, about 0.5 us: a probe is worth about a thousand
- * entries a claim would walk. */
-#define FLOOR_MOVED_LOW	 512
-#define FLOOR_MOVED_HIGH 2048
-
-static void floor_io(void *arg, int fd, short revents)
-{
-	pgo_relay_t *r = arg;
-
-	(void)fd;
-	r->floor_revents |= revents;
-}
+ * often; by more than FLOOR_MOVED_HIGH, more often.  Under a held xmin
+ * every id the floor trails by is a dead index entry each claim walks
+ * (about 0.5 us each), and at 40,000 events/s a relay claims some 600
+ * times a second: the floor must stay within a few hundred ids of the
+ * newest row while events flow, so the interval grows only when it
+ * hardly moves (thresholds of 512 and 2,048, tried first, let the floor
+ * trail by over a thousand ids at that rate). */
+#define FLOOR_MOVED_LOW	 64
+#define FLOOR_MOVED_HIGH 512
 
 bool pgo_floor_init(pgo_relay_t *r)
 {
@@ -72,7 +67,8 @@ bool pgo_floor_init(pgo_relay_t *r)
 		"$4::text[])";
 	r->floor_setup.prep_name[1] = NULL;
 	pgo_conn_init(&r->floor_conn, r->conf, &r->floor_setup);
-	r->floor_io = pgo_loop_io_add(r->loop, -1, 0, floor_io, r);
+	r->floor_io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
+				      &r->floor_revents);
 	return r->floor_io != NULL;
 }
 
@@ -124,9 +120,8 @@ int64_t pgo_floor_turn(pgo_relay_t *r, int64_t now)
 	if (!r->floor_used)
 		return 0;
 	pgo_conn_kick(&r->floor_conn, now);
-	if (r->floor_wanted && !r->floor_off && !r->floor_probing &&
-	    !r->stop && r->floor_conn.state == PGO_CONN_READY &&
-	    now >= r->floor_next) {
+	if (r->floor_wanted && !r->floor_off && !r->floor_probing && !r->stop &&
+	    r->floor_conn.state == PGO_CONN_READY && now >= r->floor_next) {
 		snprintf(floor, sizeof(floor), "%lld", (long long)r->floor);
 		params[0] = pgo_conf_values(r->conf)->queue;
 		params[1] = floor;

@@ -46,14 +46,6 @@ struct pgo_relay_metrics {
 	bool query_failed;  /* the last round failed (logged once) */
 };
 
-static void conn_io(void *arg, int fd, short revents)
-{
-	pgo_relay_metrics_t *m = arg;
-
-	(void)fd;
-	m->revents |= revents;
-}
-
 static void collect(void *arg);
 static bool ready(void *arg, char *why, size_t size);
 
@@ -188,7 +180,7 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 	m->setup.sql[1] = NULL;
 	pgo_conn_init(&m->conn, r->conf, &m->setup);
 	m->conn_used = true;
-	m->io = pgo_loop_io_add(r->loop, -1, 0, conn_io, m);
+	m->io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note, &m->revents);
 	if (!m->io)
 		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
 				     "out of memory for the relay's metrics");

@@ -41,7 +41,6 @@ static void relay_error(pgo_relay_t *r, const char *fmt, ...)
 }
 
 static void sink_health(void *ctx, int up, const char *reason);
-static void slot_io(void *arg, int fd, short revents);
 
 pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 {
@@ -123,10 +122,10 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 			      i == 0 ? &r->setup : &r->setup_quiet);
 		pgo_shards_init(r, s);
 		s->arena = pgo_arena_new(64 * 1024);
-		s->io = pgo_loop_io_add(r->loop, -1, 0, slot_io, s);
+		s->io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
+					&s->revents);
 		if (!s->arena || !s->owned_shards || !s->owned_epochs ||
-		    !s->owned_map ||
-		    !s->io) {
+		    !s->owned_map || !s->io) {
 			pgo_relay_destroy(r);
 			pgo_error_set(err, PGO_ERR_NOMEM, 1,
 				      "out of memory for a relay");
@@ -236,15 +235,6 @@ static void sink_health(void *ctx, int up, const char *reason)
 	}
 	r->sink_down = false;
 	r->sink_down_why[0] = '\0';
-}
-
-/* A slot's socket was ready: stepped after the loop's turn. */
-static void slot_io(void *arg, int fd, short revents)
-{
-	slot_t *s = arg;
-
-	(void)fd;
-	s->revents |= revents;
 }
 
 void pgo_relay_retry_at(pgo_relay_t *r, int64_t due)

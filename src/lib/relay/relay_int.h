@@ -141,17 +141,17 @@ struct pgo_relay {
 	/* The claim floor (floor.c): no fresh row of the queue has a lower
 	 * id, now or later; claims start there. */
 	int64_t floor;
-	char floor_line[24];	      /* pending line ("" = none), see 006 */
-	char *floor_writers;	      /* its writers: a text[] literal */
-	bool floor_used;	      /* relay.claim_floor, not adopted */
-	bool floor_probing;	      /* a probe is in flight */
-	bool floor_wanted;	      /* a claim went out since the last */
-	int64_t floor_next;	      /* monotonic ms: the next probe */
-	int64_t floor_interval;	      /* ms between probes, by the rate */
-	bool floor_off;		      /* the probe failed: floor stays put */
-	unsigned floor_gen;	      /* +1 at each reset to 0 */
-	unsigned floor_sent_gen;      /* of the probe in flight */
-	pgo_conn_t floor_conn;	      /* the probes' connection */
+	char floor_line[24];	 /* pending line ("" = none), see 006 */
+	char *floor_writers;	 /* its writers: a text[] literal */
+	bool floor_used;	 /* relay.claim_floor, not adopted */
+	bool floor_probing;	 /* a probe is in flight */
+	bool floor_wanted;	 /* a claim went out since the last */
+	int64_t floor_next;	 /* monotonic ms: the next probe */
+	int64_t floor_interval;	 /* ms between probes, by the rate */
+	bool floor_off;		 /* the probe failed: floor stays put */
+	unsigned floor_gen;	 /* +1 at each reset to 0 */
+	unsigned floor_sent_gen; /* of the probe in flight */
+	pgo_conn_t floor_conn;	 /* the probes' connection */
 	pgo_conn_setup_t floor_setup;
 	pgo_loop_io_t *floor_io;
 	short floor_revents;

@@ -32,14 +32,6 @@
 /* The fallback poll while the sleeper connection is not up. */
 #define WAKE_DOWN_POLL_MS 50
 
-static void wake_io(void *arg, int fd, short revents)
-{
-	pgo_relay_t *r = arg;
-
-	(void)fd;
-	r->wake_revents |= revents;
-}
-
 bool pgo_wake_init(pgo_relay_t *r)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
@@ -64,7 +56,8 @@ bool pgo_wake_init(pgo_relay_t *r)
 	r->wake_setup.sql[1] = "SET lock_timeout = 0";
 	r->wake_setup.sql[2] = NULL;
 	pgo_conn_init(&r->wake_conn, r->conf, &r->wake_setup);
-	r->wake_io = pgo_loop_io_add(r->loop, -1, 0, wake_io, r);
+	r->wake_io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
+				     &r->wake_revents);
 	if (!r->wake_io)
 		return false;
 	r->wake = WAKE_AWAKE;
