@@ -380,6 +380,23 @@ static int parse_roc(struct bq_sink *s, const char *v, pgo_error_t *err)
 	return PGO_OK;
 }
 
+/* A count in the header as tools/bullmq-export.js writes it: decimal
+ * digits, no sign, no leading zero ("09" or "9x" is no count, as
+ * "06.7.0" is no version; fuzz_bullmq found both).  -1 otherwise. */
+static int header_count(const char *s)
+{
+	int n = 0;
+
+	if (!isdigit((unsigned char)s[0]) || (s[0] == '0' && s[1]))
+		return -1;
+	for (; *s; s++) {
+		if (!isdigit((unsigned char)*s) || n > 100000)
+			return -1;
+		n = n * 10 + (*s - '0');
+	}
+	return n;
+}
+
 /* Reads the file `node tools/bullmq-export.js` wrote: a header line
  *   --! pgoutbox-bullmq-export bullmq=6.7.0 script=addStandardJob keys=9
  * then BullMQ's script, byte for byte. */
@@ -434,7 +451,7 @@ static int load_export(struct bq_sink *s, const char *path, pgo_error_t *err)
 		else if (strncmp(tok, "script=", 7) == 0)
 			snprintf(script, sizeof(script), "%s", tok + 7);
 		else if (strncmp(tok, "keys=", 5) == 0)
-			keys = atoi(tok + 5);
+			keys = header_count(tok + 5);
 	}
 	s->script_len = (size_t)size - (size_t)(nl + 1 - data);
 	s->script = malloc(s->script_len + 1);
