@@ -79,6 +79,9 @@ static void test_refusals(void **state)
 		 "x\n",
 		 NULL, NULL,
 		 "script addJob with 6 keys; expected addStandardJob"},
+		{"--! pgoutbox-bullmq-export bullmq=6.7.0 "
+		 "script=addStandardJob keys=09\nx\n",
+		 NULL, NULL, "keys= is not a count"},
 		{"return 1\n", NULL, NULL,
 		 "not written by tools/bullmq-export.js"},
 		{V6, NULL, NULL, "the script is empty"},

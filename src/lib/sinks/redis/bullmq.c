@@ -406,6 +406,7 @@ static int load_export(struct bq_sink *s, const char *path, pgo_error_t *err)
 	FILE *f;
 	long size;
 	int keys = -1, major;
+	bool bad_keys = false;
 
 	if (!*path)
 		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
@@ -451,7 +452,7 @@ static int load_export(struct bq_sink *s, const char *path, pgo_error_t *err)
 		else if (strncmp(tok, "script=", 7) == 0)
 			snprintf(script, sizeof(script), "%s", tok + 7);
 		else if (strncmp(tok, "keys=", 5) == 0)
-			keys = header_count(tok + 5);
+			bad_keys = (keys = header_count(tok + 5)) < 0;
 	}
 	s->script_len = (size_t)size - (size_t)(nl + 1 - data);
 	s->script = malloc(s->script_len + 1);
@@ -477,6 +478,12 @@ static int load_export(struct bq_sink *s, const char *path, pgo_error_t *err)
 			"only (the add script's arguments change between "
 			"majors)",
 			path, s->version);
+	if (bad_keys)
+		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
+				     "sink.bullmq_script %s: its header's "
+				     "keys= is not a count as "
+				     "tools/bullmq-export.js writes it",
+				     path);
 	if (strcmp(script, ADD_SCRIPT) != 0 || keys != ADD_NKEYS)
 		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
 				     "sink.bullmq_script %s: script %s with "
