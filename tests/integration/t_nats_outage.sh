@@ -6,7 +6,7 @@
 # (they wait in the outbox without spending attempts).
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../nats.sh"
-trap 'cleanup_pids; nats_stop' EXIT
+trap 'cleanup_pids; [ -z "${NATS_PID:-}" ] || kill -CONT "$NATS_PID" 2>/dev/null; nats_stop' EXIT
 nats_start "$T_TMP/nats"
 js create OUTBOX 'ev.>'
 t_db
@@ -89,3 +89,26 @@ check_once ev.d 210 || fail "after the server stopped answering"
 kill -0 "$relay" || fail "the relay exited"
 stop_relay "$relay"
 note "a silent server: batch unavailable after 500 ms without a PubAck, then 210 of 210 once"
+
+# 5. SIGTERM while PubAcks are awaited (the server stopped with SIGSTOP, its
+# socket holding the publishes unread): the relay gives the batch back at
+# its drain deadline and exits 0.  cnats owns a message until its PubAck
+# handler runs and its library is gone after the sink stops: freeing such
+# messages again there was a use after free (CI, 2026-12-02: exit 86 in
+# natsMutex_Lock).
+PGOUTBOX_RELAY_DRAIN_TIMEOUT=1s start_relay "$T_TMP/relay5" --sink nats --nats-url "$NATS_URL" --nats-timeout 30s
+relay=$RELAY_PID
+send_n e 10
+wait_until 20 '[ "$(pending)" = 0 ]'
+kill -STOP "$NATS_PID"
+send_n e 100
+server_unread() { ss -Htn state established "( sport = :$NATS_PORT )" | awk '{ n += $1 } END { print n + 0 }'; }
+wait_until 20 '[ "$(server_unread)" -gt 0 ]'
+stop_relay "$relay"
+kill -CONT "$NATS_PID"
+[ "$(pending)" = 100 ] || fail "expected the 100 events back in the outbox, found $(pending)"
+start_relay "$T_TMP/relay6" --sink nats --nats-url "$NATS_URL"
+wait_until 30 '[ "$(pending)" = 0 ]'
+stop_relay "$RELAY_PID"
+check_once ev.e 110 || fail "after a stop with PubAcks awaited"
+note "SIGTERM with PubAcks awaited: the batch rolled back at the drain deadline, exit 0, then 110 of 110 once"

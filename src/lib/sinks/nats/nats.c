@@ -123,6 +123,7 @@ struct nats_sink {
 	pthread_cond_t cond; /* wakes the connector's backoff */
 	struct nq_item *q_head, *q_tail;
 	bool stopping;	      /* the connector gives up */
+	bool closing;	      /* the sink stops: nothing is queued any more */
 	pthread_t connector;  /* makes the first connection */
 	bool connector_alive; /* to be joined */
 
@@ -229,6 +230,18 @@ static void pub_orphan(struct nats_sink *s, const struct nb_batch *pb)
 			s->pubs[i].pb = NULL;
 }
 
+/* Empties the table without freeing a message: each is cnats' until its
+ * PubAck handler runs, and jsCtx_Destroy() frees the ones still awaited.
+ * A message handed over after this is found nowhere and freed. */
+static void pub_forget(struct nats_sink *s)
+{
+	if (s->pubs_cap)
+		memset(s->pubs, 0, s->pubs_cap * sizeof(*s->pubs));
+	s->pubs_len = 0;
+	for (struct nb_batch *pb = s->head; pb; pb = pb->next)
+		pb->outstanding = 0;
+}
+
 /* --- the bridge (cnats' threads) --- */
 
 static void push(struct nats_sink *s, struct nq_item *it)
@@ -237,6 +250,14 @@ static void push(struct nats_sink *s, struct nq_item *it)
 	bool was_empty;
 
 	pthread_mutex_lock(&s->mu);
+	if (s->closing) {
+		/* The sink stops and will not look: the message handed
+		 * over is freed here, while cnats' library still runs. */
+		pthread_mutex_unlock(&s->mu);
+		natsMsg_Destroy(it->msg);
+		free(it);
+		return;
+	}
 	was_empty = !s->q_head;
 	if (s->q_tail)
 		s->q_tail->next = it;
@@ -690,6 +711,7 @@ static void handle(struct nats_sink *s, struct nq_item *it)
 				s->graves[s->n_graves++] = s->nc;
 			}
 		}
+		pub_forget(s);
 		jsCtx_Destroy(s->js);
 		s->js = NULL;
 		s->nc = NULL;
@@ -863,6 +885,7 @@ static int nats_start(pgo_sink_t *sink)
 		return PGO_ERR_CONFIG;
 	}
 	s->state = NS_CONNECTING;
+	s->closing = false;
 	s->told_down = false;
 	s->last_err[0] = '\0';
 	if (connector_start(s) != PGO_OK) {
@@ -872,18 +895,23 @@ static int nats_start(pgo_sink_t *sink)
 	return PGO_OK;
 }
 
-/* Frees what the queue holds once no thread of cnats can push. */
-static void free_queue(struct nats_sink *s)
+/* Stops the bridge (a callback frees what it is handed from now on) and
+ * frees what it holds: the messages while cnats' library runs (it has
+ * a lock natsMsg_Destroy() takes), a connection the loop never took. */
+static void close_queue(struct nats_sink *s)
 {
-	struct nq_item *it = s->q_head;
+	struct nq_item *it;
 
+	pthread_mutex_lock(&s->mu);
+	s->closing = true;
+	it = s->q_head;
 	s->q_head = s->q_tail = NULL;
+	pthread_mutex_unlock(&s->mu);
 	while (it) {
 		struct nq_item *next = it->next;
-		struct nb_pub *p = it->msg ? pub_find(s, it->msg) : NULL;
 
-		if (p)
-			pub_del(s, p);
+		if (it->kind == NQ_CONNECTED)
+			natsConnection_Destroy(it->nc);
 		natsMsg_Destroy(it->msg);
 		free(it);
 		it = next;
@@ -900,6 +928,11 @@ static void nats_stop(pgo_sink_t *sink)
 	s->timer = NULL;
 	s->state = NS_IDLE;
 	connector_join(s);
+	close_queue(s);
+	pub_forget(s);
+	free(s->pubs);
+	s->pubs = NULL;
+	s->pubs_cap = 0;
 	jsCtx_Destroy(s->js);
 	s->js = NULL;
 	if (s->nc) {
@@ -912,33 +945,17 @@ static void nats_stop(pgo_sink_t *sink)
 	free(s->graves);
 	s->graves = NULL;
 	s->n_graves = 0;
-	/* A connection the connector made but the loop never took. */
-	pthread_mutex_lock(&s->mu);
-	for (struct nq_item *it = s->q_head; it; it = it->next)
-		if (it->kind == NQ_CONNECTED) {
-			natsConnection_Destroy(it->nc);
-			it->kind = NQ_CLOSED;
-		}
-	pthread_mutex_unlock(&s->mu);
 	if (s->opts) {
 		natsOptions_Destroy(s->opts);
 		s->opts = NULL;
 		/* Every thread of cnats ends here: nothing calls back any
-		 * more, and what they queued can be freed. */
+		 * more.  No cnats object may be touched after this. */
 		if (nats_CloseAndWait(5000) != NATS_OK)
 			pgo_log(PGO_LOG_WARN, SUBJECT,
 				"cnats' threads did not stop within 5 s");
 	}
-	free_queue(s);
-	/* What was never acknowledged: cnats forgets it, the sink frees. */
-	for (size_t i = 0; i < s->pubs_cap; i++)
-		if (s->pubs[i].msg)
-			natsMsg_Destroy(s->pubs[i].msg);
-	free(s->pubs);
-	s->pubs = NULL;
-	s->pubs_cap = s->pubs_len = 0;
 	for (struct nb_batch *pb = s->head; pb; pb = pb->next)
-		pb->outstanding = 0, pb->sent = false;
+		pb->sent = false;
 	if (s->efd >= 0)
 		close(s->efd);
 	s->efd = -1;
