@@ -1,12 +1,13 @@
 # The kafka sink through broker trouble during a drain: injected produce
 # errors (NOT_LEADER_FOR_PARTITION, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS)
 # that librdkafka retries, then every broker of the mock cluster set down
-# and up again, then SIGTERM in the middle of a drain.  Nothing is lost,
+# and up again, then SIGTERM in the middle of a drain, then SIGTERM with
+# the cluster stopped (SIGSTOP) and reports awaited.  Nothing is lost,
 # no attempt is spent and nothing is dead-lettered on an outage; kcat
 # finds every event.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../kafka.sh"
-trap 'cleanup_pids; kafka_stop' EXIT
+trap 'cleanup_pids; [ -z "${KAFKA_PID:-}" ] || kill -CONT "$KAFKA_PID" 2>/dev/null; kafka_stop' EXIT
 kafka_start "$T_TMP/kafka"
 t_db
 export PGOUTBOX_RELAY_RECONNECT_MAX=1s
@@ -100,3 +101,28 @@ got=$(distinct_ids)
 [ "$got" = 81000 ] || fail "lost events across SIGTERM: $got of 81000 in the topic"
 [ "$(first_in_order)" = 0 ] || fail "per-key order broken across SIGTERM"
 note "SIGTERM with $left pending: exit 0, 81000 of 81000 delivered in per-key order after a restart"
+
+# 4. SIGTERM while delivery reports are awaited (the mock cluster stopped
+# with SIGSTOP, its sockets holding the produce requests unread): the
+# relay gives the batch back at its drain deadline and exits 0, with no
+# attempt spent; the next relay delivers it once the cluster answers.
+PGOUTBOX_RELAY_DRAIN_TIMEOUT=1s start_relay "$T_TMP/relay3" --sink kafka --kafka-brokers "$KAFKA_BROKERS" --kafka-timeout 30s --batch 500
+relay=$RELAY_PID
+send_n 10
+wait_until 20 '[ "$(pending)" = 0 ]'
+kill -STOP "$KAFKA_PID"
+send_n 100
+ports=$(echo "$KAFKA_BROKERS" | tr ',' '\n' | sed 's/.*:/sport = :/' | paste -sd, - | sed 's/,/ or /g')
+cluster_unread() { ss -Htn state established "( $ports )" | awk '{ n += $1 } END { print n + 0 }'; }
+wait_until 20 '[ "$(cluster_unread)" -gt 0 ]'
+stop_relay "$relay"
+kill -CONT "$KAFKA_PID"
+[ "$(pending)" = 100 ] || fail "expected the 100 events back in the outbox, found $(pending)"
+no_attempts
+start_relay "$T_TMP/relay4" --sink kafka --kafka-brokers "$KAFKA_BROKERS" --kafka-timeout 2s --batch 500
+wait_until 30 '[ "$(pending)" = 0 ]'
+stop_relay "$RELAY_PID"
+got=$(distinct_ids)
+[ "$got" = 81110 ] || fail "lost events across a stop with reports awaited: $got of 81110 in the topic"
+[ "$(first_in_order)" = 0 ] || fail "per-key order broken across a stop with reports awaited"
+note "SIGTERM with delivery reports awaited: the batch rolled back at the drain deadline, exit 0, then 81110 of 81110 delivered"
