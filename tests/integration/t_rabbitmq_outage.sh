@@ -1,12 +1,13 @@
 # RabbitMQ and the relay fail under a drain into a durable queue with
 # persistent messages, and nothing is lost: a clean broker restart, a
-# kill -9 of the broker, and a kill -9 of the relay in the middle of a
-# batch.  Every event arrives (counted with amqplib); the duplicates that
+# kill -9 of the broker, a kill -9 of the relay in the middle of a
+# batch, and SIGTERM to the relay with the broker stopped (SIGSTOP), with
+# confirms awaited and with nothing in flight.  Every event arrives (counted with amqplib); the duplicates that
 # at-least-once allows carry the same message_id and the same body.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../rabbitmq.sh"
 . "$(dirname "$0")/../rabbitmq_defs.sh"
-trap 'cleanup_pids; rabbit_kill9' EXIT
+trap 'cleanup_pids; [ -z "${RABBIT_PID:-}" ] || kill -CONT "$RABBIT_PID" 2>/dev/null; rabbit_kill9' EXIT
 amqplib_ready
 rabbit_defs "$T_TMP/defs.json"
 rabbit_start "$T_TMP/rabbit" "$T_TMP/defs.json"
@@ -14,7 +15,7 @@ t_db
 export PGOUTBOX_RELAY_RETRY_BASE=100ms PGOUTBOX_RELAY_RETRY_MAX=500ms PGOUTBOX_RELAY_MAX_ATTEMPTS=1000
 RELAY_ARGS=(--sink rabbitmq --amqp-url "$RABBIT_URL" --amqp-exchange pgo --poll-interval 500ms --batch 500 --mode concurrent)
 N=8000
-send_n() { q "INSERT INTO pgoutbox.outbox (topic, type, payload) SELECT 'orders', '$1', jsonb_build_object('phase', '$1', 'i', i) FROM generate_series(1, $N) i"; }
+send_n() { q "INSERT INTO pgoutbox.outbox (topic, type, payload) SELECT 'orders', '$1', jsonb_build_object('phase', '$1', 'i', i) FROM generate_series(1, ${2:-$N}) i"; }
 queued() { amqp_count q.orders 2>/dev/null || echo 0; }
 
 start_relay "$T_TMP/relay" "${RELAY_ARGS[@]}"
@@ -56,6 +57,45 @@ wait_until 60 '[ "$(pending)" = 0 ]'
 stop_relay "$RELAY_PID"
 note "3: relay killed -9 with $left pending: drained by a new relay"
 
+# 4. SIGTERM while confirms are awaited (the broker stopped with SIGSTOP,
+# its socket holding the publishes unread): the relay gives the batch
+# back at its drain deadline and exits 0 without waiting out a close
+# handshake the broker cannot answer; no attempt is spent.
+PGOUTBOX_RELAY_DRAIN_TIMEOUT=1s start_relay "$T_TMP/relay3" "${RELAY_ARGS[@]}"
+relay=$RELAY_PID
+send_n warm 10
+wait_until 30 '[ "$(pending)" = 0 ]'
+kill -STOP "$RABBIT_PID"
+send_n stall 100
+broker_unread() { ss -Htn state established "( sport = :$RABBIT_PORT )" | awk '{ n += $1 } END { print n + 0 }'; }
+wait_until 20 '[ "$(broker_unread)" -gt 0 ]'
+t0=$(date +%s%N)
+stop_relay "$relay"
+took=$((($(date +%s%N) - t0) / 1000000))
+kill -CONT "$RABBIT_PID"
+[ "$(pending)" = 100 ] || fail "stall: expected the 100 events back in the outbox, found $(pending)"
+[ "$(q 'SELECT max(attempts) FROM pgoutbox.outbox')" = 0 ] || fail "stall: attempts spent on a stop with confirms awaited"
+[ "$took" -lt 3000 ] || fail "stall: the relay took $took ms to stop with relay.drain_timeout 1 s"
+start_relay "$T_TMP/relay4" "${RELAY_ARGS[@]}"
+wait_until 60 '[ "$(pending)" = 0 ]'
+stop_relay "$RELAY_PID"
+note "4: SIGTERM with confirms awaited and the broker stopped: exit 0 in $took ms, the 100 events back, then drained by a new relay"
+
+# 5. SIGTERM with nothing in flight and the broker stopped: the clean
+# close (connection.close, whose close-ok cannot come) waits no longer
+# than relay.drain_timeout, not sink.amqp_timeout (5 s).
+PGOUTBOX_RELAY_DRAIN_TIMEOUT=1s start_relay "$T_TMP/relay5" "${RELAY_ARGS[@]}"
+relay=$RELAY_PID
+send_n idle 10
+wait_until 30 '[ "$(pending)" = 0 ]'
+kill -STOP "$RABBIT_PID"
+t0=$(date +%s%N)
+stop_relay "$relay"
+took=$((($(date +%s%N) - t0) / 1000000))
+kill -CONT "$RABBIT_PID"
+[ "$took" -lt 3000 ] || fail "idle: the relay took $took ms to stop with relay.drain_timeout 1 s"
+note "5: SIGTERM with nothing in flight and the broker stopped: exit 0 in $took ms"
+
 amqp_drain q.orders >"$T_TMP/all.jsonl"
 q "SELECT count(*) FROM pgoutbox.dead_letters" | grep -qx 0 || fail "dead letters"
 res=$(python3 - "$T_TMP/all.jsonl" "$N" <<'PY'
@@ -74,10 +114,10 @@ phases = {}
 for body in by_id.values():
     b = json.loads(body)
     phases.setdefault(b['phase'], set()).add(b['i'])
-for ph in ('restart', 'kill9', 'relay9'):
+for ph, want in (('restart', n), ('kill9', n), ('relay9', n), ('warm', 10), ('stall', 100), ('idle', 10)):
     got = len(phases.get(ph, ()))
-    if got != n:
-        sys.exit(f'{ph}: {got} of {n} events arrived')
+    if got != want:
+        sys.exit(f'{ph}: {got} of {want} events arrived')
 print(f'{len(by_id)} events, {total} messages, {total - len(by_id)} duplicates (same message_id, same body)')
 PY
 ) || fail "lost or inconsistent messages: $res"

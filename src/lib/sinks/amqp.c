@@ -963,10 +963,16 @@ static void step(struct am_sink *s)
 			    now >= ab->deadline) {
 				char why[100];
 
-				snprintf(why, sizeof(why),
-					 "no publisher confirms within %" PRId64
-					 " ms",
-					 s->timeout_ms);
+				/* The host's drain deadline cut it short. */
+				if (ab->deadline == s->drain_until)
+					snprintf(why, sizeof(why),
+						 "no publisher confirms by "
+						 "relay.drain_timeout");
+				else
+					snprintf(why, sizeof(why),
+						 "no publisher confirms within "
+						 "%" PRId64 " ms",
+						 s->timeout_ms);
 				lost(s, why, true);
 				break;
 			}
@@ -1024,11 +1030,25 @@ static void amqp_stop(pgo_sink_t *sink)
 	s->io = NULL;
 	s->timer = NULL;
 	connect_join(s); /* bounded by sink.amqp_connect_timeout */
-	/* A clean close (one RPC, bounded by sink.amqp_timeout) unless the
-	 * broker reads nothing from us anyway. */
-	if (s->conn && !s->blocked)
-		amqp_connection_close(s->conn, AMQP_REPLY_SUCCESS);
+	/* A clean close (one RPC, bounded by sink.amqp_timeout and by what
+	 * is left of the host's drain) unless the broker reads nothing from
+	 * us anyway.  A broker that answers nothing (stopped, stalled) must
+	 * not keep the relay past relay.drain_timeout. */
+	if (s->conn && !s->blocked) {
+		int64_t left = s->timeout_ms;
+
+		if (s->drain_until && s->drain_until - pgo_now_ms() < left)
+			left = s->drain_until - pgo_now_ms();
+		if (left > 0) {
+			struct timeval tv = {.tv_sec = left / 1000,
+					     .tv_usec = (left % 1000) * 1000};
+
+			amqp_set_rpc_timeout(s->conn, &tv);
+			amqp_connection_close(s->conn, AMQP_REPLY_SUCCESS);
+		}
+	}
 	close_conn(s);
+	s->drain_until = 0;
 	s->down = false;
 	s->up_logged = false;
 }
