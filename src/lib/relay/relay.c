@@ -518,6 +518,7 @@ int pgo_relay_run(pgo_relay_t *r)
 		int64_t retry_next = 0;
 		int busy = 0, rc;
 		bool paused;
+		unsigned claimed = 0; /* slots that claim from this turn */
 
 		now = pgo_now_ms();
 		if (r->stop == 1)
@@ -576,12 +577,17 @@ int pgo_relay_run(pgo_relay_t *r)
 				if (r->mode == PGO_MODE_CONCURRENT)
 					r->kick = false;
 				pgo_cycle_claim(r, s);
+				claimed |= 1u << i;
 			}
 		}
 		if (r->mode != PGO_MODE_CONCURRENT && r->kick && !paused) {
-			/* Busy slots claim once their cycle ends. */
+			/* Busy slots claim once their cycle ends: their claim
+			 * may have been taken before the commit that woke us.
+			 * One that claimed in this turn did so after reading
+			 * every notification of it: it sees those commits. */
 			for (int i = 0; i < r->nslots; i++)
-				if (r->slots[i].state != SLOT_IDLE)
+				if (r->slots[i].state != SLOT_IDLE &&
+				    !(claimed & (1u << i)))
 					r->slots[i].wants_claim = true;
 			r->kick = false;
 		}
