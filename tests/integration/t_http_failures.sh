@@ -9,10 +9,12 @@
 #    in `pgoutbox status`;
 #  - a response slower than sink.http_timeout: a failed attempt;
 #  - connection refused: no attempt spent, delivered once it listens;
-#  - the receiver killed (-9) mid-drain: nothing lost.
+#  - the receiver killed (-9) mid-drain: nothing lost;
+#  - SIGTERM to the relay with the receiver stopped (SIGSTOP) and requests
+#    in flight: exit 0 at relay.drain_timeout, the events back untouched.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../http.sh"
-trap 'cleanup_pids; http_stop' EXIT
+trap 'cleanup_pids; [ -z "${HTTP_PID:-}" ] || kill -CONT "$HTTP_PID" 2>/dev/null; http_stop' EXIT
 
 http_start "$T_TMP/recv"
 t_db
@@ -121,3 +123,29 @@ note "kill -9 of the receiver with $left pending: 400 of 400 delivered"
 grep -q '"valid":false' "$HTTP_DIR/requests.ndjson" && fail "a request did not verify"
 kill -0 "$relay" || fail "the relay exited"
 stop_relay "$relay"
+
+# 8. SIGTERM while requests are in flight (the receiver stopped with
+# SIGSTOP, its sockets holding the requests unread): the relay abandons
+# the transfers and rolls the batches back at its drain deadline, exits 0,
+# and spends no attempt; the next relay delivers them.
+PGOUTBOX_RELAY_DRAIN_TIMEOUT=1s start_relay "$T_TMP/relay2" --sink http --http-url "$HTTP_URL/{topic}" --http-timeout 20s \
+	--http-concurrency 4 --poll-interval 200ms --batch 50
+relay=$RELAY_PID
+warm=$(send warm 5)
+wait_until 20 '[ "$(delivered <(echo "$warm"))" = 0 ]'
+kill -STOP "$HTTP_PID"
+sent=$(send stall 100)
+receiver_unread() { ss -Htn state established "( sport = :$HTTP_PORT )" | awk '{ n += $1 } END { print n + 0 }'; }
+wait_until 20 '[ "$(receiver_unread)" -gt 0 ]'
+stop_relay "$relay"
+kill -CONT "$HTTP_PID"
+[ "$(pending)" = 100 ] || fail "expected the 100 events back in the outbox, found $(pending)"
+[ "$(q 'SELECT max(attempts) FROM pgoutbox.outbox')" = 0 ] || fail "a stop with requests in flight spent attempts"
+start_relay "$T_TMP/relay3" --sink http --http-url "$HTTP_URL/{topic}" --http-concurrency 4 --poll-interval 200ms --batch 50
+wait_until 30 '[ "$(pending)" = 0 ]'
+stop_relay "$RELAY_PID"
+lost=$(delivered <(echo "$sent"))
+[ "$lost" = 0 ] || fail "$lost events lost after a stop with requests in flight"
+[ "$(dead stall)" = 0 ] || fail "a stop with requests in flight made dead letters"
+grep -q '"valid":false' "$HTTP_DIR/requests.ndjson" && fail "a request did not verify"
+note "SIGTERM with requests in flight and the receiver stopped: exit 0, 100 back untouched, then 100 of 100 delivered"
