@@ -2,7 +2,7 @@
 # sessions are terminated, as a network cut or an admin would) cannot
 # delete that batch's rows once another relay has taken the shards: the new
 # owner delivers every event, in order, and the old relay's late COMMIT
-# fails.  The claim also checks and share-locks each lease's epoch, so a
+# fails.  The claim also checks each lease's epoch (by shard), so a
 # stale epoch claims nothing.
 . "$(dirname "$0")/../lib.sh"
 t_db

@@ -216,8 +216,7 @@ void pgo_floor_step(pgo_relay_t *r)
 	r->floor_revents = 0;
 	if (ev == PGO_CONN_EV_NONE &&
 	    pgo_conn_expire(&r->floor_conn, pgo_now_ms(),
-			    pgo_conf_values(r->conf)->statement_timeout +
-				    pgo_conf_values(r->conf)->lease_timeout))
+			    pgo_relay_round_limit(pgo_conf_values(r->conf))))
 		ev = PGO_CONN_EV_LOST;
 	switch (ev) {
 	case PGO_CONN_EV_ROUND:

@@ -339,7 +339,7 @@ static void begin_stop(pgo_relay_t *r, int64_t now)
 
 /* How long a round trip to PostgreSQL may take: the server's own limit
  * on a statement, plus the lease timeout. */
-static int64_t round_limit(const struct pgo_conf_values *v)
+int64_t pgo_relay_round_limit(const struct pgo_conf_values *v)
 {
 	return v->statement_timeout + v->lease_timeout;
 }
@@ -359,8 +359,8 @@ static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
 		pgo_loop_io_set(s->io, pfd.fd, pfd.events);
 		s->revents = 0;
 		deadline = pgo_deadline_min(
-			deadline,
-			pgo_conn_round_deadline(&s->conn, round_limit(v)));
+			deadline, pgo_conn_round_deadline(
+					  &s->conn, pgo_relay_round_limit(v)));
 		if (s->conn.state == PGO_CONN_DOWN)
 			deadline = pgo_deadline_min(deadline, s->conn.retry_at);
 		/* A membership round waits for the slot to be idle: a past
@@ -402,8 +402,9 @@ static bool step_slots(pgo_relay_t *r)
 		/* No reply in time: the server or the path hangs.  Drop the
 		 * connection (the others fence this member meanwhile). */
 		if (ev == PGO_CONN_EV_NONE &&
-		    pgo_conn_expire(&s->conn, pgo_now_ms(),
-				    round_limit(pgo_conf_values(r->conf))))
+		    pgo_conn_expire(
+			    &s->conn, pgo_now_ms(),
+			    pgo_relay_round_limit(pgo_conf_values(r->conf))))
 			ev = PGO_CONN_EV_LOST;
 		switch (ev) {
 		case PGO_CONN_EV_ROUND: pgo_cycle_round(r, s); break;

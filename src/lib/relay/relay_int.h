@@ -288,6 +288,9 @@ void pgo_cycle_abandon(pgo_relay_t *r, slot_t *s);
 double pgo_relay_jitter(pgo_relay_t *r);
 /* Remembers that a retry comes due at `due` (monotonic ms). */
 void pgo_relay_retry_at(pgo_relay_t *r, int64_t due);
+/* How long a round trip to PostgreSQL may take before the connection is
+ * dropped: statement_timeout plus lease_timeout. */
+int64_t pgo_relay_round_limit(const struct pgo_conf_values *v);
 
 /* observe.c: metrics, readiness, the database gauges */
 
