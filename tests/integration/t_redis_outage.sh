@@ -1,11 +1,13 @@
 # Redis goes away under a running relay: the events stay in the outbox
 # (nothing is buffered in the relay), none is lost, and they are delivered
-# once Redis is back.  Three ways: a clean stop, a kill -9 in the middle of
-# a drain (AOF with appendfsync always keeps every acknowledged XADD), and
-# a stop while batches wait for Redis (sink.redis_wait) instead of failing.
+# once Redis is back.  Four ways: a clean stop, a kill -9 in the middle of
+# a drain (AOF with appendfsync always keeps every acknowledged XADD), a
+# stop while batches wait for Redis (sink.redis_wait) instead of failing,
+# and SIGTERM to the relay while Redis is stopped (SIGSTOP) with replies
+# awaited.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../redis.sh"
-trap 'cleanup_pids; redis_stop' EXIT
+trap 'cleanup_pids; [ -z "${REDIS_PID:-}" ] || kill -CONT "$REDIS_PID" 2>/dev/null; redis_stop' EXIT
 redis_start "$T_TMP/redis"
 t_db
 # Short backoffs keep the test quick.
@@ -73,3 +75,27 @@ print(" ".join(str(json.loads(e["payload"])["seq"]) for e in entries if e["key"]
 [ "$seqs" = "$(seq -s ' ' 20)" ] || fail "order after the outage with redis_wait: $seqs"
 stop_relay "$relay"
 note "redis_wait: 20 events held through the outage, sent in order, no retries"
+
+# 4. SIGTERM while XADD replies are awaited (Redis stopped with SIGSTOP,
+# its socket holding the commands unread): the relay gives the batch back
+# at its drain deadline and exits 0, no attempt spent; the next relay
+# delivers it once Redis answers again.
+PGOUTBOX_RELAY_DRAIN_TIMEOUT=1s start_relay "$T_TMP/relay_stall" --sink redis --redis "$REDIS_URL" --redis-timeout 20s --poll-interval 500ms
+relay=$RELAY_PID
+send_n d 10
+wait_until 30 '[ "$(rcli XLEN pgoutbox:d)" = 10 ]'
+kill -STOP "$REDIS_PID"
+send_n d 100
+redis_unread() { ss -Htn state established "( sport = :$REDIS_PORT )" | awk '{ n += $1 } END { print n + 0 }'; }
+wait_until 20 '[ "$(redis_unread)" -gt 0 ]'
+stop_relay "$relay"
+kill -CONT "$REDIS_PID"
+[ "$(pending)" = 100 ] || fail "expected the 100 events back in the outbox, found $(pending)"
+[ "$(q 'SELECT max(attempts) FROM pgoutbox.outbox')" = 0 ] || fail "a stop with replies awaited spent attempts"
+start_relay "$T_TMP/relay_after" --sink redis --redis "$REDIS_URL" --poll-interval 500ms
+wait_until 30 '[ "$(pending)" = 0 ]'
+stop_relay "$RELAY_PID"
+ids=$(stream_ids pgoutbox:d | sort -n | uniq | wc -l)
+[ "$ids" = 110 ] || fail "expected 110 distinct events in the stream, found $ids"
+[ "$(q 'SELECT count(*) FROM pgoutbox.dead_letters')" = 0 ] || fail "dead letters after a stop with replies awaited"
+note "SIGTERM with replies awaited and Redis stopped: exit 0, 100 back untouched, then 110 of 110 events, $(rcli XLEN pgoutbox:d) entries"
