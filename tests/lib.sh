@@ -45,6 +45,14 @@ wait_until() {
 
 pending() { q "SELECT count(*) FROM pgoutbox.outbox"; }
 
+# Bytes that arrived on the local TCP ports given and that their server
+# has not read yet (a stopped broker's sockets hold a relay's requests).
+unread() {
+	local filter p
+	for p in "$@"; do filter="${filter:+$filter or }sport = :$p"; done
+	ss -Htn state established "( $filter )" | awk '{ n += $1 } END { print n + 0 }'
+}
+
 # The event ids in NDJSON files, one per line, in file order.
 ids_of() { cat "$@" | grep -o '^{"id":[0-9]*' | cut -d: -f2; }
 

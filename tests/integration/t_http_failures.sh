@@ -135,8 +135,7 @@ warm=$(send warm 5)
 wait_until 20 '[ "$(delivered <(echo "$warm"))" = 0 ]'
 kill -STOP "$HTTP_PID"
 sent=$(send stall 100)
-receiver_unread() { ss -Htn state established "( sport = :$HTTP_PORT )" | awk '{ n += $1 } END { print n + 0 }'; }
-wait_until 20 '[ "$(receiver_unread)" -gt 0 ]'
+wait_until 20 '[ "$(unread "$HTTP_PORT")" -gt 0 ]'
 stop_relay "$relay"
 kill -CONT "$HTTP_PID"
 [ "$(pending)" = 100 ] || fail "expected the 100 events back in the outbox, found $(pending)"

@@ -112,9 +112,8 @@ send_n 10
 wait_until 20 '[ "$(pending)" = 0 ]'
 kill -STOP "$KAFKA_PID"
 send_n 100
-ports=$(echo "$KAFKA_BROKERS" | tr ',' '\n' | sed 's/.*:/sport = :/' | paste -sd, - | sed 's/,/ or /g')
-cluster_unread() { ss -Htn state established "( $ports )" | awk '{ n += $1 } END { print n + 0 }'; }
-wait_until 20 '[ "$(cluster_unread)" -gt 0 ]'
+ports=$(echo "$KAFKA_BROKERS" | tr ',' '\n' | sed 's/.*://' | tr '\n' ' ')
+wait_until 20 '[ "$(unread $ports)" -gt 0 ]'
 stop_relay "$relay"
 kill -CONT "$KAFKA_PID"
 [ "$(pending)" = 100 ] || fail "expected the 100 events back in the outbox, found $(pending)"

@@ -102,8 +102,7 @@ send_n e 10
 wait_until 20 '[ "$(pending)" = 0 ]'
 kill -STOP "$NATS_PID"
 send_n e 100
-server_unread() { ss -Htn state established "( sport = :$NATS_PORT )" | awk '{ n += $1 } END { print n + 0 }'; }
-wait_until 20 '[ "$(server_unread)" -gt 0 ]'
+wait_until 20 '[ "$(unread "$NATS_PORT")" -gt 0 ]'
 stop_relay "$relay"
 kill -CONT "$NATS_PID"
 [ "$(pending)" = 100 ] || fail "expected the 100 events back in the outbox, found $(pending)"

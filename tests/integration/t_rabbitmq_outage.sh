@@ -67,8 +67,7 @@ send_n warm 10
 wait_until 30 '[ "$(pending)" = 0 ]'
 kill -STOP "$RABBIT_PID"
 send_n stall 100
-broker_unread() { ss -Htn state established "( sport = :$RABBIT_PORT )" | awk '{ n += $1 } END { print n + 0 }'; }
-wait_until 20 '[ "$(broker_unread)" -gt 0 ]'
+wait_until 20 '[ "$(unread "$RABBIT_PORT")" -gt 0 ]'
 t0=$(date +%s%N)
 stop_relay "$relay"
 took=$((($(date +%s%N) - t0) / 1000000))

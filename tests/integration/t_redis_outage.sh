@@ -86,8 +86,7 @@ send_n d 10
 wait_until 30 '[ "$(rcli XLEN pgoutbox:d)" = 10 ]'
 kill -STOP "$REDIS_PID"
 send_n d 100
-redis_unread() { ss -Htn state established "( sport = :$REDIS_PORT )" | awk '{ n += $1 } END { print n + 0 }'; }
-wait_until 20 '[ "$(redis_unread)" -gt 0 ]'
+wait_until 20 '[ "$(unread "$REDIS_PORT")" -gt 0 ]'
 stop_relay "$relay"
 kill -CONT "$REDIS_PID"
 [ "$(pending)" = 100 ] || fail "expected the 100 events back in the outbox, found $(pending)"
