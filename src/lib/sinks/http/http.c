@@ -142,7 +142,15 @@ static CURL *easy_get(struct hs *s)
 static void easy_put(struct hs *s, CURL *e)
 {
 	if (s->npool < (int)(sizeof(s->pool) / sizeof(s->pool[0]))) {
-		curl_easy_reset(e);
+		/* Not curl_easy_reset(), 3 % of the relay's instructions
+		 * per request at batch 1 (callgrind): req_start() sets every
+		 * option a request uses, the same ones each time.  Only the
+		 * pointers into the finished request are dropped. */
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, NULL);
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+		curl_easy_setopt(e, CURLOPT_WRITEDATA, NULL);
+		curl_easy_setopt(e, CURLOPT_PRIVATE, NULL);
+		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
 		s->pool[s->npool++] = e;
 	} else {
 		curl_easy_cleanup(e);
