@@ -43,6 +43,20 @@ for b in bad[:5]:
     print(b, file=sys.stderr)
 PY
 }
+# The topic holds all n events (duplicates aside), per key first
+# deliveries in id order; what: after which trouble.
+all_in_order() {
+	local n=$1 what=$2 got
+	got=$(distinct_ids)
+	[ "$got" = "$n" ] || fail "lost events $what: $got of $n in the topic"
+	[ "$(first_in_order)" = 0 ] || fail "per-key order broken $what"
+}
+# A new relay (log NAME) drains what is left of the outbox, then stops.
+drain_rest() {
+	start_relay "$T_TMP/$1" --sink kafka --kafka-brokers "$KAFKA_BROKERS" --kafka-timeout 2s --batch 500
+	wait_until 60 '[ "$(pending)" = 0 ]'
+	stop_relay "$RELAY_PID"
+}
 no_attempts() {
 	[ "$(q 'SELECT count(*) FROM pgoutbox.dead_letters')" = 0 ] || fail "dead letters: $(q 'SELECT last_error FROM pgoutbox.dead_letters LIMIT 1')"
 	[ "$(q 'SELECT coalesce(max(attempts), 0) FROM pgoutbox.outbox')" = 0 ] || fail "attempts spent: $(q 'SELECT max(attempts), max(last_error) FROM pgoutbox.outbox')"
@@ -82,9 +96,7 @@ kafka_cmd up 2
 kafka_cmd up 3
 wait_until 60 '[ "$(pending)" = 0 ]'
 no_attempts
-got=$(distinct_ids)
-[ "$got" = 51000 ] || fail "lost events: $got of 51000 in the topic"
-[ "$(first_in_order)" = 0 ] || fail "per-key order broken across the outage"
+all_in_order 51000 "across the outage"
 note "after the outage: 51000 of 51000 delivered in per-key order, $(( $(kcat_count o) - 51000 )) duplicates"
 
 # 3. SIGTERM in the middle of a drain: the batches in flight get their
@@ -94,12 +106,8 @@ wait_until 30 '[ "$(pending)" -lt 28000 ]'
 stop_relay "$relay"
 left=$(pending)
 no_attempts
-start_relay "$T_TMP/relay2" --sink kafka --kafka-brokers "$KAFKA_BROKERS" --kafka-timeout 2s --batch 500
-wait_until 60 '[ "$(pending)" = 0 ]'
-stop_relay "$RELAY_PID"
-got=$(distinct_ids)
-[ "$got" = 81000 ] || fail "lost events across SIGTERM: $got of 81000 in the topic"
-[ "$(first_in_order)" = 0 ] || fail "per-key order broken across SIGTERM"
+drain_rest relay2
+all_in_order 81000 "across SIGTERM"
 note "SIGTERM with $left pending: exit 0, 81000 of 81000 delivered in per-key order after a restart"
 
 # 4. SIGTERM while delivery reports are awaited (the mock cluster stopped
@@ -118,10 +126,6 @@ stop_relay "$relay"
 kill -CONT "$KAFKA_PID"
 [ "$(pending)" = 100 ] || fail "expected the 100 events back in the outbox, found $(pending)"
 no_attempts
-start_relay "$T_TMP/relay4" --sink kafka --kafka-brokers "$KAFKA_BROKERS" --kafka-timeout 2s --batch 500
-wait_until 30 '[ "$(pending)" = 0 ]'
-stop_relay "$RELAY_PID"
-got=$(distinct_ids)
-[ "$got" = 81110 ] || fail "lost events across a stop with reports awaited: $got of 81110 in the topic"
-[ "$(first_in_order)" = 0 ] || fail "per-key order broken across a stop with reports awaited"
+drain_rest relay4
+all_in_order 81110 "across a stop with reports awaited"
 note "SIGTERM with delivery reports awaited: the batch rolled back at the drain deadline, exit 0, then 81110 of 81110 delivered"

@@ -57,43 +57,50 @@ wait_until 60 '[ "$(pending)" = 0 ]'
 stop_relay "$RELAY_PID"
 note "3: relay killed -9 with $left pending: drained by a new relay"
 
+# A relay with relay.drain_timeout 1 s (log NAME) that has published 10
+# events of phase PHASE: RELAY_PID.
+start_warm_relay() {
+	PGOUTBOX_RELAY_DRAIN_TIMEOUT=1s start_relay "$T_TMP/$1" "${RELAY_ARGS[@]}"
+	send_n "$2" 10
+	wait_until 30 '[ "$(pending)" = 0 ]'
+}
+# SIGTERM to relay PID with the broker stopped; TOOK: how long the stop
+# took (ms), the broker resumed after it.
+stop_with_broker_stopped() {
+	local t0
+	t0=$(date +%s%N)
+	stop_relay "$1"
+	TOOK=$((($(date +%s%N) - t0) / 1000000))
+	kill -CONT "$RABBIT_PID"
+}
+
 # 4. SIGTERM while confirms are awaited (the broker stopped with SIGSTOP,
 # its socket holding the publishes unread): the relay gives the batch
 # back at its drain deadline and exits 0 without waiting out a close
 # handshake the broker cannot answer; no attempt is spent.
-PGOUTBOX_RELAY_DRAIN_TIMEOUT=1s start_relay "$T_TMP/relay3" "${RELAY_ARGS[@]}"
+start_warm_relay relay3 warm
 relay=$RELAY_PID
-send_n warm 10
-wait_until 30 '[ "$(pending)" = 0 ]'
 kill -STOP "$RABBIT_PID"
 send_n stall 100
 wait_until 20 '[ "$(unread "$RABBIT_PORT")" -gt 0 ]'
-t0=$(date +%s%N)
-stop_relay "$relay"
-took=$((($(date +%s%N) - t0) / 1000000))
-kill -CONT "$RABBIT_PID"
+stop_with_broker_stopped "$relay"
 [ "$(pending)" = 100 ] || fail "stall: expected the 100 events back in the outbox, found $(pending)"
 [ "$(q 'SELECT max(attempts) FROM pgoutbox.outbox')" = 0 ] || fail "stall: attempts spent on a stop with confirms awaited"
-[ "$took" -lt 3000 ] || fail "stall: the relay took $took ms to stop with relay.drain_timeout 1 s"
+[ "$TOOK" -lt 3000 ] || fail "stall: the relay took $TOOK ms to stop with relay.drain_timeout 1 s"
 start_relay "$T_TMP/relay4" "${RELAY_ARGS[@]}"
 wait_until 60 '[ "$(pending)" = 0 ]'
 stop_relay "$RELAY_PID"
-note "4: SIGTERM with confirms awaited and the broker stopped: exit 0 in $took ms, the 100 events back, then drained by a new relay"
+note "4: SIGTERM with confirms awaited and the broker stopped: exit 0 in $TOOK ms, the 100 events back, then drained by a new relay"
 
 # 5. SIGTERM with nothing in flight and the broker stopped: the clean
 # close (connection.close, whose close-ok cannot come) waits no longer
 # than relay.drain_timeout, not sink.amqp_timeout (5 s).
-PGOUTBOX_RELAY_DRAIN_TIMEOUT=1s start_relay "$T_TMP/relay5" "${RELAY_ARGS[@]}"
+start_warm_relay relay5 idle
 relay=$RELAY_PID
-send_n idle 10
-wait_until 30 '[ "$(pending)" = 0 ]'
 kill -STOP "$RABBIT_PID"
-t0=$(date +%s%N)
-stop_relay "$relay"
-took=$((($(date +%s%N) - t0) / 1000000))
-kill -CONT "$RABBIT_PID"
-[ "$took" -lt 3000 ] || fail "idle: the relay took $took ms to stop with relay.drain_timeout 1 s"
-note "5: SIGTERM with nothing in flight and the broker stopped: exit 0 in $took ms"
+stop_with_broker_stopped "$relay"
+[ "$TOOK" -lt 3000 ] || fail "idle: the relay took $TOOK ms to stop with relay.drain_timeout 1 s"
+note "5: SIGTERM with nothing in flight and the broker stopped: exit 0 in $TOOK ms"
 
 amqp_drain q.orders >"$T_TMP/all.jsonl"
 q "SELECT count(*) FROM pgoutbox.dead_letters" | grep -qx 0 || fail "dead letters"
