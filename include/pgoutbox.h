@@ -418,7 +418,7 @@ typedef struct pgo_consumer_opts {
 	int64_t exec_timeout_ms;  /* the exec handler is killed after this */
 	int64_t claim_idle_ms;	  /* XAUTOCLAIM entries idle this long */
 	int64_t block_ms;	  /* XREADGROUP BLOCK */
-	int count;		  /* entries read per call */
+	int count;		  /* entries read per call, 1..100000 */
 	int max_attempts;	  /* a failing entry is retried this often,
 				   * then skipped (left pending, logged) */
 	const char *start_id;	  /* where a group created here starts:

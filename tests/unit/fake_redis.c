@@ -150,7 +150,7 @@ static void answer_add(const char *cmd)
 		return;
 	}
 	if (F.fail_id && is_event(cmd, F.fail_id)) {
-		fake_send("-ERR boom\r\n");
+		fake_send(F.fail_raw ? F.fail_raw : "-ERR boom\r\n");
 		return;
 	}
 	if (strncmp(cmd, "EVALSHA", 7) == 0 && (job = strstr(cmd, "ob-"))) {

@@ -32,6 +32,7 @@ struct fake {
 	int connections; /* accepted so far */
 	/* the script */
 	const char *fail_id;  /* XADD/EVALSHA of this event id gets an error */
+	const char *fail_raw; /* ... or these bytes, when set */
 	int close_after;      /* close the client after this many XADDs or
 			       * EVALSHAs (counted over all connections);
 			       * 0 = never */

@@ -182,6 +182,27 @@ static void test_error_reply(void **state)
 	drv_destroy(s);
 }
 
+/* A reply announcing an array of a billion elements is a protocol error
+ * (hiredis would allocate 8 GB for its pointers): the connection drops
+ * with that reason, the events after it are unavailable, not lost. */
+static void test_huge_array_refused(void **state)
+{
+	pgo_sink_t *s = hosted(NULL, NULL, NULL);
+	job_t a, *jobs[] = {&a};
+
+	(void)state;
+	F.fail_id = "3";
+	F.fail_raw = "*1111111111\r\n";
+	job_init(&a, 1, 5, "t");
+	job_submit(s, &a);
+	drive(jobs, 1, 3000);
+	assert_int_equal(count_acks(&a, PGO_ACK_OK), 2);
+	assert_int_equal(count_acks(&a, PGO_ACK_UNAVAILABLE), 3);
+	assert_non_null(strstr(a.errors[2], "an array of 1111111111 elements"));
+	assert_int_equal(H.downs, 1);
+	drv_destroy(s);
+}
+
 /* Lost mid-batch, no waiting: the rest fails now (and Redis is reported
  * down); the pipeline reconnects and the next batch goes through. */
 static void test_lost_fails_rest(void **state)
@@ -447,6 +468,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pipelined_publishes, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_error_reply, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_huge_array_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lost_fails_rest, setup,
 						teardown),

@@ -327,6 +327,13 @@ static void test_constructors(void **state)
 	co.count = 0;
 	assert_null(pgo_consumer_new(&co, &err));
 	assert_non_null(strstr(err.msg, "count 0"));
+	co.count = 100001; /* a reply hiredis would be refused (redis/conn.c) */
+	assert_null(pgo_consumer_new(&co, &err));
+	assert_non_null(strstr(err.msg, "count 100001 is over the limit"));
+	co.count = 100000;
+	h = pgo_consumer_new(&co, &err);
+	assert_non_null(h);
+	pgo_consumer_destroy(h);
 	co.count = 10;
 	co.redis_url = "redis://h/?x=1";
 	assert_null(pgo_consumer_new(&co, &err));

@@ -41,6 +41,8 @@
 #define BACKOFF_MAX_MS 2000
 #define STATS_EVERY_MS 60000
 #define ENTRY_ID_MAX   48
+#define CONSUME_MAX_COUNT                                                      \
+	100000 /* entries per XREADGROUP (sinks/redis/conn.c) */
 
 /* The outcome of handling one entry. */
 typedef enum outcome {
@@ -212,6 +214,15 @@ pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *opts,
 			      " ms, exit after commit %d)",
 			      o->count, o->max_attempts, o->claim_idle_ms,
 			      o->block_ms, o->exit_after_commit);
+		return NULL;
+	}
+	if (o->count > CONSUME_MAX_COUNT) {
+		/* The Redis connection refuses replies of more than about a
+		 * million elements (sinks/redis/conn.c). */
+		pgo_error_set(err, PGO_ERR_INVALID, 0,
+			      "consume: count %d is over the limit of %d "
+			      "entries per call",
+			      o->count, CONSUME_MAX_COUNT);
 		return NULL;
 	}
 	if (pgo_redis_url_parse(o->redis_url, &url, err) != PGO_OK ||

@@ -27,6 +27,12 @@
 #define DEFAULT_PORT   6379
 #define READ_CHUNK     16384
 #define READS_PER_CALL 64 /* then yield: at most 1 MiB per pgo_redis_io() */
+/* The most elements an array reply may announce.  hiredis 0.14 allocates
+ * the element pointers as soon as it reads the header, so a server (or a
+ * man in the middle) sending "*1111111111" would make it ask for 8 GB.
+ * The largest reply asked for is `consume --count` entries (at most
+ * 100,000: inbox/consumer.c), each an array of two. */
+#define MAX_ELEMENTS (1 << 20)
 
 /* --- URL --- */
 
@@ -339,6 +345,30 @@ int pgo_redis_append(pgo_redis_t *r, int argc, const char **argv,
 	return PGO_OK;
 }
 
+/* hiredis' createArray, refusing a header over MAX_ELEMENTS (NULL makes
+ * the reader fail; pgo_redis_next_reply says why). */
+static void *bounded_array(const redisReadTask *task, int elements)
+{
+	pgo_redis_t *r = task->privdata;
+
+	if (elements < 0 || elements > MAX_ELEMENTS) {
+		r->refused_elements = elements;
+		return NULL;
+	}
+	return r->make_array(task, elements);
+}
+
+/* Gives the new reader r's copy of its builders, createArray bounded. */
+static void bound_arrays(pgo_redis_t *r)
+{
+	r->fn = *r->reader->fn;
+	r->make_array = r->fn.createArray;
+	r->fn.createArray = bounded_array;
+	r->reader->fn = &r->fn;
+	r->reader->privdata = r;
+	r->refused_elements = 0;
+}
+
 int pgo_redis_connect(pgo_redis_t *r, int64_t timeout_ms)
 {
 	struct addrinfo hints;
@@ -364,6 +394,7 @@ int pgo_redis_connect(pgo_redis_t *r, int64_t timeout_ms)
 	r->reader = redisReaderCreate();
 	if (!r->reader)
 		return fail_io(r, "out of memory");
+	bound_arrays(r);
 	r->state = PGO_REDIS_CONNECTING;
 	r->connect_deadline = pgo_now_ms() + timeout_ms;
 	/* The handshake goes first; later commands wait behind hs_end. */
@@ -539,9 +570,16 @@ int pgo_redis_next_reply(pgo_redis_t *r, redisReply **reply)
 
 	*reply = NULL;
 	while (r->state == PGO_REDIS_HANDSHAKE || r->state == PGO_REDIS_UP) {
-		if (redisReaderGetReply(r->reader, &obj) != REDIS_OK)
+		if (redisReaderGetReply(r->reader, &obj) != REDIS_OK) {
+			if (r->refused_elements)
+				return fail_io(r,
+					       "protocol error: an array of "
+					       "%d elements (at most %d)",
+					       r->refused_elements,
+					       MAX_ELEMENTS);
 			return fail_io(r, "protocol error: %s",
 				       r->reader->errstr);
+		}
 		if (!obj)
 			return PGO_OK;
 		if (r->state == PGO_REDIS_UP) {

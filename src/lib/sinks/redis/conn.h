@@ -63,12 +63,15 @@ typedef struct pgo_redis {
 	struct addrinfo *trying;  /* CONNECTING: the address tried now */
 	int64_t connect_deadline; /* CONNECTING/HANDSHAKE: monotonic ms */
 	redisReader *reader;	  /* hiredis' parser of the replies */
-	pgo_buf_t out;		  /* formatted commands not yet written */
-	size_t out_off;		  /* bytes of out already written */
-	size_t hs_end;		  /* HANDSHAKE: out holds AUTH/SELECT up to
-				   * here; commands after it wait for UP */
-	int hs_replies;		  /* HANDSHAKE: replies still expected */
-	char err[256];		  /* why the last call failed */
+	redisReplyObjectFunctions fn; /* hiredis' builders, arrays bounded */
+	void *(*make_array)(const redisReadTask *, int); /* hiredis' own */
+	int refused_elements; /* an array header over the bound, or 0 */
+	pgo_buf_t out;	      /* formatted commands not yet written */
+	size_t out_off;	      /* bytes of out already written */
+	size_t hs_end;	      /* HANDSHAKE: out holds AUTH/SELECT up to
+			       * here; commands after it wait for UP */
+	int hs_replies;	      /* HANDSHAKE: replies still expected */
+	char err[256];	      /* why the last call failed */
 } pgo_redis_t;
 
 /* A connection in state DOWN for url (copied). */
