@@ -20,23 +20,25 @@ q "DELETE FROM pgoutbox.flaky" >/dev/null
 
 id=$("$PGO_BIN" queue enqueue flaky '{"n": 3}')
 "$PGO_BIN" worker --queue flaky --exec 'echo "line one" >&2; echo "attempt $PGOUTBOX_JOB_ATTEMPT failed" >&2; exit 4' \
-	--max-attempts 3 --retry-base 400ms --poll-interval 5s --name r 2>"$T_TMP/r.log" &
+	--max-attempts 3 --retry-base 2s --poll-interval 5s --name r 2>"$T_TMP/r.log" &
 R=$!; PIDS+=($!)
 wait_until 10 "[ \"\$(q \"SELECT attempts FROM pgoutbox.flaky WHERE id = $id\")\" = 1 ]"
-row=$(q "SELECT last_error, run_at > now() + interval '100 ms', run_at < now() + interval '450 ms', locked_by IS NULL FROM pgoutbox.flaky WHERE id = $id")
+# The backoff of attempt 1 is 1-2 s (--retry-base 2s, halved jitter): the
+# check has a second before attempt 2, however loaded the host.
+row=$(q "SELECT last_error, run_at > now() + interval '100 ms', run_at < now() + interval '2050 ms', locked_by IS NULL FROM pgoutbox.flaky WHERE id = $id")
 [ "$row" = "exit status 4; stderr: line one
 attempt 1 failed|t|t|t" ] || fail "after attempt 1: $row"
-wait_until 15 "[ \"\$(q 'SELECT count(*) FROM pgoutbox.dead_letters')\" = 1 ]"
+wait_until 20 "[ \"\$(q 'SELECT count(*) FROM pgoutbox.dead_letters')\" = 1 ]"
 stop_relay "$R"
 row=$(q "SELECT id, queue, attempts, last_error FROM pgoutbox.dead_letters")
 [ "$row" = "$id|flaky|3|exit status 4; stderr: line one
 attempt 3 failed" ] || fail "dead letter: $row"
-# backoff: attempt 2 came >= 200 ms after attempt 1, attempt 3 >= 400 ms after 2
+# backoff: attempt 2 came >= 1 s after attempt 1, attempt 3 >= 2 s after 2
 python3 - "$T_TMP/r.log" <<'PY' || fail "backoff not followed: $(grep 'failed' "$T_TMP/r.log")"
 import re, sys, datetime
 ts = [datetime.datetime.fromisoformat(l[:23]) for l in open(sys.argv[1]) if re.search(r'attempt \d failed|dead-lettered', l)]
 assert len(ts) == 3, ts
-assert (ts[1] - ts[0]).total_seconds() >= 0.2 and (ts[2] - ts[1]).total_seconds() >= 0.4, ts
+assert (ts[1] - ts[0]).total_seconds() >= 1.0 and (ts[2] - ts[1]).total_seconds() >= 2.0, ts
 PY
 "$PGO_BIN" queue dead flaky | grep -q 'attempt 3 failed' || fail "queue dead: $("$PGO_BIN" queue dead flaky)"
 "$PGO_BIN" queue list | grep -q '^flaky  *work  *0  *0  *1 ' || fail "queue list: $("$PGO_BIN" queue list)"
