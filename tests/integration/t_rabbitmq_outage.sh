@@ -2,7 +2,7 @@
 # persistent messages, and nothing is lost: a clean broker restart, a
 # kill -9 of the broker, a kill -9 of the relay in the middle of a
 # batch, and SIGTERM to the relay with the broker stopped (SIGSTOP), with
-# confirms awaited and with nothing in flight.  Every event arrives (counted with amqplib); the duplicates that
+# confirms awaited, with nothing in flight and during the login.  Every event arrives (counted with amqplib); the duplicates that
 # at-least-once allows carry the same message_id and the same body.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../rabbitmq.sh"
@@ -101,6 +101,18 @@ kill -STOP "$RABBIT_PID"
 stop_with_broker_stopped "$relay"
 [ "$TOOK" -lt 3000 ] || fail "idle: the relay took $TOOK ms to stop with relay.drain_timeout 1 s"
 note "5: SIGTERM with nothing in flight and the broker stopped: exit 0 in $TOOK ms"
+
+# 6. SIGTERM while the relay logs in to a broker that took the TCP
+# connection but answers nothing (stopped, its socket holding the
+# protocol header): the login ends at once, not at
+# sink.amqp_connect_timeout (5 s).
+kill -STOP "$RABBIT_PID"
+PGOUTBOX_RELAY_DRAIN_TIMEOUT=1s start_relay "$T_TMP/relay6" "${RELAY_ARGS[@]}"
+relay=$RELAY_PID
+wait_until 20 '[ "$(unread "$RABBIT_PORT")" -gt 0 ]'
+stop_with_broker_stopped "$relay"
+[ "$TOOK" -lt 3000 ] || fail "login: the relay took $TOOK ms to stop with relay.drain_timeout 1 s"
+note "6: SIGTERM during the login to a stopped broker: exit 0 in $TOOK ms"
 
 amqp_drain q.orders >"$T_TMP/all.jsonl"
 q "SELECT count(*) FROM pgoutbox.dead_letters" | grep -qx 0 || fail "dead letters"

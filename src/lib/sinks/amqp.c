@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,6 +94,9 @@ struct am_batch {
 struct am_connect {
 	pthread_t thread;
 	int pipe[2];		      /* the thread writes one byte when done */
+	pthread_mutex_t mu;	      /* guards fd and abort */
+	int fd;			      /* the thread's socket while it logs in */
+	bool abort;		      /* stopping: the thread gives up */
 	amqp_connection_state_t conn; /* ready when ok */
 	bool ok;
 	char err[300];
@@ -395,6 +399,15 @@ static void reply_text(amqp_rpc_reply_t r, const char *what, char *out,
 	}
 }
 
+/* The connect thread is done with its socket (closed or handed over):
+ * connect_abort may not shut it down any more. */
+static void forget_fd(struct am_connect *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->fd = -1;
+	pthread_mutex_unlock(&c->mu);
+}
+
 /* The connect thread: blocking calls, bounded by the timeouts. */
 static void *connect_main(void *arg)
 {
@@ -446,6 +459,17 @@ static void *connect_main(void *arg)
 			 amqp_error_string2(st));
 		goto fail;
 	}
+	/* From here a stop may shut the socket down (connect_abort): a
+	 * broker that accepted the connection but answers nothing must not
+	 * hold the relay for the login's timeouts. */
+	pthread_mutex_lock(&c->mu);
+	if (!c->abort)
+		c->fd = amqp_socket_get_sockfd(sock);
+	pthread_mutex_unlock(&c->mu);
+	if (c->fd < 0) {
+		snprintf(c->err, sizeof(c->err), "stopped while connecting");
+		goto fail;
+	}
 	/* Ask for connection.blocked and a close on a failed login. */
 	caps[0] = (amqp_table_entry_t){
 		.key = amqp_cstring_bytes("connection.blocked"),
@@ -481,10 +505,12 @@ static void *connect_main(void *arg)
 		reply_text(r, "confirm.select", c->err, sizeof(c->err));
 		goto fail;
 	}
+	forget_fd(c);
 	c->conn = conn;
 	c->ok = true;
 	goto out;
 fail:
+	forget_fd(c);
 	amqp_destroy_connection(conn);
 out:
 	while (write(c->pipe[1], &one, 1) < 0 && errno == EINTR)
@@ -502,10 +528,26 @@ static void connect_join(struct am_sink *s)
 	pthread_join(c->thread, NULL);
 	close(c->pipe[0]);
 	close(c->pipe[1]);
+	pthread_mutex_destroy(&c->mu);
 	s->connecting = NULL;
 	if (c->conn && s->conn != c->conn)
 		amqp_destroy_connection(c->conn);
 	free(c);
+}
+
+/* Stopping: a login in progress ends now (its socket shut down) rather
+ * than at sink.amqp_connect_timeout or sink.amqp_timeout. */
+static void connect_abort(struct am_sink *s)
+{
+	struct am_connect *c = s->connecting;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->abort = true;
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&c->mu);
 }
 
 static void start_connect(struct am_sink *s)
@@ -517,8 +559,11 @@ static void start_connect(struct am_sink *s)
 		lost(s, "cannot start connecting: out of resources", true);
 		return;
 	}
+	c->fd = -1;
+	pthread_mutex_init(&c->mu, NULL);
 	s->connecting = c;
 	if (pthread_create(&c->thread, NULL, connect_main, s) != 0) {
+		pthread_mutex_destroy(&c->mu);
 		close(c->pipe[0]);
 		close(c->pipe[1]);
 		free(c);
@@ -1029,7 +1074,9 @@ static void amqp_stop(pgo_sink_t *sink)
 	pgo_sink_timer_del(s->timer);
 	s->io = NULL;
 	s->timer = NULL;
-	connect_join(s); /* bounded by sink.amqp_connect_timeout */
+	connect_abort(s);
+	connect_join(s); /* at once, or sink.amqp_connect_timeout while the
+			  * TCP connect itself is pending */
 	/* A clean close (one RPC, bounded by sink.amqp_timeout and by what
 	 * is left of the host's drain) unless the broker reads nothing from
 	 * us anyway.  A broker that answers nothing (stopped, stalled) must
@@ -1126,6 +1173,7 @@ static void amqp_close(pgo_sink_t *sink)
 
 	if (!s)
 		return;
+	connect_abort(s);
 	connect_join(s);
 	if (s->conn)
 		amqp_destroy_connection(s->conn);
