@@ -2,18 +2,20 @@
 #   make demo    build, start a throwaway PostgreSQL (or use DB=URL), relay events
 #   make check   build with ASan+UBSan and run every test against real servers
 # and the rest:
-#   make build | bench | install [PREFIX=...] | uninstall | format | fuzz | clean
+#   make build | bench | install [PREFIX=...] | uninstall | format | fuzz |
+#        valgrind | clean
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+VALGRIND_BUILD ?= build-valgrind
 FUZZ_TIME  ?= 60
 PREFIX     ?= /usr/local
 DB         ?=
 # Extra `meson setup` options of $(BUILD) (e.g. -Dkafka=disabled).
 MESON_ARGS ?=
 
-.PHONY: all deps build asan fuzz demo check bench install uninstall format format-check clean
+.PHONY: all deps build asan fuzz valgrind demo check bench install uninstall format format-check clean
 
 all: build
 
@@ -40,6 +42,17 @@ $(FUZZ_BUILD)/build.ninja:
 fuzz: deps $(FUZZ_BUILD)/build.ninja
 	ninja -C $(FUZZ_BUILD)
 	FUZZ_TIME=$(FUZZ_TIME) tests/fuzz/run.sh $(FUZZ_BUILD)
+
+# memcheck over a plain debug build: the unit tests, and one integration
+# test per command and sink with every pgoutbox they start under valgrind
+# (tests/valgrind.sh; PATTERN=t_name for others).
+$(VALGRIND_BUILD)/build.ninja:
+	meson setup $(VALGRIND_BUILD) -Dbuildtype=debug
+
+valgrind: deps $(VALGRIND_BUILD)/build.ninja
+	@command -v valgrind >/dev/null || PGO_DEPS_EXTRA=valgrind scripts/deps.sh
+	ninja -C $(VALGRIND_BUILD)
+	tests/valgrind.sh $(VALGRIND_BUILD) $(PATTERN)
 
 demo: build
 	scripts/demo.sh $(if $(DB),--db "$(DB)")
@@ -122,4 +135,4 @@ format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(VALGRIND_BUILD)

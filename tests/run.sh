@@ -4,16 +4,23 @@
 # cluster started here.  Ends with the line "N passed, N failed".
 #   tests/run.sh build-asan              all tests
 #   tests/run.sh build-asan t_rollback   integration tests matching a pattern
+#   tests/run.sh build-asan t_a t_b      ... matching any of the patterns
+# T_KEEP=1 keeps each test's directory (in T_ROOT when set, else a new
+# /tmp/pgoutbox-test.*); PGO_BIN_WRAP runs the tests' pgoutbox through
+# another program (tests/valgrind.sh: valgrind).
 # tests/soak/t_*.sh run only when a PATTERN names them (make chaos-kafka):
 # soaks and known-failing checks kept out of the default run, see
 # tests/soak/README.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${1:?usage: tests/run.sh BUILD_DIR [PATTERN]}
-PATTERN=${2:-}
+BUILD=${1:?usage: tests/run.sh BUILD_DIR [PATTERN...]}
+shift
+PATTERNS=("$@")
+PATTERN=${PATTERNS[*]}
 ROOT=$(pwd)
 export PGO_BIN=$ROOT/$BUILD/pgoutbox
 [ -x "$PGO_BIN" ] || { echo "run.sh: $PGO_BIN not built" >&2; exit 2; }
+[ -z "${PGO_BIN_WRAP:-}" ] || PGO_BIN=$PGO_BIN_WRAP
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=86}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:exitcode=87}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan.supp:print_suppressions=0}
@@ -22,7 +29,12 @@ passed=0
 failed=0
 failures=()
 
-TMP=$(mktemp -d /tmp/pgoutbox-test.XXXXXX)
+if [ -n "${T_ROOT:-}" ]; then
+	TMP=$T_ROOT
+	mkdir -p "$TMP"
+else
+	TMP=$(mktemp -d /tmp/pgoutbox-test.XXXXXX)
+fi
 chmod 755 "$TMP"
 . scripts/pg.sh
 # The cluster is the run's own: a PG_PORT or PG_DIR in the environment (the
@@ -56,7 +68,13 @@ soaks=()
 for t in tests/integration/t_*.sh "${soaks[@]}"; do
 	[ -f "$t" ] || continue
 	name=$(basename "$t" .sh)
-	[ -n "$PATTERN" ] && [[ "$name" != *$PATTERN* ]] && continue
+	if [ -n "$PATTERN" ]; then
+		match=
+		for p in "${PATTERNS[@]}"; do
+			[[ "$name" == *$p* ]] && match=1
+		done
+		[ -n "$match" ] || continue
+	fi
 	export T_TMP="$TMP/$name"
 	mkdir -p "$T_TMP"; chmod 777 "$T_TMP"
 	start=$SECONDS

@@ -22,7 +22,8 @@ id=$("$PGO_BIN" queue enqueue flaky '{"n": 3}')
 "$PGO_BIN" worker --queue flaky --exec 'echo "line one" >&2; echo "attempt $PGOUTBOX_JOB_ATTEMPT failed" >&2; exit 4' \
 	--max-attempts 3 --retry-base 2s --poll-interval 5s --name r 2>"$T_TMP/r.log" &
 R=$!; PIDS+=($!)
-wait_until 10 "[ \"\$(q \"SELECT attempts FROM pgoutbox.flaky WHERE id = $id\")\" = 1 ]"
+# attempts counts a claim: wait for the failure to be recorded too.
+wait_until 10 "[ \"\$(q \"SELECT attempts, last_error IS NOT NULL FROM pgoutbox.flaky WHERE id = $id\")\" = '1|t' ]"
 # The backoff of attempt 1 is 1-2 s (--retry-base 2s, halved jitter): the
 # check has a second before attempt 2, however loaded the host.
 row=$(q "SELECT last_error, run_at > now() + interval '100 ms', run_at < now() + interval '2050 ms', locked_by IS NULL FROM pgoutbox.flaky WHERE id = $id")

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +63,22 @@ static int count_fds(void)
 			n++;
 	closedir(d);
 	return n;
+}
+
+/* Whether this kernel (or valgrind) gives pidfds, which the sink watches
+ * for a child's exit instead of polling. */
+static bool have_pidfd(void)
+{
+#ifdef SYS_pidfd_open
+	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+#else
+	int fd = -1;
+#endif
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
 }
 
 static void assert_no_children(void)
@@ -582,8 +599,13 @@ static void test_cancel(void **state)
 	assert_true(pgo_now_ms() - t0 < 1000); /* submit never waits */
 	assert_int_equal(th.done, 0);
 	assert_non_null(t.b.sink_state);
-	/* The sink armed its timeout on the host's loop. */
-	assert_true(pgo_loop_next_timer(th.loop) >= t0 + 60000);
+	/* The sink armed its timeout on the host's loop; without pidfds
+	 * (valgrind 3.19 has no pidfd_open) the exit-polling tick comes
+	 * first. */
+	if (have_pidfd())
+		assert_true(pgo_loop_next_timer(th.loop) >= t0 + 60000);
+	else
+		assert_true(pgo_loop_next_timer(th.loop) > t0);
 	/* One round: the input gets written. */
 	assert_int_equal(pgo_loop_run_once(th.loop, pgo_now_ms() + 1000), 0);
 	assert_int_equal(th.done, 0);
