@@ -222,6 +222,24 @@ void cli_log(void *ctx, pgo_log_level_t level, const char *subject,
 		names[level], subject, msg);
 }
 
+volatile sig_atomic_t cli_stop_early;
+
+static void on_early(int sig)
+{
+	if (sig != SIGHUP)
+		cli_stop_early = 1;
+}
+
+void cli_catch_signals_early(bool hup)
+{
+	const struct sigaction early = {.sa_handler = on_early};
+
+	sigaction(SIGTERM, &early, NULL);
+	sigaction(SIGINT, &early, NULL);
+	if (hup)
+		sigaction(SIGHUP, &early, NULL);
+}
+
 void cli_log_setup(const pgo_conf_t *conf)
 {
 	const char *lvl = pgo_conf_get(conf, "log.level");

@@ -6,6 +6,7 @@
 #ifndef PGO_CLI_H
 #define PGO_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 
 #include "pgoutbox.h"
@@ -57,6 +58,15 @@ void cli_free(cli_t *cli);
 void cli_log(void *ctx, pgo_log_level_t level, const char *subject,
 	     const char *msg);
 void cli_log_setup(const pgo_conf_t *conf);
+
+/* A long-running command's SIGTERM and SIGINT (and SIGHUP when it
+ * reloads on it) from its first instruction: until the command has its
+ * handlers (once its relay, worker, ... exists), a stop request is kept
+ * in cli_stop_early and a SIGHUP ignored (the configuration is being
+ * read anyway), so that a stop during the start still ends in exit 0,
+ * not death by the signal. */
+extern volatile sig_atomic_t cli_stop_early;
+void cli_catch_signals_early(bool hup);
 
 /* Connects (blocking) to database.url; prints the error and returns NULL
  * when that fails. */

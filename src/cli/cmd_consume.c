@@ -169,6 +169,7 @@ int cmd_consume(int argc, char **argv)
 	cli_t cli;
 	int rc;
 
+	cli_catch_signals_early(false);
 	rc = cli_parse(&cli, &cmd, argc, argv, &done);
 	if (rc != EXIT_OK || done)
 		return rc;
@@ -219,6 +220,8 @@ int cmd_consume(int argc, char **argv)
 	running = c;
 	sigaction(SIGTERM, &stop, NULL);
 	sigaction(SIGINT, &stop, NULL);
+	if (cli_stop_early)
+		pgo_consumer_request_stop(c);
 	rc = pgo_consumer_run(c);
 	running = NULL;
 	pgo_consumer_get_stats(c, &st);

@@ -127,6 +127,7 @@ int cmd_cron(int argc, char **argv)
 		pgo_scheduler_t *s;
 		const struct sigaction stop = {.sa_handler = on_stop};
 
+		cli_catch_signals_early(false);
 		pgo_scheduler_opts_init(&o, sizeof(o));
 		o.name = name;
 		if (cli.nargs != 1 ||
@@ -142,6 +143,8 @@ int cmd_cron(int argc, char **argv)
 		running = s;
 		sigaction(SIGTERM, &stop, NULL);
 		sigaction(SIGINT, &stop, NULL);
+		if (cli_stop_early)
+			pgo_scheduler_request_stop(s);
 		rc = pgo_scheduler_run(s) == PGO_OK ? EXIT_OK : EXIT_FAIL;
 		running = NULL;
 		pgo_scheduler_destroy(s);

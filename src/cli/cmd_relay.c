@@ -84,6 +84,7 @@ int cmd_relay(int argc, char **argv)
 	cli_t cli;
 	int rc;
 
+	cli_catch_signals_early(true);
 	rc = cli_parse(&cli, &cmd, argc, argv, &done);
 	if (rc != EXIT_OK || done)
 		return rc;
@@ -121,6 +122,8 @@ int cmd_relay(int argc, char **argv)
 	sigaction(SIGTERM, &stop, NULL);
 	sigaction(SIGINT, &stop, NULL);
 	sigaction(SIGHUP, &hup, NULL);
+	if (cli_stop_early)
+		pgo_relay_request_stop(relay);
 	rc = pgo_relay_run(relay);
 	running = NULL;
 	if (rc != PGO_OK)

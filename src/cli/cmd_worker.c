@@ -165,6 +165,7 @@ int cmd_worker(int argc, char **argv)
 	cli_t cli;
 	int rc;
 
+	cli_catch_signals_early(false);
 	rc = cli_parse(&cli, &cmd, argc, argv, &done);
 	if (rc != EXIT_OK || done)
 		return rc;
@@ -205,6 +206,8 @@ int cmd_worker(int argc, char **argv)
 	running = w;
 	sigaction(SIGTERM, &stop, NULL);
 	sigaction(SIGINT, &stop, NULL);
+	if (cli_stop_early)
+		pgo_worker_request_stop(w);
 	rc = pgo_worker_run(w);
 	running = NULL;
 	if (rc != PGO_OK)
