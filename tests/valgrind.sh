@@ -2,11 +2,12 @@
 # valgrind.sh BUILD_DIR [PATTERN...] — memcheck over a plain (not ASan)
 # build: every cmocka unit test, then the integration tests named below
 # (or those matching the PATTERNs, as tests/run.sh matches them) with
-# every `pgoutbox` they run under valgrind.  A test passes as usual AND each process it ran ends with no
-# error and nothing definitely or indirectly lost; each process's report
-# is kept in the test's directory (T_KEEP=1 keeps them).  Ends with the
-# line "N passed, N failed".  `make valgrind` (a debug build in
-# build-valgrind, ~10 minutes).
+# every `pgoutbox` they run under valgrind.  A test passes when it passes
+# as usual AND each process it ran ends with no error and nothing
+# definitely or indirectly lost; each process's report is kept in the
+# test's directory (T_KEEP=1 keeps them).  Ends with the line "N passed,
+# N failed".  `make valgrind` (a debug build in build-valgrind, about 8
+# minutes).
 #   tests/valgrind.sh build-valgrind                 the default set
 #   tests/valgrind.sh build-valgrind t_http_sink     one test
 set -uo pipefail
@@ -83,8 +84,11 @@ chmod 755 "$TMP/bin/pgoutbox"
 echo "== integration tests, pgoutbox under valgrind: ${patterns[*]}"
 PGO_BIN_WRAP="$TMP/bin/pgoutbox" T_KEEP=1 T_ROOT="$TMP/run" \
 	tests/run.sh "$BUILD" "${patterns[@]}" >"$TMP/run.out" 2>&1
-# Each test as tests/run.sh judged it, then the processes it ran.
+# Each test as tests/run.sh judged it, then the processes it ran.  No
+# verdict at all (no cluster, no match) is a failure, never a pass.
+ran=0
 while read -r verdict name _; do
+	ran=$((ran + 1))
 	bad=""
 	nlogs=0
 	for log in "$TMP/run/$name"/valgrind.*.vg; do
@@ -103,7 +107,11 @@ while read -r verdict name _; do
 		echo -n "$bad" | sed 's/^/       | /'
 	fi
 done < <(grep -E '^  (ok|FAIL) +t_' "$TMP/run.out" | sed -E 's/^  (ok|FAIL) +([^ ]+).*/\1 \2/')
-grep -q '^run.sh: no test matches' "$TMP/run.out" && { cat "$TMP/run.out" >&2; failed=$((failed + 1)); }
+if [ "$ran" = 0 ]; then
+	echo "  FAIL no integration test ran:" >&2
+	tail -n 20 "$TMP/run.out" | sed 's/^/       | /' >&2
+	failed=$((failed + 1)); failures+=("(tests/run.sh)")
+fi
 
 echo
 echo "$passed passed, $failed failed"
