@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # metrics-flood.sh BUILD [N] [ROUNDS] — does a scrape flood slow the
 # relay?  One relay (ordered, stdout sink, metrics.listen on) drains N
-# events (100,000) already in the outbox, ROUNDS times (3) without scrapes
-# and ROUNDS times while 4 clients send 2,000 GET /metrics in all (a bounded
-# loop, back to back, new connection each; niced, see below), interleaved quiet, flood,
-# quiet, flood ...  Prints each drain, the medians, the slowdown of the
-# flooded median against the quiet one (target: at most 5 %), and the
-# flood's own figures (requests done during the drain, their rate, their
-# latency p50/p99).  Starts its own PostgreSQL, durable (fsync on).
+# events (100,000) already in the outbox, ROUNDS times (3) without scrapes,
+# ROUNDS times while 4 clients send 2,000 GET /metrics in all (a bounded
+# loop, back to back, new connection each; niced, see below), and ROUNDS
+# times while the same flood goes to a bystander (bench/http-receiver, a
+# libmicrohttpd server of its own) instead of the relay, interleaved
+# quiet, flood, bystander, quiet ...  Prints each drain, the medians, the
+# slowdown of the flooded median against the quiet one (target: at most
+# 5 %), the bystander's (what the client and the kernel take from the
+# drain on the same two cores, the relay untouched) and the flood's own
+# figures (requests done during the drain, their rate, their latency
+# p50/p99).  Starts its own PostgreSQL, durable (fsync on).
 # FLOOD_CLIENT=ab (the default; apache2-utils is installed if missing)
 # sends the flood with ApacheBench (C, -c 4, a new connection each, or
 # kept alive with FLOOD_KEEPALIVE=1); FLOOD_CLIENT=python with the Python
@@ -35,8 +39,8 @@ TMP=$(mktemp -d /tmp/pgoutbox-flood.XXXXXX)
 chmod 755 "$TMP"
 . scripts/pg.sh
 . bench/cpu.sh
-FLOOD=
-cleanup() { [ -n "$FLOOD" ] && kill "$FLOOD" 2>/dev/null; pg_stop; rm -rf "$TMP"; }
+FLOOD= BYSTANDER=
+cleanup() { [ -n "$FLOOD" ] && kill "$FLOOD" 2>/dev/null; [ -n "$BYSTANDER" ] && kill "$BYSTANDER" 2>/dev/null; pg_stop; rm -rf "$TMP"; }
 trap cleanup EXIT
 pg_start "$TMP/pg" shared_buffers=256MB fsync=on synchronous_commit=on max_wal_size=4GB >/dev/null
 psql -XAtq "$(pg_url postgres)" -c "CREATE DATABASE bench" >/dev/null
@@ -44,6 +48,12 @@ URL=$(pg_url bench)
 "$PGO" migrate --db "$URL" >/dev/null 2>&1
 PORT=$(pg_free_port)
 RELAY="$PGO relay --sink stdout --batch 1000 --in-flight 2 --metrics-listen 127.0.0.1:$PORT"
+# The bystander: answers every request (204) from a process of its own.
+[ -x "$BUILD/bench/http-receiver" ] || { echo "metrics-flood.sh: $BUILD/bench/http-receiver not built (libmicrohttpd)" >&2; exit 2; }
+"$BUILD/bench/http-receiver" "$TMP/bport" >/dev/null &
+BYSTANDER=$!
+for _ in $(seq 200); do [ -s "$TMP/bport" ] && break; sleep 0.05; done
+BPORT=$(cat "$TMP/bport")
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $N events a drain, $ROUNDS rounds each"
 
 # The flood: 4 threads, 2,000 requests in all, each on a new connection;
@@ -51,6 +61,7 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $N events a drain, 
 cat >"$TMP/flood.py" <<'PY'
 import socket, sys, threading, time, http.client
 port, total, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+path = sys.argv[4] if len(sys.argv) > 4 else "/metrics"
 while True:
     try:
         socket.create_connection(("127.0.0.1", port), 0.2).close()
@@ -66,11 +77,12 @@ def worker():
             left[0] -= 1
         t = time.monotonic()
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        c.request("GET", "/metrics")
+        c.request("GET", path)
         r = c.getresponse()
         body = r.read()
         c.close()
-        assert r.status == 200 and b"pgoutbox_events_published_total" in body
+        assert r.status // 100 == 2
+        assert path != "/metrics" or b"pgoutbox_events_published_total" in body
         with lock:
             lat.append(time.monotonic() - t)
 t0 = time.monotonic()
@@ -89,8 +101,10 @@ flood() {
 		python3 "$TMP/flood.py" "$@"
 		return
 	fi
-	until curl -sf "http://127.0.0.1:$1/metrics" | grep -q pgoutbox_events_published_total; do sleep 0.01; done
-	ab -q ${FLOOD_KEEPALIVE:+-k} -n "$2" -c 4 "http://127.0.0.1:$1/metrics" >"$TMP/ab.txt" 2>&1 || { cat "$TMP/ab.txt" >&2; return 1; }
+	local path=${4:-/metrics}
+	[ "$path" != /metrics ] ||
+		until curl -sf "http://127.0.0.1:$1/metrics" | grep -q pgoutbox_events_published_total; do sleep 0.01; done
+	ab -q ${FLOOD_KEEPALIVE:+-k} -n "$2" -c 4 "http://127.0.0.1:$1$path" >"$TMP/ab.txt" 2>&1 || { cat "$TMP/ab.txt" >&2; return 1; }
 	python3 - "$TMP/ab.txt" "$3" <<'AB'
 import re, sys
 t = open(sys.argv[1]).read()
@@ -107,9 +121,11 @@ AB
 
 echo "flood client: $FLOOD_CLIENT"
 for r in $(seq "$ROUNDS"); do
-	for mode in quiet flood; do
+	for mode in quiet flood bystander; do
 		psql -XAtq "$URL" -c "TRUNCATE pgoutbox.outbox" -c "CHECKPOINT" >/dev/null
-		if [ $mode = flood ]; then
+		if [ $mode != quiet ]; then
+			target="$PORT 2000 $TMP/flood.out"
+			[ $mode = bystander ] && target="$BPORT 2000 $TMP/flood.out /hook"
 			rm -f "$TMP/flood.out"
 			# Niced: the scraper of a real deployment runs elsewhere;
 			# here it shares the two cores, and at full priority its
@@ -122,7 +138,7 @@ for r in $(seq "$ROUNDS"); do
 			nice -n "${FLOOD_NICE:-19}" bash -c "$(declare -f flood)
 				until [ \"\$(psql -XAtq '$URL' -c 'SELECT count(*) > 0 FROM pgoutbox.outbox')\" = t ]; do sleep 0.005; done
 				until curl -sf http://127.0.0.1:$PORT/healthz >/dev/null; do sleep 0.005; done; date +%s.%N >$TMP/flood.t0
-				TMP=$TMP FLOOD_CLIENT=$FLOOD_CLIENT flood $PORT 2000 $TMP/flood.out
+				TMP=$TMP FLOOD_CLIENT=$FLOOD_CLIENT flood $target
 				date +%s.%N >$TMP/flood.t1" &
 			FLOOD=$!
 		fi
@@ -131,7 +147,7 @@ for r in $(seq "$ROUNDS"); do
 		d1=$(date +%s.%N) # the drain's end, plus the relay's stop
 		rate=$(python3 -c 'import json,sys; print([r for r in map(json.loads, open(sys.argv[1])) if r["metric"] == "events_per_s"][-1]["value"])' "$TMP/$mode.jsonl")
 		extra=
-		if [ $mode = flood ]; then
+		if [ $mode != quiet ]; then
 			wait "$FLOOD" || { echo "metrics-flood.sh: the flood failed: if it outlasted the drain (the relay stops at its end), give more events than $N" >&2; exit 1; }
 			FLOOD=
 			read -r done secs p50 p99 <"$TMP/flood.out"
@@ -144,17 +160,18 @@ print('%.2f-%.2f s of the drain\'s %.2f s' % ($(cat $TMP/flood.t0) - s, $(cat $T
 			extra=" | flood: $done requests in ${secs} s ($(python3 -c "print(round($done / $secs))")/s), p50 ${p50} ms, p99 ${p99} ms, at $span"
 			echo "$secs" >>"$TMP/flood_secs"
 		fi
-		printf 'round %d %-5s: %8.0f events/s%s\n' "$r" "$mode" "$rate" "$extra"
+		printf 'round %d %-9s: %8.0f events/s%s\n' "$r" "$mode" "$rate" "$extra"
 		echo "$rate" >>"$TMP/$mode.rates"
 	done
 done
-python3 - "$TMP/quiet.rates" "$TMP/flood.rates" <<'PY'
+python3 - "$TMP/quiet.rates" "$TMP/flood.rates" "$TMP/bystander.rates" <<'PY'
 import statistics, sys
-q = statistics.median(float(x) for x in open(sys.argv[1]))
-f = statistics.median(float(x) for x in open(sys.argv[2]))
+q, f, b = (statistics.median(float(x) for x in open(a)) for a in sys.argv[1:4])
 slow = 100 * (q - f) / q
 print(f"median drain: quiet {q:,.0f} events/s, under the flood {f:,.0f} events/s: "
       f"{slow:+.1f} % slower (target <= 5 %){'' if slow <= 5 else '  MISSED'}")
+print(f"the same flood at the bystander: {b:,.0f} events/s, {100 * (q - b) / q:+.1f} % slower: "
+      f"the client's and the kernel's share; the relay's endpoint adds {100 * (b - f) / q:+.1f} % of the quiet drain")
 PY
 
 # What a scrape costs the relay itself: its CPU time (utime + stime) over
