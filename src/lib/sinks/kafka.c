@@ -93,9 +93,9 @@ struct kafka_sink {
 	char *brokers;		/* sink.kafka_brokers, for log lines */
 	pgo_kafka_format_t format;
 
-	rd_kafka_t *rk;		 /* start to stop */
-	struct ktopic *topics;	 /* the topics' handles, newest first */
-	struct ktopic *last;	 /* the last one used */
+	rd_kafka_t *rk;	       /* start to stop */
+	struct ktopic *topics; /* the topics' handles, newest first */
+	struct ktopic *last;   /* the last one used */
 	size_t ntopics;
 	rd_kafka_queue_t *mainq; /* its main queue */
 	int wake[2];		 /* the pipe the main queue writes */
