@@ -1315,6 +1315,12 @@ static const struct {
 	{"postgres://%2Ftmp/app", "postgres:///app?host=%2Ftmp"},
 	{"postgres://h/app?ssl=true", "postgres://h/app?sslmode=require"},
 	{"postgresql://", "postgresql://"},
+	/* Empty values: libpq reads "//@h" as no user, "/" as no database
+	 * and "h" as no port, so they stay in the query (fuzz_mask). */
+	{"postgresql:///b?user=", "postgresql:///b?user="},
+	{"postgresql://h/b?port=", "postgresql:///b?host=h&port="},
+	{"postgresql://h?dbname=", "postgresql://h?dbname="},
+	{"postgresql://:s3@h?user=", "postgresql://:***@h?user="},
 	/* An unescaped '@', '/' or '?' in a password: libpq reads the rest
 	 * as a host, port or path, or refuses the URL; hidden whole. */
 	{"postgres://app:s3c@ret@db/app", "***"},

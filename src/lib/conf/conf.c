@@ -740,6 +740,9 @@ static bool authority_fits(const char *host, const char *port)
 	}
 	if (port && ports != hosts)
 		return false;
+	/* "h" reads as no port at all, not an empty one. */
+	if (port && !*port)
+		return false;
 	for (const char *h = host; *h; h++)
 		if (!unreserved((unsigned char)*h) && *h != ',' && *h != ':')
 			return false;
@@ -806,15 +809,20 @@ static bool put_url(pgo_buf_t *b, const char *scheme, size_t scheme_len,
 			       *host = option(opts, "host"),
 			       *port = option(opts, "port"),
 			       *db = option(opts, "dbname");
-	bool in_authority, ok = true;
+	bool in_authority, user_in_authority, db_in_path, ok = true;
 	char sep = '?';
 
 	if (!user || !password || !host || !port || !db || url_misread(opts))
 		return false;
 	in_authority = host->val && authority_fits(host->val, port->val);
+	/* libpq reads "//@h" as no user and "/" as no database, not empty
+	 * ones (tests/fuzz/fuzz_mask found "?user="): those go into the
+	 * query. */
+	user_in_authority = user->val && *user->val;
+	db_in_path = db->val && *db->val;
 	pgo_buf_append(b, scheme, scheme_len);
-	if (user->val || password->val) {
-		if (user->val)
+	if (user_in_authority || password->val) {
+		if (user_in_authority)
 			put_pct(b, user->val);
 		if (password->val) {
 			pgo_buf_puts(b, ":");
@@ -824,12 +832,14 @@ static bool put_url(pgo_buf_t *b, const char *scheme, size_t scheme_len,
 	}
 	if (in_authority)
 		put_authority(b, host->val, port->val);
-	if (db->val) {
+	if (db_in_path) {
 		pgo_buf_puts(b, "/");
 		ok = ok && put_value(b, db, true, depth);
 	}
 	for (const PQconninfoOption *o = opts; ok && o->keyword; o++) {
-		if (!o->val || o == user || o == password || o == db ||
+		if (!o->val || o == password ||
+		    (o == user && user_in_authority) ||
+		    (o == db && db_in_path) ||
 		    (in_authority && (o == host || o == port)))
 			continue;
 		pgo_buf_append(b, &sep, 1);
