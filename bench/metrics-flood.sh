@@ -53,6 +53,7 @@ RELAY="$PGO relay --sink stdout --batch 1000 --in-flight 2 --metrics-listen 127.
 "$BUILD/bench/http-receiver" "$TMP/bport" >/dev/null &
 BYSTANDER=$!
 for _ in $(seq 200); do [ -s "$TMP/bport" ] && break; sleep 0.05; done
+[ -s "$TMP/bport" ] || { echo "metrics-flood.sh: the bystander (bench/http-receiver) did not start" >&2; exit 1; }
 BPORT=$(cat "$TMP/bport")
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $N events a drain, $ROUNDS rounds each"
 
