@@ -70,6 +70,19 @@ struct kbatch {
 	struct kmsg msgs[];	    /* one per event */
 };
 
+/* A topic's handle, made by rd_kafka_topic_new(): unlike a message to a
+ * topic librdkafka has not seen, it asks for the topic's partitions and
+ * leaders at once.  A topic first met through rd_kafka_producev() waits
+ * for the topic scan librdkafka runs once a second: a first batch of
+ * 992 ms in a drain whose other batches took 3.  Kept until stop. */
+struct ktopic {
+	struct ktopic *next;
+	rd_kafka_topic_t *rkt;
+	char name[];
+};
+
+#define MAX_TOPICS 1024 /* more are produced by name, without a handle */
+
 struct kafka_sink {
 	pgo_sink_t *sink;
 	/* configuration, copied at configure */
@@ -80,7 +93,10 @@ struct kafka_sink {
 	char *brokers;		/* sink.kafka_brokers, for log lines */
 	pgo_kafka_format_t format;
 
-	rd_kafka_t *rk;		 /* start to stop */
+	rd_kafka_t *rk;	       /* start to stop */
+	struct ktopic *topics; /* the topics' handles, newest first */
+	struct ktopic *last;   /* the last one used */
+	size_t ntopics;
 	rd_kafka_queue_t *mainq; /* its main queue */
 	int wake[2];		 /* the pipe the main queue writes */
 	pgo_sink_io_t *io;	 /* watches wake[0] */
@@ -520,6 +536,36 @@ static int kafka_open(pgo_sink_t *sink)
 	return PGO_OK;
 }
 
+/* The handle of a topic (struct ktopic), made the first time; NULL when
+ * librdkafka refuses the name or MAX_TOPICS are kept. */
+static rd_kafka_topic_t *topic_of(struct kafka_sink *ks, const char *name)
+{
+	struct ktopic *t;
+	size_t len;
+
+	if (ks->last && strcmp(ks->last->name, name) == 0)
+		return ks->last->rkt;
+	for (t = ks->topics; t; t = t->next)
+		if (strcmp(t->name, name) == 0)
+			return (ks->last = t)->rkt;
+	if (ks->ntopics >= MAX_TOPICS)
+		return NULL;
+	len = strlen(name);
+	t = malloc(sizeof(*t) + len + 1);
+	if (!t)
+		return NULL;
+	memcpy(t->name, name, len + 1);
+	t->rkt = rd_kafka_topic_new(ks->rk, name, NULL);
+	if (!t->rkt) {
+		free(t);
+		return NULL;
+	}
+	t->next = ks->topics;
+	ks->topics = ks->last = t;
+	ks->ntopics++;
+	return t->rkt;
+}
+
 /* Makes the producer and bridges its main queue to the pipe. */
 static int producer_new(struct kafka_sink *ks)
 {
@@ -543,6 +589,16 @@ static int producer_new(struct kafka_sink *ks)
 	rd_kafka_set_log_queue(ks->rk, NULL); /* logs to the main queue */
 	ks->mainq = rd_kafka_queue_get_main(ks->rk);
 	rd_kafka_queue_io_event_enable(ks->mainq, ks->wake[1], "1", 1);
+	/* A topic that no event picks ({queue} at most) is known now: its
+	 * partitions and leaders are learnt while the relay starts. */
+	if (!strstr(ks->topic_tmpl, "{topic}") &&
+	    !strstr(ks->topic_tmpl, "{type}")) {
+		const char *topic = pgo_template_expand(
+			&ks->topic, ks->topic_tmpl, NULL, ks->queue, NULL);
+
+		if (topic)
+			(void)topic_of(ks, topic);
+	}
 	return PGO_OK;
 }
 
@@ -553,6 +609,15 @@ static void producer_destroy(struct kafka_sink *ks)
 	if (!ks->rk)
 		return;
 	ks->stopping = true;
+	while (ks->topics) {
+		struct ktopic *t = ks->topics;
+
+		ks->topics = t->next;
+		rd_kafka_topic_destroy(t->rkt);
+		free(t);
+	}
+	ks->last = NULL;
+	ks->ntopics = 0;
 	rd_kafka_purge(ks->rk, RD_KAFKA_PURGE_F_QUEUE |
 				       RD_KAFKA_PURGE_F_INFLIGHT |
 				       RD_KAFKA_PURGE_F_NON_BLOCKING);
@@ -619,7 +684,10 @@ static void produce(struct kafka_sink *ks, struct kbatch *kb, size_t i)
 {
 	const pgo_event_t *ev = &kb->batch->events[i];
 	const char *topic, *source = NULL;
+	rd_kafka_topic_t *rkt;
 	rd_kafka_headers_t *h;
+	rd_kafka_vu_t vu[6];
+	rd_kafka_error_t *error;
 	rd_kafka_resp_err_t err;
 	char msg[400];
 
@@ -636,12 +704,28 @@ static void produce(struct kafka_sink *ks, struct kbatch *kb, size_t i)
 		return;
 	}
 	kb->msgs[i] = (struct kmsg){.kb = kb, .i = i};
-	err = rd_kafka_producev(
-		ks->rk, RD_KAFKA_V_TOPIC(topic),
-		RD_KAFKA_V_KEY(ev->key, ev->key ? strlen(ev->key) : 0),
-		RD_KAFKA_V_VALUE((void *)ev->payload, strlen(ev->payload)),
-		RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
-		RD_KAFKA_V_OPAQUE(&kb->msgs[i]), RD_KAFKA_V_END);
+	rkt = topic_of(ks, topic);
+	vu[0].vtype = rkt ? RD_KAFKA_VTYPE_RKT : RD_KAFKA_VTYPE_TOPIC;
+	if (rkt)
+		vu[0].u.rkt = rkt;
+	else
+		vu[0].u.cstr = topic;
+	vu[1].vtype = RD_KAFKA_VTYPE_KEY;
+	vu[1].u.mem.ptr = (void *)ev->key;
+	vu[1].u.mem.size = ev->key ? strlen(ev->key) : 0;
+	vu[2].vtype = RD_KAFKA_VTYPE_VALUE;
+	vu[2].u.mem.ptr = (void *)ev->payload;
+	vu[2].u.mem.size = strlen(ev->payload);
+	vu[3].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+	vu[3].u.i = RD_KAFKA_MSG_F_COPY;
+	vu[4].vtype = RD_KAFKA_VTYPE_HEADERS;
+	vu[4].u.headers = h;
+	vu[5].vtype = RD_KAFKA_VTYPE_OPAQUE;
+	vu[5].u.ptr = &kb->msgs[i];
+	error = rd_kafka_produceva(ks->rk, vu, sizeof(vu) / sizeof(*vu));
+	err = error ? rd_kafka_error_code(error) : RD_KAFKA_RESP_ERR_NO_ERROR;
+	if (error)
+		rd_kafka_error_destroy(error);
 	if (err) {
 		rd_kafka_headers_destroy(h);
 		fail_text(msg, sizeof(msg), topic, err, NULL);

@@ -114,8 +114,12 @@ rd_kafka_conf_t *pgo_kafka_conf_build(const pgo_conf_t *conf, pgo_error_t *err)
 		 * lets later ones of its partition be written without it.
 		 * The sink bounds the wait (sink.kafka_timeout). */
 		{"message.timeout.ms", "0"},
-		/* A claimed batch is all there is: send it at once. */
-		{"linger.ms", "1"},
+		/* A claimed batch is all there is: send it at once.  1 ms
+		 * kept every lone event of a quiet relay 1 ms in librdkafka's
+		 * queue (commit to consumer p50 2.8 -> 1.8 ms at 500/s); 0
+		 * costs a drain more, smaller requests (relay CPU 2.0 ->
+		 * 2.4-4.9 us an event against the mock cluster). */
+		{"linger.ms", "0"},
 		/* librdkafka's logs and errors come through the main queue,
 		 * served on the loop's thread. */
 		{"log.queue", "true"},
