@@ -27,13 +27,25 @@ static void on_hup(int sig)
 		pgo_relay_request_reload(running);
 }
 
-static const char *const flags[] = {
-	"--db",		 "--db-file",	     "--queue",
-	"--name",	 "--mode",	     "--poison",
-	"--heartbeat",	 "--lease-timeout",  "--sink",
-	"--batch",	 "--in-flight",	     "--listen",
-	"--claim-floor", "--poll-interval",  "--max-attempts",
-	"--log-level",	 "--metrics-listen", NULL};
+static const char *const flags[] = {"--db",
+				    "--db-file",
+				    "--queue",
+				    "--name",
+				    "--mode",
+				    "--poison",
+				    "--heartbeat",
+				    "--lease-timeout",
+				    "--sink",
+				    "--batch",
+				    "--in-flight",
+				    "--listen",
+				    "--claim-floor",
+				    "--poll-interval",
+				    "--max-attempts",
+				    "--log-level",
+				    "--metrics-listen",
+				    "--wake-linger",
+				    NULL};
 
 /* The sinks of this build and their flags, from the sink registry. */
 static void sinks_help(FILE *out)

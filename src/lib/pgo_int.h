@@ -189,6 +189,7 @@ struct pgo_conf_values {
 	int batch_bytes;	   /* a claim takes no event past these bytes */
 	int in_flight;		   /* connections claiming at once */
 	bool listen;		   /* LISTEN for wake-ups (else poll only) */
+	int64_t wake_linger;	   /* ms awake after a dry claim (wake.c) */
 	bool claim_floor;	   /* claims start at the claim floor */
 	bool sync_commit;	   /* the relay's commits wait for the flush */
 	int64_t poll_interval;	   /* ms: fallback poll */

@@ -4,13 +4,14 @@
 # asleep.  With a fallback poll of 60 s, such an event would wait a minute
 # if the handshake could miss it.
 #
-# Part 1 drives that interleaving on purpose, many times: a burst keeps the
-# relay awake; a transaction sends an event then (and checks that it did
+# Part 1 drives that interleaving on purpose, many times: a burst from two
+# producers keeps the relay awake (one producer alone lets it sleep: its
+# NOTIFYs cost it nothing); a transaction sends an event then (and checks that it did
 # not notify: it holds the sleeper lock in SHARE mode), stays open until
 # the burst is over and the relay asks for the sleeper lock (seen waiting
 # in pg_locks), then commits.  The event must arrive within 2 s.
-# Part 2 sends at 1,000 events/s, one per transaction, so commits land at
-# every phase of the relay's sleep and wake transitions, in the ordered
+# Part 2 sends at 1,000 events/s from two producers, one event per
+# transaction, so commits land at every phase of the relay's sleep and wake transitions, in the ordered
 # and the concurrent mode: no event may take longer than 2 s.
 . "$(dirname "$0")/../lib.sh"
 t_db
@@ -38,7 +39,9 @@ for i in $(seq $N); do
 	rounds=$i
 	psql -XAtq "$DATABASE_URL" -c "CALL burst(1000)" >/dev/null &
 	bp=$!
-	burst=$((burst + 1000))
+	psql -XAtq "$DATABASE_URL" -c "CALL burst(1000)" >/dev/null &
+	bp2=$!
+	burst=$((burst + 2000))
 	# While the burst runs the relay is busy: send the held event until
 	# it goes without a NOTIFY (a try refused means the relay was asleep
 	# or asking at that instant: roll back and try again).
@@ -74,17 +77,17 @@ SQL
 		grep -q 'asking=1' <<<"$res" && raced=$((raced + 1))
 		[ "$raced" = 1 ] && note "first raced round: $(tr '\n' ' ' <<<"$res"), delivered ${ms} ms after its commit"
 	fi
-	wait "$bp"
+	wait "$bp" "$bp2"
 done
 note "$raced of $rounds rounds: a commit without NOTIFY while the relay asked for the sleeper lock; every event delivered within 2 s"
 [ "$raced" -ge $WANT ] || fail "only $raced of $rounds rounds drove the race (wanted $WANT): the test proves little"
 wait_until 10 "[ \$(grep -c '\"topic\":\"burst\"' '$T_TMP/out') = $burst ]"
 stop_relay "$RELAY_PID"
 
-# Part 2: every phase, ordered (one connection and the default two) and
-# concurrent.
-for mode in "--in-flight 1" "" "--mode concurrent"; do
-	"$BENCH" latency --db "$DATABASE_URL" --rate 1000 --seconds 4 --warmup 0.5 --grace 5 \
+# Part 2: every phase, ordered (one connection and the default two),
+# concurrent, and without the linger (wake.c).
+for mode in "--in-flight 1" "" "--mode concurrent" "--wake-linger 0"; do
+	"$BENCH" latency --db "$DATABASE_URL" --rate 1000 --producers 2 --seconds 4 --warmup 0.5 --grace 5 \
 		--relay-cmd "$PGO_BIN relay --sink stdout --poll-interval 60s $mode" >"$T_TMP/lat.txt" 2>&1 ||
 		fail "latency ($mode): $(tail -n 5 "$T_TMP/lat.txt")"
 	lost=$(awk '$NF == "events" && $(NF-2) == "lost" {print $(NF-1)}' "$T_TMP/lat.txt")

@@ -74,6 +74,7 @@ static const struct {
 	{"relay.batch_bytes", "16777216"},
 	{"relay.in_flight", "2"},
 	{"relay.listen", "on"},
+	{"relay.wake_linger", "1ms"},
 	{"relay.claim_floor", "on"},
 	{"relay.synchronous_commit", "off"},
 	{"relay.poll_interval", "30s"},
@@ -200,6 +201,8 @@ static int64_t typed(const pgo_conf_t *conf, const char *key)
 		return v->stats_interval;
 	if (!strcmp(key, "relay.listen"))
 		return v->listen;
+	if (!strcmp(key, "relay.wake_linger"))
+		return v->wake_linger;
 	if (!strcmp(key, "relay.claim_floor"))
 		return v->claim_floor;
 	if (!strcmp(key, "log.level"))
@@ -395,6 +398,12 @@ static void test_values(void **state)
 		 "(use ms, s, m, h)"},
 		{"relay.stats_interval", PGO_CONF_ENV,
 		 "PGOUTBOX_RELAY_STATS_INTERVAL", "0", "0", NULL},
+		{"relay.wake_linger", PGO_CONF_FLAG, "--wake-linger", "0", "0",
+		 NULL},
+		{"relay.wake_linger", PGO_CONF_ENV,
+		 "PGOUTBOX_RELAY_WAKE_LINGER", "5ms", "5ms", NULL},
+		{"relay.wake_linger", PGO_CONF_FLAG, "--wake-linger", "1s",
+		 NULL, "--wake-linger: 1s is out of range (0..100ms)"},
 		{"database.idle_tx_timeout", PGO_CONF_FLAG, "x", "0", "0",
 		 NULL},
 		/* bool */

@@ -171,6 +171,11 @@ static const pgo_conf_key_t own_keys[] = {
 	{KEY("relay", "listen"), FIELD(listen), .type = T_BOOL, .def = "on",
 	 .flag = "--listen",
 	 .help = "LISTEN for producers' wake-ups; off: poll only"},
+	{KEY("relay", "wake_linger"), FIELD(wake_linger), .type = T_DURATION,
+	 .def = "1ms", .min = 0, .max = 100, .flag = "--wake-linger",
+	 .help = "While producers commit side by side, claim again this "
+		 "long after a claim finds nothing before asking them to "
+		 "notify (NOTIFY serializes their commits); 0: ask at once"},
 	{KEY("relay", "claim_floor"), FIELD(claim_floor), .type = T_BOOL,
 	 .def = "on", .flag = "--claim-floor",
 	 .help = "Start claims past the events already sent "

@@ -534,13 +534,22 @@ static bool read_round(pgo_conn_t *c)
 	return false;
 }
 
-/* Counts the notifications libpq has parsed, and frees them. */
+/* Counts the notifications libpq has parsed and their senders (the
+ * first three), and frees them. */
 static void take_notifies(pgo_conn_t *c)
 {
 	PGnotify *n;
 
 	while ((n = PQnotifies(c->pg)) != NULL) {
-		c->notifies++;
+		int i;
+
+		if (c->notifies++ == 0)
+			c->notify_senders = 0;
+		for (i = 0; i < c->notify_senders; i++)
+			if (c->notify_pids[i] == n->be_pid)
+				break;
+		if (i == c->notify_senders && i < 3)
+			c->notify_pids[c->notify_senders++] = n->be_pid;
 		PQfreemem(n);
 	}
 }

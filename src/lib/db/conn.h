@@ -96,6 +96,8 @@ typedef struct pgo_conn {
 	int64_t backoff;     /* current reconnect backoff, ms */
 	int64_t backoff_max; /* ceiling, ms */
 	int notifies;	     /* notifications received since last taken */
+	int notify_senders;  /* of them, from how many backends (up to 3) */
+	int notify_pids[3];  /* those backends */
 	bool ever_connected; /* for counting reconnects */
 	const pgo_conf_t *conf;
 	const pgo_conn_setup_t *setup;

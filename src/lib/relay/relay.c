@@ -549,12 +549,13 @@ int pgo_relay_run(pgo_relay_t *r)
 
 			pgo_conn_kick(&s->conn, now);
 			if (s->conn.notifies) {
-				/* Two notifications or more at once while
-				 * asleep: producers commit side by side, where
-				 * each NOTIFY costs them (wake.c). */
+				/* Notifications from two producers or more at
+				 * once while asleep: they commit side by side,
+				 * where each NOTIFY costs them (wake.c). */
 				if (r->wake == WAKE_ASLEEP &&
-				    s->conn.notifies >= 2)
+				    pgo_wake_side_by_side(r, &s->conn)) {
 					r->wake_busy = true;
+				}
 				r->stats.wakeups += (uint64_t)s->conn.notifies;
 				s->conn.notifies = 0;
 				r->kick = true;

@@ -161,6 +161,9 @@ struct pgo_relay {
 	/* The wake-up handshake (wake.c): the sleeper lock's connection. */
 	wake_state_t wake;
 	bool wake_busy; /* 2+ notifications at once while asleep: release */
+	int64_t wake_linger_until; /* awake and dry: ask for the lock then */
+	int64_t wake_linger_end;   /* no lingering from then (0: none) */
+	int wake_linger_ms;	   /* relay.wake_linger */
 	pgo_conn_t wake_conn;
 	pgo_conn_setup_t wake_setup;
 	pgo_loop_io_t *wake_io;
@@ -349,6 +352,7 @@ void pgo_wake_close(pgo_relay_t *r);
 /* Once a turn, after the slots were scheduled: asks for the lock when a
  * slot is about to depend on a NOTIFY, releases it when every slot found
  * work; polls soon while the connection is down. */
+bool pgo_wake_side_by_side(const pgo_relay_t *r, const pgo_conn_t *c);
 void pgo_wake_schedule(pgo_relay_t *r, int64_t now);
 /* Registers the connection's socket for the turn. */
 void pgo_wake_pollfd(pgo_relay_t *r, int64_t *deadline);
