@@ -116,3 +116,34 @@ ALTER TABLE abl.shard_expr2 ADD PRIMARY KEY (id);
 CREATE TABLE abl.trig_wake (LIKE abl.wide INCLUDING DEFAULTS);
 ALTER TABLE abl.trig_wake ADD PRIMARY KEY (id);
 CREATE TRIGGER trig_wake_notify AFTER INSERT ON abl.trig_wake FOR EACH STATEMENT EXECUTE FUNCTION pgoutbox.wake_relay();
+
+-- Cumulative, as in "Where send()'s own cost goes" (docs/benchmarks.md,
+-- night of 2026-12-02/03): abl.wide, then + the stored shard column, + the
+-- outbox's 7 CHECK constraints, + its 2 partial indexes; the 7 checks as
+-- one; and the 12 columns with topic and headers as domains that hold
+-- their checks (a domain's checks are prepared once per backend, a
+-- table's at every execution of an INSERT).
+CREATE TABLE abl.cum_shard (LIKE abl.wide INCLUDING DEFAULTS, shard integer GENERATED ALWAYS AS (
+   CASE WHEN key IS NULL THEN (id % 64)::integer ELSE (((hashtextextended(key, 0) % 64) + 64) % 64)::integer END) STORED);
+ALTER TABLE abl.cum_shard ADD PRIMARY KEY (id);
+CREATE TABLE abl.cum_checks (LIKE abl.cum_shard INCLUDING ALL);
+ALTER TABLE abl.cum_checks ADD CHECK (pg_column_size(headers) <= 65536), ADD CHECK (jsonb_typeof(headers) = 'object'),
+  ADD CHECK (octet_length(key) <= 1024), ADD CHECK (pg_column_size(payload) <= 1048576), ADD CHECK (topic <> ''),
+  ADD CHECK (octet_length(topic) <= 256), ADD CHECK (octet_length(type) <= 256);
+CREATE TABLE abl.cum_pidx (LIKE abl.cum_checks INCLUDING ALL);
+CREATE INDEX ON abl.cum_pidx (id) WHERE attempts > 0 OR last_error IS NOT NULL;
+CREATE INDEX ON abl.cum_pidx (key, id) WHERE attempts > 0;
+CREATE TABLE abl.one_check (LIKE abl.cum_shard INCLUDING ALL);
+ALTER TABLE abl.one_check ADD CHECK (pg_column_size(headers) <= 65536 AND jsonb_typeof(headers) = 'object'
+  AND octet_length(key) <= 1024 AND pg_column_size(payload) <= 1048576 AND topic <> ''
+  AND octet_length(topic) <= 256 AND octet_length(type) <= 256);
+CREATE DOMAIN abl.topic_name AS text CHECK (VALUE <> '' AND octet_length(VALUE) <= 256);
+CREATE DOMAIN abl.headers_object AS jsonb CHECK (jsonb_typeof(VALUE) = 'object' AND pg_column_size(VALUE) <= 65536);
+CREATE TABLE abl.domains (
+    id bigserial PRIMARY KEY, topic abl.topic_name NOT NULL, key text, type text NOT NULL DEFAULT '',
+    payload jsonb NOT NULL, headers abl.headers_object NOT NULL DEFAULT '{}',
+    created_at timestamptz NOT NULL DEFAULT now(), run_at timestamptz NOT NULL DEFAULT now(),
+    attempts integer NOT NULL DEFAULT 0, last_error text, locked_by text, locked_until timestamptz);
+-- pgbench -n -M prepared -c 8 -j 2 -T 5 -f F, F holding one line:
+--   INSERT INTO abl.T (topic, key, type, payload) VALUES ('orders', 'k' || (random()*1000)::int,
+--     'order.paid', '{"order":12345,"amount":99.5,"status":"paid"}');
