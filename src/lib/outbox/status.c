@@ -56,7 +56,7 @@ static PGresult *query(PGconn *conn, const char *sql, const char *param,
 static int collect(PGconn *conn, const char *queue, facts_t *f,
 		   pgo_error_t *err)
 {
-	char sql[1024], from[96];
+	char sql[1024], from[320];
 	PGresult *kind;
 
 	/* An adopted table's pending rows come through the map
@@ -69,8 +69,12 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 	    strcmp(PQgetvalue(kind, 0, 0), "adopted") == 0)
 		snprintf(from, sizeof(from), "pgoutbox.adopted_pending('%s')",
 			 queue);
-	else
-		snprintf(from, sizeof(from), "pgoutbox.\"%s\"", queue);
+	else /* a queue table stores no shard (sql/017_lighter_rows.sql) */
+		snprintf(from, sizeof(from),
+			 "(SELECT t.*, pgoutbox.shard_of(t.key, t.id, "
+			 "(SELECT q.shards FROM pgoutbox.queues q WHERE q.name "
+			 "= '%s')) AS shard FROM pgoutbox.\"%s\" t) t",
+			 queue, queue);
 	PQclear(kind);
 	snprintf(
 		sql, sizeof(sql),

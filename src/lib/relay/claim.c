@@ -64,9 +64,24 @@ enum {
 	"key), 0) "                                                            \
 	"+ octet_length(" p "type))"
 
+/* The shard of a row p (the table alias with its dot, or ""), in the
+ * ordered claim: the expression of pgoutbox.shard_of(key, id, shards)
+ * (sql/002_ordered.sql), which the table no longer stores
+ * (sql/017_lighter_rows.sql).  The shard count is the length of the
+ * epoch map $2, which has one element per shard of the queue (shards.c);
+ * before the first lease round the map is empty and no row is claimed.
+ * A row without a key spreads by id (ids are positive, so
+ * mod(mod(id, n) + n, n) is mod(id, n)). */
+#define SHARDS "greatest(cardinality($2::bigint[]), 1)"
+#define SHARD_OF(p)                                                            \
+	"mod(mod(coalesce(hashtextextended(" p "key, 0), " p "id), " SHARDS    \
+	") + " SHARDS ", " SHARDS ")::integer"
+
+/* The claim's result; its %s is the shard (SHARD_OF, or NULL::integer in
+ * the modes without shards). */
 #define RETURNING                                                              \
 	" RETURNING id, topic, key, type, payload, headers, created_at, "      \
-	"attempts, shard, " EVENT_BYTES("")
+	"attempts, %s, " EVENT_BYTES("")
 
 /* The ids of candidate rows u(id, sz), in id order, up to the one whose
  * bytes reach the byte cap (param bytes): "SELECT w.id FROM (" BYTE_CUT_A
@@ -114,7 +129,7 @@ enum {
  * the floor but the ones put there by hand). */
 static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
 			const char *floor, const char *bytes, const char *lo,
-			const char *hi)
+			const char *hi, const char *shard)
 {
 	snprintf(r->claim_sql, sizeof(r->claim_sql),
 		 CLOCK
@@ -135,7 +150,7 @@ static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
 							     "WHERE w.before < "
 							     "%s))" RETURNING,
 		 q, q, floor, cond, q, floor, cond, q, lo, hi, floor, cond,
-		 bytes);
+		 bytes, shard);
 }
 
 /* The relay's settings as one statement, for the session (local
@@ -197,7 +212,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	const char *q = v->queue;
 
-	char cond[1024];
+	char cond[2048];
 
 	switch (r->mode) {
 	case PGO_MODE_CONCURRENT:
@@ -252,26 +267,27 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 							     "FROM fresh) u) w "
 							     "WHERE w.before < "
 							     "$3))" RETURNING,
-			 q, q, q, q);
+			 q, q, q, q, "NULL::integer");
 		break;
 	case PGO_MODE_ORDERED:
 		/* $2 the epochs of this connection's leases by shard
 		 * (element shard + 1; NULL where it owns none: shards.c), $3
-		 * the floor, $5 and $6 the sweep's pages. */
+		 * the floor, $5 and $6 the sweep's pages.  %1$s and %2$s: the
+		 * shard of c and of h. */
 		snprintf(cond, sizeof(cond),
-			 "c.shard = ANY(ARRAY("
+			 "%1$s = ANY(ARRAY("
 			 "SELECT l.shard FROM pgoutbox.shard_leases l "
-			 "WHERE l.queue = '%s' AND "
+			 "WHERE l.queue = '%3$s' AND "
 			 "l.epoch = ($2::bigint[])[l.shard + 1])) "
-			 "AND c.shard <> ALL(ARRAY(SELECT h.shard FROM "
-			 "pgoutbox.\"%s\" h WHERE h.attempts > 0 AND "
+			 "AND %1$s <> ALL(ARRAY(SELECT %2$s FROM "
+			 "pgoutbox.\"%3$s\" h WHERE h.attempts > 0 AND "
 			 "h.run_at = 'infinity')) "
 			 "AND c.run_at <= " NOW " "
-			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
+			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%3$s\" b "
 			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
 			 "c.id AND b.run_at > " NOW ")",
-			 q, q, q);
-		claim_union(r, q, cond, "$3", "$4", "$5", "$6");
+			 SHARD_OF("c."), SHARD_OF("h."), q);
+		claim_union(r, q, cond, "$3", "$4", "$5", "$6", SHARD_OF(""));
 		break;
 	default:
 		/* $2: the epoch of the leader lease (pseudo-shard -1), $3
@@ -285,7 +301,8 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "WHERE b.attempts > 0 AND b.id < c.id "
 			 "AND b.run_at > " NOW ")",
 			 q, q);
-		claim_union(r, q, cond, "$3", "$4", "$5", "$6");
+		claim_union(r, q, cond, "$3", "$4", "$5", "$6",
+			    "NULL::integer");
 		break;
 	}
 	snprintf(r->listen_sql, sizeof(r->listen_sql),
@@ -605,6 +622,7 @@ bool pgo_claim_ids(const pgo_batch_t *b, bool ok, pgo_buf_t *ids)
 	return !ids->oom;
 }
 
+/* "" in the modes without shards (strict, concurrent). */
 const char *pgo_claim_shard_of(const slot_t *s, size_t i)
 {
 	return PQgetvalue(s->claimed, s->fix[i].row, COL_SHARD);

@@ -289,10 +289,11 @@ static void log_plan(pgo_relay_t *r, slot_t *s, const pgo_settle_plan_t *p)
 		if (s->fix[i].delay_ms != -1)
 			continue;
 		pgo_log(PGO_LOG_ERROR, r->subject,
-			"shard %s halted: event %lld (key %s) failed %d "
+			"%s%s halted: event %lld (key %s) failed %d "
 			"times: %s; fix the cause, then UPDATE "
 			"pgoutbox.%s%s%s SET run_at = now() WHERE %s%s%sid = "
 			"%lld",
+			*pgo_claim_shard_of(s, i) ? "shard " : "the queue",
 			pgo_claim_shard_of(s, i), (long long)e->id,
 			e->key ? e->key : "-", s->fix[i].attempts,
 			b->errors[i] ? b->errors[i] : "failed",

@@ -100,7 +100,7 @@ struct pgo_relay {
 	int mode;	   /* pgo_mode_t, fixed at start */
 	char subject[160]; /* log prefix "relay outbox -> stdout" */
 	char app_name[64]; /* application_name of the sessions */
-	char claim_sql[8192];
+	char claim_sql[16384];
 	char retry_sql[2048];
 	char dead_sql[2048];
 	char done_sql[2048]; /* adopted tables: the acked events' `done` */

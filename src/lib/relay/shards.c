@@ -118,8 +118,9 @@ bool pgo_shards_send(pgo_relay_t *r, slot_t *s)
 	if (r->mode != PGO_MODE_CONCURRENT)
 		pgo_conn_query(
 			&s->conn,
-			"SELECT shard, epoch FROM pgoutbox.rebalance($1, $2, "
-			"$3, $4::interval)",
+			"SELECT r.shard, r.epoch, (SELECT max(l.shard) + 1 "
+			"FROM pgoutbox.shard_leases l WHERE l.queue = $1) "
+			"FROM pgoutbox.rebalance($1, $2, $3, $4::interval) r",
 			4, params);
 	return pgo_conn_send(&s->conn) == PGO_OK;
 }
@@ -231,7 +232,10 @@ static int gained(const char *old, const PGresult *res)
 
 /* The epochs of the lease round's result by shard, as the ordered claim
  * reads them: a bigint[] literal whose element shard + 1 is the epoch of
- * an owned shard and NULL for the others ("{NULL,7,7}": shards 1 and 2).
+ * an owned shard and NULL for the others ("{NULL,7,7,NULL}": shards 1
+ * and 2 of 4).  It has one element per shard of the queue (the round's
+ * third column), as the claim takes its length for the shard count
+ * (claim.c, SHARD_OF).
  * A lookup by subscript costs the claim a few microseconds where a join
  * of the leases with unnest(shards, epochs) cost it about 0.1 ms, a
  * quarter of a one-event claim.  NULL without memory. */
@@ -242,10 +246,13 @@ static char *epoch_map(const PGresult *res)
 	pgo_buf_t map;
 
 	for (int i = 0; i < n; i++) {
-		int shard = atoi(PQgetvalue(res, i, 0));
+		int shard = atoi(PQgetvalue(res, i, 0)),
+		    all = atoi(PQgetvalue(res, i, 2));
 
 		if (shard >= len)
 			len = shard + 1;
+		if (all > len)
+			len = all;
 	}
 	if (!(by_shard = calloc((size_t)len + 1, sizeof(*by_shard))))
 		return NULL;
