@@ -2130,7 +2130,7 @@ static double claim_probe(PGconn *c)
 			     "SELECT id FROM pgoutbox.outbox WHERE run_at <= "
 			     "now() ORDER BY id LIMIT 1000 FOR UPDATE SKIP "
 			     "LOCKED)) RETURNING id, topic, key, type, "
-			     "payload, headers, created_at, attempts, shard");
+			     "payload, headers, created_at, attempts");
 		ok = PQresultStatus(res) == PGRES_TUPLES_OK;
 		if (ok)
 			ms[n++] = ms_of(now_ns() - t0);

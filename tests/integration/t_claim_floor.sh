@@ -75,7 +75,7 @@ SQL
 		sleep 0.1
 	done
 	[ "$(sunk | ids_of | grep -c "^$dead\$")" -gt "$before" ] || {
-		q "SELECT id, attempts, last_error, run_at > now(), shard FROM pgoutbox.outbox" >&2
+		q "SELECT id, attempts, last_error, run_at > now(), pgoutbox.shard_of(key, id, 64) FROM pgoutbox.outbox" >&2
 		tail -n 5 "$T_TMP/out.$mode.log" >&2
 		fail "$mode: the dead letter put back ($dead) was not delivered"
 	}
