@@ -51,5 +51,11 @@ slow=$(tail -c +"$((from + 1))" "$LOG" | claims_over "$pids")
 [ -z "$slow" ] || fail "claims took over ${LIMIT_MS} ms with $DEAD dead entries below the floor: $(echo $slow | tr '\n' ' ')"
 n=$(grep -c '"type":"resent"' "$T_TMP/out" || true)
 [ "$n" = 1 ] || fail "the event re-sent with id 7 was delivered $n times"
-sweeps=$(grep -c "claim [0-9.]* (sweep)" "$T_TMP/out.log" || true)
-note "re-sent event found below $DEAD dead entries; $sweeps sweeping claims, none over ${LIMIT_MS} ms"
+sweeps=$(grep -c "claim [0-9.]* (sweep of [0-9]* pages)" "$T_TMP/out.log" || true)
+[ "$sweeps" -gt 0 ] || fail "no sweeping claim in the relay's log"
+# The pages per sweeping claim are sized by time, within 4..512.
+sizes=$(grep -o "(sweep of [0-9]* pages)" "$T_TMP/out.log" | tr -dc '0-9\n' | sort -n | uniq | paste -sd, -)
+for p in ${sizes//,/ }; do
+	[ "$p" -ge 4 ] && [ "$p" -le 512 ] || fail "a sweeping claim of $p pages (sizes seen: $sizes)"
+done
+note "re-sent event found below $DEAD dead entries; $sweeps sweeping claims of $sizes pages, none over ${LIMIT_MS} ms"

@@ -345,15 +345,23 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 /* How often a slot sweeps at least (or every poll_interval if shorter):
  * a row inserted with an explicit id below the floor (an event re-sent
  * by hand with its old id) is found within this time and the sweep's
- * length.  A sweep reads the queue's heap, FLOOR_SWEEP_PAGES pages
- * (1 MB) per claim, from page 0 to the end: what each claim pays is a
- * millisecond or so whatever the index holds below the floor (a sweep
- * that claimed from id 0 walked every dead entry there: under a held
- * xmin, seconds, and the batch waited; issue 21).  While a sweep goes
- * on, the slot claims again at once, so it ends within the time of a
- * claim per 1 MB of the table even when no event comes. */
+ * length.  A sweep reads the queue's heap, a few pages per claim, from
+ * page 0 to the end: what each claim pays is bounded whatever the index
+ * holds below the floor (a sweep that claimed from id 0 walked every
+ * dead entry there: under a held xmin, seconds, and the batch waited;
+ * issue 21).  The pages per claim are sized by time: a sweep's claim
+ * may take SWEEP_BUDGET_US longer than the slot's claims without one
+ * (their running average); over it the pages halve, under half of it
+ * they double, between SWEEP_PAGES_MIN and SWEEP_PAGES_MAX (a fixed 128
+ * pages made claims of 35-116 ms after a held xmin, dead rows on every
+ * page).  While a sweep goes on, the slot claims again at once, so it
+ * ends within a claim per few pages of the table even when no event
+ * comes. */
 #define FLOOR_SWEEP_MS	  30000
-#define FLOOR_SWEEP_PAGES 128
+#define SWEEP_PAGES_START 32
+#define SWEEP_PAGES_MIN	  4
+#define SWEEP_PAGES_MAX	  512
+#define SWEEP_BUDGET_US	  2000
 
 void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 		       pgo_claim_req_t *q)
@@ -386,8 +394,10 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 	s->sweep = s->sweeping;
 	s->sweep_floor = r->floor;
 	if (s->sweep) {
+		if (s->sweep_pages == 0)
+			s->sweep_pages = SWEEP_PAGES_START;
 		lo = s->sweep_page;
-		hi = lo + FLOOR_SWEEP_PAGES;
+		hi = lo + s->sweep_pages;
 	}
 	s->sweep_hi = hi;
 	snprintf(q->lo, sizeof(q->lo), "(%lld,0)", (long long)lo);
@@ -446,12 +456,30 @@ int64_t pgo_claim_poll_ms(const pgo_relay_t *r)
 void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 		     const PGresult *pages)
 {
-	int64_t now = pgo_now_ms(), end = -1;
+	int64_t now = pgo_now_ms(), end = -1,
+		us = res && s->t.sent && s->t.claim > s->t.sent
+			     ? s->t.claim - s->t.sent
+			     : -1;
 	int n;
 
-	if (!s->sweep)
+	if (!s->sweep) {
+		/* The average claim without a sweep, a sixteenth of each
+		 * new one. */
+		if (us >= 0)
+			s->claim_us = s->claim_us ? s->claim_us +
+							(us - s->claim_us) / 16
+						  : us;
 		return;
+	}
 	s->sweep = false;
+	if (us >= 0 && us - s->claim_us > SWEEP_BUDGET_US)
+		s->sweep_pages = s->sweep_pages / 2 > SWEEP_PAGES_MIN
+					 ? s->sweep_pages / 2
+					 : SWEEP_PAGES_MIN;
+	else if (us >= 0 && us - s->claim_us < SWEEP_BUDGET_US / 2)
+		s->sweep_pages = s->sweep_pages * 2 < SWEEP_PAGES_MAX
+					 ? s->sweep_pages * 2
+					 : SWEEP_PAGES_MAX;
 	if (!res) {
 		/* The round failed: no sweep again before its time. */
 		s->sweeping = false;

@@ -62,16 +62,20 @@ static double ms_of(int64_t us)
 static void log_cycle(pgo_relay_t *r, const slot_t *s)
 {
 	int64_t end = pgo_now_us(), claimed_at;
+	char how[32];
 
 	if (pgo_log_max < PGO_LOG_DEBUG || !s->t.sent)
 		return;
 	claimed_at = s->t.claim ? s->t.claim : s->t.settle;
+	if (s->t.sweep)
+		snprintf(how, sizeof(how), "sweep of %d pages", s->t.pages);
+	else
+		snprintf(how, sizeof(how), "from the floor");
 	pgo_log(PGO_LOG_DEBUG, r->subject,
 		"slot %d: cycle of %zu events in %.1f ms: "
 		"claim %.1f (%s), sink %.1f, settle %.1f ms",
 		s->idx, s->batch.n, ms_of(end - s->t.sent),
-		ms_of(claimed_at - s->t.sent),
-		s->t.sweep ? "sweep" : "from the floor",
+		ms_of(claimed_at - s->t.sent), how,
 		s->t.done ? ms_of(s->t.done - claimed_at) : 0.0,
 		ms_of(end - s->t.settle));
 }
@@ -84,6 +88,7 @@ void pgo_cycle_claim(pgo_relay_t *r, slot_t *s)
 	pgo_claim_prepare(r, s, now, &q);
 	memset(&s->t, 0, sizeof(s->t));
 	s->t.sweep = s->sweep;
+	s->t.pages = s->sweep ? (int)(s->sweep_hi - s->sweep_page) : 0;
 	if (q.pages[0])
 		pgo_conn_exec_prepared(&s->conn, "pgoutbox_pages", 1, q.pages);
 	pgo_conn_query(&s->conn, "BEGIN", 0, NULL);

@@ -76,12 +76,15 @@ typedef struct slot {
 	int64_t sweep_floor; /* the floor when the sweep's claim was sent */
 	int64_t sweep_page;  /* the sweep's next heap page */
 	int64_t sweep_hi;    /* the claim in flight sweeps up to this page */
+	int sweep_pages;     /* pages a sweep's claim reads, sized by time */
+	int64_t claim_us;    /* a claim round without a sweep, us (average) */
 	/* The cycle's phases (monotonic us), logged at debug when it ends:
 	 * the claim round sent, the claim back, the batch handed to the
 	 * sink, its verdicts in, round 2 sent. */
 	struct {
 		int64_t sent, claim, submit, done, settle;
 		bool sweep; /* the claim swept pages below the floor */
+		int pages;  /* how many */
 	} t;
 	/* Ordered and strict modes: this connection's leases. */
 	char member[96];	/* "<relay name>/<slot>" */
