@@ -5,7 +5,7 @@ of a steady or held-xmin run was made of.
 One Markdown row per window of WORKLOAD ("steady", "held-xmin"): its p99
 and backlog (pgoutbox-bench's window lines, placed in time by their "at"),
 the relay's slowest cycle that ended in it with its phases (the relay's
-debug lines "slot N: cycle of ... claim C (sweep|from the floor), sink S,
+debug lines "slot N: cycle of ... claim C (sweep [of N pages]|from the floor), sink S,
 settle T ms"; "probe P, " before the claim in logs of builds that probed
 the claim floor in the claim's round), the relay's longest lease round, what its sessions
 were doing when sampled (bench/activity.sh: pg_stat_activity, on CPU or the
@@ -51,7 +51,7 @@ def relay_log(path):
                 "end": unix(m.group(1)), "slot": int(m.group(2)),
                 "n": int(m.group(3)), "total": float(m.group(4)),
                 "probe": float(m.group(5) or 0), "claim": float(m.group(6)),
-                "sweep": m.group(7) == "sweep", "sink": float(m.group(8)),
+                "sweep": m.group(7).startswith("sweep"), "sink": float(m.group(8)),
                 "settle": float(m.group(9))})
             continue
         m = LEASE.match(line)
