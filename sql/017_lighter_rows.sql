@@ -43,8 +43,8 @@ CREATE DOMAIN pgoutbox.event_headers AS jsonb;
 -- no shard column.  For the queues that exist now and, from the trigger
 -- of 014 on pgoutbox.queues, every queue created later: create_queue()
 -- still makes its table the old way, and this reshapes it while it is
--- empty.
-CREATE FUNCTION pgoutbox.shape_queue(q text) RETURNS void
+-- empty.  It keeps 014's name, add_caps, which that trigger calls.
+CREATE OR REPLACE FUNCTION pgoutbox.add_caps(q text) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -71,26 +71,9 @@ BEGIN
                    'ALTER COLUMN payload TYPE pgoutbox.event_payload, '
                    'ALTER COLUMN headers TYPE pgoutbox.event_headers', tbl);
 END $$;
-REVOKE ALL ON FUNCTION pgoutbox.shape_queue(text) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION pgoutbox.caps_on_new_queue() RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM pgoutbox.shape_queue(NEW.name);
-    RETURN NULL;
-END $$;
-DROP FUNCTION pgoutbox.add_caps(text);
-
-DO $$
-DECLARE
-    q text;
-BEGIN
-    FOR q IN SELECT name FROM pgoutbox.queues ORDER BY name LOOP
-        PERFORM pgoutbox.shape_queue(q);
-    END LOOP;
-END $$;
+-- The queues that exist now.
+SELECT pgoutbox.add_caps(name) FROM pgoutbox.queues;
 
 -- After the columns changed: a constraint added to a domain that columns
 -- use is checked against their rows, unless NOT VALID.
