@@ -65,17 +65,15 @@ enum {
 	"+ octet_length(" p "type))"
 
 /* The shard of a row p (the table alias with its dot, or ""), in the
- * ordered claim: the expression of pgoutbox.shard_of(key, id, shards)
- * (sql/002_ordered.sql), which the table no longer stores
- * (sql/017_lighter_rows.sql).  The shard count is the length of the
- * epoch map $2, which has one element per shard of the queue (shards.c);
- * before the first lease round the map is empty and no row is claimed.
- * A row without a key spreads by id (ids are positive, so
- * mod(mod(id, n) + n, n) is mod(id, n)). */
-#define SHARDS "greatest(cardinality($2::bigint[]), 1)"
+ * ordered claim: pgoutbox.shard_of(key, id, shards) (sql/002_ordered.sql),
+ * which the table no longer stores (sql/017_lighter_rows.sql).  The
+ * planner inlines it (the claim's plan is made once), so no row pays a
+ * function call.  The shard count is the length of the epoch map $2,
+ * which has one element per shard of the queue (shards.c); before the
+ * first lease round the map is empty and no row is claimed. */
 #define SHARD_OF(p)                                                            \
-	"mod(mod(coalesce(hashtextextended(" p "key, 0), " p "id), " SHARDS    \
-	") + " SHARDS ", " SHARDS ")::integer"
+	"pgoutbox.shard_of(" p "key, " p "id, "                                \
+	"greatest(cardinality($2::bigint[]), 1))"
 
 /* The claim's result; its %s is the shard (SHARD_OF, or NULL::integer in
  * the modes without shards). */
@@ -466,9 +464,10 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 		/* The average claim without a sweep, a sixteenth of each
 		 * new one. */
 		if (us >= 0)
-			s->claim_us = s->claim_us ? s->claim_us +
-							(us - s->claim_us) / 16
-						  : us;
+			s->claim_us =
+				s->claim_us
+					? s->claim_us + (us - s->claim_us) / 16
+					: us;
 		return;
 	}
 	s->sweep = false;
