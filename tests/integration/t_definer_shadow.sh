@@ -100,3 +100,65 @@ part inbox 20200102 2020-01-02
 [ "$(shadowed $R "SELECT done, dropped FROM pgoutbox.maintain()")" = "t|2" ] || fail "maintain() with temp tables did not drop the 2 old partitions"
 [ "$(q "SELECT count(*) FROM pg_class WHERE relname IN ('outbox_archive_20200101', 'inbox_20200102')")" = 0 ] ||
 	fail "old partitions left: $(q "SELECT relname FROM pg_class WHERE relname LIKE '%2020010%'")"
+
+# send() sets no search path of its own (sql/018_send_lean.sql): a
+# producer that puts a schema of its own before pg_catalog must not get
+# its look-alike operators or functions run as send()'s owner, neither in
+# send() nor in the outbox's trigger inside it, on the quiet path nor on
+# the NOTIFY one, nor in an error's message.
+q "CREATE SCHEMA evil AUTHORIZATION $P" >/dev/null
+psql -XAtq -v ON_ERROR_STOP=1 "$(url $P)" >/dev/null <<'SQL'
+CREATE TABLE evil.ran (who text, what text);
+CREATE FUNCTION evil.note(what text) RETURNS void LANGUAGE sql
+    AS $$ INSERT INTO evil.ran VALUES (current_user, what) $$;
+CREATE FUNCTION evil.eq(a text, b text) RETURNS boolean LANGUAGE sql
+    AS $$ SELECT evil.note('='); SELECT a OPERATOR(pg_catalog.=) b $$;
+CREATE FUNCTION evil.ne(a text, b text) RETURNS boolean LANGUAGE sql
+    AS $$ SELECT evil.note('<>'); SELECT a OPERATOR(pg_catalog.<>) b $$;
+CREATE FUNCTION evil.gt(a integer, b integer) RETURNS boolean LANGUAGE sql
+    AS $$ SELECT evil.note('>'); SELECT a OPERATOR(pg_catalog.>) b $$;
+CREATE FUNCTION evil.cat(a text, b name) RETURNS text LANGUAGE sql
+    AS $$ SELECT evil.note('||'); SELECT a OPERATOR(pg_catalog.||) b::text $$;
+CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.eq);
+CREATE OPERATOR evil.<> (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.ne);
+CREATE OPERATOR evil.> (LEFTARG = integer, RIGHTARG = integer, FUNCTION = evil.gt);
+CREATE OPERATOR evil.|| (LEFTARG = text, RIGHTARG = name, FUNCTION = evil.cat);
+CREATE FUNCTION evil.pg_column_size(jsonb) RETURNS integer LANGUAGE sql
+    AS $$ SELECT evil.note('pg_column_size'); SELECT 1 $$;
+CREATE FUNCTION evil.jsonb_typeof(jsonb) RETURNS text LANGUAGE sql
+    AS $$ SELECT evil.note('jsonb_typeof'); SELECT 'object' $$;
+CREATE FUNCTION evil.hashtext(text) RETURNS integer LANGUAGE sql
+    AS $$ SELECT evil.note('hashtext'); SELECT 1 $$;
+CREATE FUNCTION evil.pg_try_advisory_xact_lock_shared(integer, integer) RETURNS boolean LANGUAGE sql
+    AS $$ SELECT evil.note('pg_try_advisory_xact_lock_shared'); SELECT true $$;
+CREATE FUNCTION evil.pg_notify(text, text) RETURNS void LANGUAGE sql
+    AS $$ SELECT evil.note('pg_notify') $$;
+SQL
+EVIL="SET search_path = evil, pg_catalog"
+ran() { q "SELECT coalesce(string_agg(who || ' ' || what, ', '), '') FROM evil.ran"; }
+# The control: unqualified, the look-alikes are what a name means.
+[ "$(as $P "$EVIL; SELECT 'a'::text = 'a'::text")" = t ] || fail "control: the look-alike = did not answer"
+[ "$(ran)" = "$P =" ] || fail "control: the look-alike = did not run: '$(ran)'"
+q "TRUNCATE evil.ran"
+send_evil() { psql -XAtq "$(url $P)" -c "$EVIL" -c "SELECT pgoutbox.send($1)" 2>&1; }
+# The quiet path (no relay asleep), then the NOTIFY one (the sleeper
+# lock held, as by a sleeping relay).
+[ "$(send_evil "'t', 'k', 'x', '{\"n\": 3}'")" -gt 0 ] 2>/dev/null || fail "send() with the look-alikes first: $(send_evil "'t', 'k', 'x', '{}'")"
+psql -XAtq "$base application_name=t_shadow_sleeper" -c "SELECT pg_advisory_lock(pgoutbox.wake_ns('outbox'), 0)" \
+	-c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+PIDS+=("$!")
+wait_until 20 '[ "$(q "SELECT count(*) FROM pg_locks WHERE locktype = '\''advisory'\'' AND granted AND mode = '\''ExclusiveLock'\''")" = 1 ]'
+[ "$(send_evil "'t', 'k', 'x', '{\"n\": 4}'")" -gt 0 ] 2>/dev/null || fail "send() notifying, with the look-alikes first"
+# Each check's error, with its message (psql fails: the output is read).
+refused() {
+	local out
+	out=$(send_evil "$1" || true)
+	grep -q "$2" <<<"$out" || fail "send($1) with the look-alikes first: $(head -c 300 <<<"$out")"
+}
+refused "'', 'k', 'x', '{}'" 'topic must not be empty'
+refused "'t', 'k', 'x', NULL" 'payload must not be NULL'
+refused "'t', 'k', 'x', '{}', '[1]'" 'headers must be a JSON object, not array'
+refused "'t', 'k', 'x', jsonb_build_object('s', repeat('x', 1100000))" 'payload is [0-9]* bytes, the limit is 1048576'
+[ -z "$(ran)" ] || fail "send() ran the caller's look-alikes: $(ran)"
+[ "$(q "SELECT count(*) FROM pgoutbox.outbox WHERE payload->>'n' IN ('3', '4')")" = 2 ] || fail "the two events are not in the outbox"
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 't_shadow_sleeper'" >/dev/null
