@@ -34,12 +34,17 @@ def round_of(r):
 
 def describe(workload, p):
     """The parameters column: what was run, in words."""
+    relay = p.get("relay", "")
     if workload == "enqueue":
         clients = p["clients"]
+        poll = re.search(r"--poll-interval (\S+)", relay)
+        if "--listen off" in relay and poll:
+            how = ", relay polling every %s (no LISTEN)" % poll.group(1)
+        else:
+            how = ", relay listening" if relay else ""
         return "%s, %d client%s, %g s%s" % (
             p["mode"], clients, "" if clients == 1 else "s", p["seconds"],
-            ", relay listening" if p.get("relay") else "")
-    relay = p.get("relay", "")
+            how)
     flags = relay.split(" relay", 1)[1].strip() if " relay" in relay else relay
     if workload == "drain" and p.get("rss"):
         return "%d events, %d relay, %s; VmRSS idle 2 s, then sampled " \

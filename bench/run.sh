@@ -140,6 +140,8 @@ W=(
 	"enqueue send() without NOTIFY, 8 clients|enqueue --mode send-quiet --clients 8 --seconds $SECS --warmup $WARM"
 	"enqueue send(), 1 client, relay listening|enqueue --mode send --clients 1 --seconds $SECS --warmup $WARM --relay-cmd \"$RELAY\""
 	"enqueue send(), 8 clients, relay listening|enqueue --mode send --clients 8 --seconds $SECS --warmup $WARM --relay-cmd \"$RELAY\""
+	"enqueue send(), 1 client, relay polling every 100 ms|enqueue --mode send --clients 1 --seconds $SECS --warmup $WARM --relay-cmd \"$RELAY --listen off --poll-interval 100ms\""
+	"enqueue send(), 8 clients, relay polling every 100 ms|enqueue --mode send --clients 8 --seconds $SECS --warmup $WARM --relay-cmd \"$RELAY --listen off --poll-interval 100ms\""
 	"enqueue bulk 100/tx, 1 client|enqueue --mode bulk --clients 1 --seconds $SECS --warmup $WARM"
 	"enqueue send_batch() 100/call, 1 client|enqueue --mode batch --clients 1 --seconds $SECS --warmup $WARM"
 	"drain $DRAIN events, 1 relay (ordered)|drain --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
