@@ -5,8 +5,8 @@
 -- namespace search path recomputed twice (for the function and for its
 -- caller's next statement).  pgbench, 8 clients of one send() per
 -- transaction into the outbox, three interleaved rounds of 5 s
--- (docs/benchmarks.md, "Afternoon of 2026-12-03"): 13,572-13,974 tps as
--- in 001; 14,163-14,950 without SET search_path; 14,625-14,991 with its
+-- (docs/benchmarks.md, "Late morning of 2026-12-03"): 13,572-13,974 tps as
+-- in 001; 14,163-14,950 without SET search_path; 14,626-14,991 with its
 -- four checks in one IF as well.
 --
 -- send() stays SECURITY DEFINER (a producer role needs EXECUTE only), so
