@@ -9,7 +9,11 @@ debug lines "slot N: cycle of ... claim C (sweep [of N pages]|from the floor), s
 settle T ms"; "probe P, " before the claim in logs of builds that probed
 the claim floor in the claim's round), the relay's longest lease round, what its sessions
 were doing when sampled (bench/activity.sh: pg_stat_activity, on CPU or the
-wait event), whether autovacuum ran on the outbox, an ANALYZE of it
+wait event), how long the relay and its sessions were runnable but waited
+for a CPU (the kernel's run delay, /proc/PID/schedstat: in all, and the
+most one of them waited within one sampling interval of 0.1 s) and the
+share of the window in which some task on the host waited for a CPU
+(/proc/pressure/cpu), whether autovacuum ran on the outbox, an ANALYZE of it
 finished, or a checkpoint started or wrote meanwhile, and the WAL written.
 """
 import collections
@@ -72,6 +76,39 @@ def activity(path):
     return rows
 
 
+def sched(path):
+    """ACTIVITY.tsv.sched: per pid its (time, comm, run delay ms) samples;
+    the host's (time, some_us) CPU pressure samples."""
+    per, psi = collections.defaultdict(list), []
+    try:
+        f = open(path, errors="replace")
+    except OSError:
+        return per, psi
+    for line in f:
+        x = line.rstrip("\n").split("\t")
+        try:
+            if len(x) >= 6 and x[1] == "sched":
+                per[int(x[2])].append((float(x[0]), x[3], int(x[5]) / 1e6))
+            elif len(x) >= 3 and x[1] == "psi":
+                psi.append((float(x[0]), int(x[2])))
+        except ValueError:
+            pass
+    return per, psi
+
+
+def cpu_wait(per, pids, lo, hi):
+    """The run delay of pids in (lo, hi]: ms in all, and the most of one
+    pid in one sampling interval."""
+    total, worst = 0.0, 0.0
+    for pid in pids:
+        xs = per.get(pid, [])
+        for (t0, _, d0), (t1, _, d1) in zip(xs, xs[1:]):
+            if lo < t1 <= hi and t1 - t0 < 1.0:
+                total += d1 - d0
+                worst = max(worst, d1 - d0)
+    return total, worst
+
+
 def during(rows, lo, hi):
     return [f for t, f in rows if lo < t <= hi]
 
@@ -81,11 +118,18 @@ def main():
     ws = windows(run, workload)
     cycles, leases = relay_log(log)
     act = activity(tsv)
+    per, psi = sched(tsv + ".sched")
+    # The relay's sessions (by application name) and the relay itself.
+    relay = {int(f[0]) for t, f in act["act"]
+             if len(f) > 2 and f[2].startswith("pgoutbox relay")
+             and f[0].isdigit()}
+    relay |= {pid for pid, xs in per.items() if xs and xs[0][1] == "pgoutbox"}
     out = ["| t (s) | p99 ms | backlog | slowest cycle: ms (probe / claim"
            " / sink / settle) | sweeps: claims, ms | longest lease round ms"
-           " | relay sessions sampled (active) | autovacuum of the outbox"
-           " | checkpoint | WAL MB |",
-           "|---:|---:|---:|---|---:|---:|---|---|---|---:|"]
+           " | relay sessions sampled (active) | relay waiting for a CPU:"
+           " ms (most in 0.1 s) | host CPU pressure"
+           " | autovacuum of the outbox | checkpoint | WAL MB |",
+           "|---:|---:|---:|---|---:|---:|---|---:|---:|---|---|---:|"]
     prev = None
     for w in ws:
         hi = w["at"]
@@ -116,7 +160,13 @@ def main():
                 ckpt.append("%d buffers written" % (int(b[4]) - int(a[4])))
             if len(a) > 7 and len(b) > 7:
                 wal = "%.0f" % ((float(b[7]) - float(a[7])) / 1e6)
-        out.append("| %g | %s | %s | %s | %d, %.0f | %s | %s | %s | %s | %s |" % (
+        wait, most = cpu_wait(per, relay, lo, hi)
+        ps = [(t, us) for t, us in psi if lo < t <= hi]
+        pressure = ""
+        if len(ps) > 1 and ps[-1][0] > ps[0][0]:
+            pressure = "%.0f %%" % (100.0 * (ps[-1][1] - ps[0][1]) / 1e6
+                                    / (ps[-1][0] - ps[0][0]))
+        out.append("| %g | %s | %s | %s | %d, %.0f | %s | %s | %s | %s | %s | %s | %s |" % (
             w["t"],
             "%.1f" % w["p99_ms"] if w.get("p99_ms") is not None else "n/a",
             "{:,.0f}".format(w.get("backlog") or 0),
@@ -127,6 +177,8 @@ def main():
             len(sw), sum(c["claim"] for c in sw),
             "%.1f" % max(ls) if ls else "",
             ", ".join("%s %d" % kv for kv in waits.most_common(3)),
+            "%.0f (%.1f)" % (wait, most) if per else "",
+            pressure,
             " ".join(vac) + (" analyze" if analyzed else ""),
             ", ".join(ckpt), wal))
     print("\n".join(out))

@@ -16,6 +16,14 @@
 #   tab   n_live_tup n_dead_tup autovacuum_count autoanalyze_count
 #         seq_scan idx_scan  (pg_stat_user_tables of pgoutbox.outbox)
 #
+# and, at the same pace, lines to OUT.sched of how long processes on
+# this host waited for a CPU (the kernel's counters, cumulative):
+#
+#   sched pid comm cpu_ns run_delay_ns  (/proc/PID/schedstat of every
+#         postgres and pgoutbox process: time on a CPU, time runnable
+#         but waiting for one)
+#   psi   some_us  (/proc/pressure/cpu: time some task waited for a CPU)
+#
 # bench/activity.py reads it beside the workload's windows and relay log.
 set -uo pipefail
 URL=${1:?usage: activity.sh URL OUT [INTERVAL]}
@@ -59,14 +67,30 @@ Q=$(tr '\n' ' ' <<<"$Q")
 
 stop=0
 trap 'stop=1' TERM INT
+# One pass over /proc with builtins only (no process started per sample).
+sched() {
+	local t=$EPOCHREALTIME p c a b x
+	if read -r x x x x x < /proc/pressure/cpu 2>/dev/null; then
+		printf '%s\tpsi\t%s\n' "$t" "${x#total=}"
+	fi
+	for p in /proc/[0-9]*; do
+		read -r c < "$p/comm" 2>/dev/null || continue
+		case $c in postgres | pgoutbox*) ;; *) continue ;; esac
+		read -r a b x < "$p/schedstat" 2>/dev/null || continue
+		printf '%s\tsched\t%s\t%s\t%s\t%s\n' "$t" "${p#/proc/}" "$c" "$a" "$b"
+	done
+}
+
 exec 3> >(exec psql -XAtq -v ON_ERROR_STOP=0 "$URL" >"$OUT" 2>"$OUT.err")
 reader=$!
+exec 4>"$OUT.sched"
 while [ $stop = 0 ]; do
 	printf '%s\n' "$Q" >&3 || break
+	sched >&4
 	sleep "$EVERY" &
 	wait $! 2>/dev/null
 done
 # End of input: psql writes what it has and exits.
-exec 3>&-
+exec 3>&- 4>&-
 wait "$reader" 2>/dev/null
 exit 0

@@ -217,6 +217,9 @@ for w in "${RUNS[@]}"; do
 		mkdir -p "$TMP/activity"
 		cp "$log" "$TMP/activity/$wl-relay.log"
 		cp "$TMP/activity-$n.tsv" "$TMP/activity/$wl-activity.tsv"
+		if [ -f "$TMP/activity-$n.tsv.sched" ]; then
+			cp "$TMP/activity-$n.tsv.sched" "$TMP/activity/$wl-activity.tsv.sched"
+		fi
 	fi
 done
 
