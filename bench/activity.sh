@@ -70,13 +70,13 @@ trap 'stop=1' TERM INT
 # One pass over /proc with builtins only (no process started per sample).
 sched() {
 	local t=$EPOCHREALTIME p c a b x
-	if read -r x x x x x < /proc/pressure/cpu 2>/dev/null; then
+	if read -r x x x x x 2>/dev/null </proc/pressure/cpu; then
 		printf '%s\tpsi\t%s\n' "$t" "${x#total=}"
 	fi
 	for p in /proc/[0-9]*; do
-		read -r c < "$p/comm" 2>/dev/null || continue
+		read -r c 2>/dev/null <"$p/comm" || continue
 		case $c in postgres | pgoutbox*) ;; *) continue ;; esac
-		read -r a b x < "$p/schedstat" 2>/dev/null || continue
+		read -r a b x 2>/dev/null <"$p/schedstat" || continue
 		printf '%s\tsched\t%s\t%s\t%s\t%s\n' "$t" "${p#/proc/}" "$c" "$a" "$b"
 	done
 }
