@@ -11,7 +11,8 @@ the claim floor in the claim's round), the relay's longest lease round, what its
 were doing when sampled (bench/activity.sh: pg_stat_activity, on CPU or the
 wait event), how long the relay and its sessions were runnable but waited
 for a CPU (the kernel's run delay, /proc/PID/schedstat: in all, and the
-most one of them waited within one sampling interval of 0.1 s) and the
+most one of them waited within one sampling interval: 0.1 s and the
+sampling's own time, up to about 0.13 s) and the
 share of the window in which some task on the host waited for a CPU
 (/proc/pressure/cpu), whether autovacuum ran on the outbox, an ANALYZE of it
 finished, or a checkpoint started or wrote meanwhile, and the WAL written.
@@ -127,7 +128,7 @@ def main():
     out = ["| t (s) | p99 ms | backlog | slowest cycle: ms (probe / claim"
            " / sink / settle) | sweeps: claims, ms | longest lease round ms"
            " | relay sessions sampled (active) | relay waiting for a CPU:"
-           " ms (most in 0.1 s) | host CPU pressure"
+           " ms (most in one sample) | host CPU pressure"
            " | autovacuum of the outbox | checkpoint | WAL MB |",
            "|---:|---:|---:|---|---:|---:|---|---:|---:|---|---|---:|"]
     prev = None
