@@ -140,8 +140,10 @@ redis_stop
 send_n t0 5
 wait_until 30 '[ "$(code_of $M/readyz)" = 503 ]'
 why=$(body_of "$M/readyz")
-grep -q 'sink redis' <<<"$why" || fail "/readyz reason does not name the sink: $why"
-[ "$(sample pgoutbox_sink_up)" = 0 ] || fail "pgoutbox_sink_up is not 0 while Redis is down"
+grep -Eq '^sink redis (down|unavailable)' <<<"$why" || fail "/readyz reason does not name the sink: $why"
+# /metrics is shared by the scrapes of 100 ms (docs/operations.md): one
+# made just before the outage may still be served after /readyz turned.
+wait_until 2 '[ "$(sample pgoutbox_sink_up)" = 0 ]'
 [ "$(code_of $M/healthz)" = 200 ] || fail "/healthz failed while only Redis is down"
 note "Redis stopped: /readyz 503 \"$why\""
 redis_start_again
@@ -160,7 +162,7 @@ grep -q '^postgresql: connection' <<<"$why" || fail "/readyz reason does not nam
 note "PostgreSQL stopped: /readyz 503 \"$why\""
 pg_start_again
 wait_until 60 '[ "$(code_of $M/readyz)" = 200 ]'
-[ "$(sample pgoutbox_pg_reconnects_total)" -ge 1 ] || fail "no reconnect counted"
+wait_until 2 '[ "$(sample pgoutbox_pg_reconnects_total)" -ge 1 ]'
 note "PostgreSQL back: /readyz 200, reconnects $(sample pgoutbox_pg_reconnects_total)"
 
 stop_relay "$RELAY_PID"
