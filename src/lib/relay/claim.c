@@ -352,10 +352,20 @@ void pgo_claim_build_sql(pgo_relay_t *r)
  * (their running average); over it the pages halve, under half of it
  * they double, between SWEEP_PAGES_MIN and SWEEP_PAGES_MAX (a fixed 128
  * pages made claims of 35-116 ms after a held xmin, dead rows on every
- * page).  While a sweep goes on, the slot claims again at once, so it
- * ends within a claim per few pages of the table even when no event
- * comes. */
+ * page).  And a sweep keeps a pace: the table's pages spread over the
+ * period / SWEEP_SPREAD, and a claim ahead of the pace reads none.
+ * While a sweep is due, the slot claims again at once; ahead of its
+ * pace, when its next part is due (s->sweep_next), so a sweep ends
+ * about half a period after it began, even when no event comes.
+ * Without a pace, every claim of a busy slot swept until the table's
+ * end: under a held xmin, 3-5 s of claims averaging 4-5 ms instead of
+ * 1.5, every slot at once, twice a minute, and the worst 5-s windows of
+ * `make bench`'s held-xmin lay there (issue 21).  A pace set by the
+ * table's size at the sweep's start, over the whole period, never
+ * caught up with a table growing under a held xmin: the slots swept
+ * all the time, and those windows were worse. */
 #define FLOOR_SWEEP_MS	  30000
+#define SWEEP_SPREAD	  2 /* a sweep spreads over the period / this */
 #define SWEEP_PAGES_START 32
 #define SWEEP_PAGES_MIN	  4
 #define SWEEP_PAGES_MAX	  512
@@ -386,10 +396,12 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 	if (!s->sweeping && sweepable && now >= s->sweep_at) {
 		s->sweeping = true;
 		s->sweep_page = 0;
+		s->sweep_start = now;
+		s->sweep_end = -1;
 	}
 	if (!sweepable)
 		s->sweeping = false;
-	s->sweep = s->sweeping;
+	s->sweep = s->sweeping && pgo_claim_sweep_due(r, s, now);
 	s->sweep_floor = r->floor;
 	if (s->sweep) {
 		if (s->sweep_pages == 0)
@@ -428,6 +440,28 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 	/* An adopted table's statements take no sweep. */
 	if (r->adopted)
 		q->nparams -= 2;
+}
+
+bool pgo_claim_sweep_due(const pgo_relay_t *r, slot_t *s, int64_t now)
+{
+	int64_t spread = pgo_claim_poll_ms(r) / SWEEP_SPREAD;
+
+	s->sweep_next = 0;
+	if (!s->sweeping)
+		return false;
+	/* Until the table's size is known, and on a short period, as
+	 * fast as the claims go. */
+	if (s->sweep_end <= 0 || spread <= 0)
+		return true;
+	/* Due: the pace (the table's size, as last read, over half the
+	 * period) has reached the sweep's next page.  A table that grows
+	 * meanwhile (a held xmin keeps every deleted row) speeds it up, so
+	 * a sweep still ends about half a period after it began. */
+	if (s->sweep_page * spread <= s->sweep_end * (now - s->sweep_start))
+		return true;
+	s->sweep_next =
+		s->sweep_start + s->sweep_page * spread / s->sweep_end + 1;
+	return false;
 }
 
 bool pgo_claim_full(const slot_t *s, const PGresult *res)
@@ -489,6 +523,8 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 	if (pages && PQresultStatus(pages) == PGRES_TUPLES_OK &&
 	    PQntuples(pages) == 1)
 		end = strtoll(PQgetvalue(pages, 0, 0), NULL, 10);
+	if (end >= 0)
+		s->sweep_end = end;
 	if (pgo_claim_full(s, res)) {
 		/* Full, with fresh rows from below the floor: the pages
 		 * may hold more of them.  Read them again. */
@@ -505,6 +541,9 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 		return;
 	s->sweeping = false;
 	s->sweep_at = now + pgo_claim_poll_ms(r);
+	pgo_log(PGO_LOG_DEBUG, r->subject,
+		"slot %d: sweep of %lld pages done in %.1f s", s->idx,
+		(long long)end, (double)(now - s->sweep_start) / 1000.0);
 }
 
 int pgo_claim_index(const slot_t *s)

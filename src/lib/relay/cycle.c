@@ -145,10 +145,11 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	 * time another found something) until all come back dry; then the
 	 * relay asks for the lock.  While it holds the lock or waits for
 	 * it, producers notify and the grant's NOTIFY kicks a claim.  A
-	 * sweep going on claims again too, for its next pages. */
+	 * sweep going on claims again too, for its next pages, when its
+	 * pace is there (claim.c; the loop claims at s->sweep_next). */
 	awake = r->wake == WAKE_AWAKE || r->wake == WAKE_RELEASING;
 	s->more = pgo_claim_full(s, res) || (awake && n > 0);
-	if (s->sweeping)
+	if (s->sweeping && pgo_claim_sweep_due(r, s, pgo_now_ms()))
 		s->wants_claim = true;
 	if (r->mode == PGO_MODE_CONCURRENT)
 		r->more = s->more;

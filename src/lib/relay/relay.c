@@ -368,6 +368,10 @@ static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
 		if (!r->stop)
 			deadline = pgo_deadline_min(deadline,
 						    pgo_shards_next(r, s));
+		/* A sweep ahead of its pace: its next part (claim.c). */
+		if (!r->stop && !paused && s->sweep_next &&
+		    s->state == SLOT_IDLE)
+			deadline = pgo_deadline_min(deadline, s->sweep_next);
 	}
 	pgo_wake_pollfd(r, &deadline);
 	if (r->stop)
@@ -559,6 +563,10 @@ int pgo_relay_run(pgo_relay_t *r)
 				r->stats.wakeups += (uint64_t)s->conn.notifies;
 				s->conn.notifies = 0;
 				r->kick = true;
+			}
+			if (s->sweep_next && now >= s->sweep_next) {
+				s->sweep_next = 0;
+				s->wants_claim = true;
 			}
 			if (pgo_shards_due(r, s, now)) {
 				pgo_cycle_rebalance(r, s);

@@ -77,6 +77,9 @@ typedef struct slot {
 	int64_t sweep_page;  /* the sweep's next heap page */
 	int64_t sweep_hi;    /* the claim in flight sweeps up to this page */
 	int sweep_pages;     /* pages a sweep's claim reads, sized by time */
+	int64_t sweep_start; /* monotonic ms: the sweep began */
+	int64_t sweep_end;   /* the table's pages, as last read (-1: ?) */
+	int64_t sweep_next;  /* ahead of its pace: the next part then */
 	int64_t claim_us;    /* a claim round without a sweep, us (average) */
 	/* The cycle's phases (monotonic us), logged at debug when it ends:
 	 * the claim round sent, the claim back, the batch handed to the
@@ -203,6 +206,9 @@ void pgo_claim_build_sql(pgo_relay_t *r);
  * the table below the floor. */
 void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 		       pgo_claim_req_t *q);
+/* Whether a sweep going on is due for its next pages now; if not, its
+ * next part's time goes to s->sweep_next. */
+bool pgo_claim_sweep_due(const pgo_relay_t *r, slot_t *s, int64_t now);
 /* The claim round's statement index of the claim (after the table's
  * size), and of the table's size (-1: not in the round). */
 int pgo_claim_index(const slot_t *s);
