@@ -359,11 +359,10 @@ void pgo_claim_build_sql(pgo_relay_t *r)
  * about half a period after it began, even when no event comes.
  * Without a pace, every claim of a busy slot swept until the table's
  * end: under a held xmin, 3-5 s of claims averaging 4-5 ms instead of
- * 1.5, every slot at once, twice a minute, and the worst 5-s windows of
- * `make bench`'s held-xmin lay there (issue 21).  A pace set by the
- * table's size at the sweep's start, over the whole period, never
+ * 1.5, every slot at once, twice a minute (issue 21).  A pace set by
+ * the table's size at the sweep's start, over the whole period, never
  * caught up with a table growing under a held xmin: the slots swept
- * all the time, and those windows were worse. */
+ * all the time (docs/benchmarks.md, "Afternoon of 2026-12-03"). */
 #define FLOOR_SWEEP_MS	  30000
 #define SWEEP_SPREAD	  2 /* a sweep spreads over the period / this */
 #define SWEEP_PAGES_START 32
