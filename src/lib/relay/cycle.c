@@ -149,6 +149,17 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	 * pace is there (claim.c; the loop claims at s->sweep_next). */
 	awake = r->wake == WAKE_AWAKE || r->wake == WAKE_RELEASING;
 	s->more = pgo_claim_full(s, res) || (awake && n > 0);
+	/* Woken by producers while asleep, every connection claims (the
+	 * event may be in any one's shards); one whose claims keep coming
+	 * back dry goes cold (relay.c). */
+	if (n > 0)
+		s->dry_wakes = 0;
+	else if (s->wake_claim && ++s->dry_wakes == COLD_AFTER)
+		pgo_log(PGO_LOG_DEBUG, r->subject,
+			"slot %d: cold: its last %d claims after producers' "
+			"notifications found nothing; it looks every %d ms "
+			"until one finds events",
+			s->idx, COLD_AFTER, COLD_MS);
 	if (s->sweeping && pgo_claim_sweep_due(r, s, pgo_now_ms()))
 		s->wants_claim = true;
 	if (r->mode == PGO_MODE_CONCURRENT)

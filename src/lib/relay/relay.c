@@ -13,6 +13,16 @@
  * costs latency (up to the poll interval), never an event.  Signals only set
  * flags and wake the loop.
  *
+ * Cold connections: in the ordered modes a producer's notification makes
+ * every slot claim, since its event may be in any slot's shards.  A lone
+ * producer writing a few keys leaves the other slots dry every time, and
+ * their claims (a transaction each) took a fifth of its rate.  A slot
+ * whose last COLD_AFTER claims woken by producers found nothing goes
+ * cold: it claims COLD_MS after such a wake-up instead of at once (one
+ * claim answering all the notifications meanwhile), until a claim finds
+ * events.  Wake-ups of other kinds (the grant's own NOTIFY, the poll,
+ * retries, a full batch) claim at once as before.
+ *
  * One event loop (loop.c) waits for everything: each slot's socket, the
  * sink's own descriptors and timers (attached through the sink host), and
  * the wake-ups.  Each turn the relay schedules its work (claims, lease
@@ -372,6 +382,8 @@ static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
 		if (!r->stop && !paused && s->sweep_next &&
 		    s->state == SLOT_IDLE)
 			deadline = pgo_deadline_min(deadline, s->sweep_next);
+		if (!r->stop && !paused && s->cold_at && s->state == SLOT_IDLE)
+			deadline = pgo_deadline_min(deadline, s->cold_at);
 	}
 	pgo_wake_pollfd(r, &deadline);
 	if (r->stop)
@@ -523,7 +535,8 @@ int pgo_relay_run(pgo_relay_t *r)
 		int64_t retry_next = 0;
 		int busy = 0, rc;
 		bool paused;
-		unsigned claimed = 0; /* slots that claim from this turn */
+		unsigned claimed = 0;	/* slots that claim from this turn */
+		bool producers = false; /* the kick: producers' NOTIFYs only */
 
 		now = pgo_now_ms();
 		if (r->stop == 1)
@@ -561,11 +574,19 @@ int pgo_relay_run(pgo_relay_t *r)
 					r->wake_busy = true;
 				}
 				r->stats.wakeups += (uint64_t)s->conn.notifies;
+				producers = !r->kick &&
+					    r->wake == WAKE_ASLEEP &&
+					    r->mode != PGO_MODE_CONCURRENT &&
+					    !pgo_wake_own(r, &s->conn);
 				s->conn.notifies = 0;
 				r->kick = true;
 			}
 			if (s->sweep_next && now >= s->sweep_next) {
 				s->sweep_next = 0;
+				s->wants_claim = true;
+			}
+			if (s->cold_at && now >= s->cold_at) {
+				s->cold_at = 0;
 				s->wants_claim = true;
 			}
 			if (pgo_shards_due(r, s, now)) {
@@ -582,8 +603,17 @@ int pgo_relay_run(pgo_relay_t *r)
 			    s->conn.state != PGO_CONN_READY || paused ||
 			    (r->mode != PGO_MODE_CONCURRENT && !s->nowned))
 				continue;
+			s->wake_claim = producers && !r->more && !s->more &&
+					!s->wants_claim;
+			if (s->wake_claim && s->dry_wakes >= COLD_AFTER) {
+				/* Cold: it looks at COLD_MS. */
+				if (!s->cold_at)
+					s->cold_at = now + COLD_MS;
+				continue;
+			}
 			if (r->kick || r->more || s->more || s->wants_claim) {
 				s->wants_claim = false;
+				s->cold_at = 0;
 				if (r->mode == PGO_MODE_CONCURRENT)
 					r->kick = false;
 				pgo_cycle_claim(r, s);

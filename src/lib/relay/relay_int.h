@@ -54,6 +54,12 @@ typedef enum wake_state {
 	WAKE_RELEASING /* unlock in flight */
 } wake_state_t;
 
+/* A connection cold to producers' notifications (relay.c): after this
+ * many claims in a row woken by them found nothing, it looks every
+ * COLD_MS instead of at every commit, until a claim finds events. */
+#define COLD_AFTER 16
+#define COLD_MS	   2
+
 typedef struct slot {
 	int idx;
 	pgo_conn_t conn;
@@ -80,7 +86,12 @@ typedef struct slot {
 	int64_t sweep_start; /* monotonic ms: the sweep began */
 	int64_t sweep_end;   /* the table's pages, as last read (-1: ?) */
 	int64_t sweep_next;  /* ahead of its pace: the next part then */
-	int64_t claim_us;    /* a claim round without a sweep, us (average) */
+	/* Woken by producers while asleep (relay.c): a connection whose
+	 * claims keep coming back dry looks only every COLD_MS. */
+	int dry_wakes;	  /* such claims in a row that found nothing */
+	int64_t cold_at;  /* a cold connection's next look (monotonic ms) */
+	bool wake_claim;  /* its claim in flight answers producers */
+	int64_t claim_us; /* a claim round without a sweep, us (average) */
 	/* The cycle's phases (monotonic us), logged at debug when it ends:
 	 * the claim round sent, the claim back, the batch handed to the
 	 * sink, its verdicts in, round 2 sent. */
@@ -362,6 +373,8 @@ void pgo_wake_close(pgo_relay_t *r);
  * slot is about to depend on a NOTIFY, releases it when every slot found
  * work; polls soon while the connection is down. */
 bool pgo_wake_side_by_side(const pgo_relay_t *r, const pgo_conn_t *c);
+/* One of the notifications came from the relay's own wake connection. */
+bool pgo_wake_own(const pgo_relay_t *r, const pgo_conn_t *c);
 void pgo_wake_schedule(pgo_relay_t *r, int64_t now);
 /* Registers the connection's socket for the turn. */
 void pgo_wake_pollfd(pgo_relay_t *r, int64_t *deadline);

@@ -101,17 +101,39 @@ void pgo_wake_close(pgo_relay_t *r)
 	r->wake = WAKE_AWAKE;
 }
 
+/* How many of the senders of the notifications just taken are not the
+ * relay's own wake connection (its NOTIFY after a grant); *own: it is
+ * one of them. */
+static int senders(const pgo_relay_t *r, const pgo_conn_t *c, bool *own)
+{
+	int me = r->wake_conn.pg ? PQbackendPID(r->wake_conn.pg) : 0;
+	int others = 0;
+
+	*own = false;
+	for (int i = 0; i < c->notify_senders; i++) {
+		if (c->notify_pids[i] != me)
+			others++;
+		else
+			*own = true;
+	}
+	return others;
+}
+
 /* The notifications just taken came from two producers or more (the
  * relay's own NOTIFY after a grant not counted). */
 bool pgo_wake_side_by_side(const pgo_relay_t *r, const pgo_conn_t *c)
 {
-	int own = r->wake_conn.pg ? PQbackendPID(r->wake_conn.pg) : 0;
-	int others = 0;
+	bool own;
 
-	for (int i = 0; i < c->notify_senders; i++)
-		if (c->notify_pids[i] != own)
-			others++;
-	return others >= 2;
+	return senders(r, c, &own) >= 2;
+}
+
+bool pgo_wake_own(const pgo_relay_t *r, const pgo_conn_t *c)
+{
+	bool own;
+
+	senders(r, c, &own);
+	return own;
 }
 
 /* A slot that claims: connected, and in the ordered modes owning shards. */
