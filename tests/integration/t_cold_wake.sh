@@ -5,7 +5,9 @@
 # back dry every time; after COLD_AFTER (16) such claims in a row it looks
 # only every COLD_MS (2 ms).  What must hold: an event in a cold
 # connection's shards still arrives within milliseconds (not at the
-# fallback poll, 60 s here), and the connection warms up again.
+# fallback poll, 60 s here).  (How often it goes cold again after such an
+# event depends on the timing: a notification of the event's sender and
+# the producer's at once wakes the relay up for the rest of the burst.)
 #
 # A lone producer commits events of one key (in connection 0's shards)
 # one per transaction; once the relay's debug log says connection 1 went
