@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -707,6 +708,7 @@ static bool child_start(child_t *ch, const char *cmd, int out_fd,
 	size_t n = strlen(cmd) + 8;
 	char *line = malloc(n);
 	int err_fd;
+	pid_t parent;
 
 	memset(ch, 0, sizeof(*ch));
 	if (!line)
@@ -720,8 +722,15 @@ static bool child_start(child_t *ch, const char *cmd, int out_fd,
 		return false;
 	}
 	ch->started_ns = now_ns();
+	parent = getpid();
 	ch->pid = fork();
 	if (ch->pid == 0) {
+		/* A bench killed outright (SIGTERM, SIGKILL) stops its
+		 * relay too, rather than leave it polling a server that its
+		 * run's cleanup stops. */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 ||
+		    getppid() != parent)
+			_exit(125);
 		signal(SIGPIPE, SIG_DFL);
 		if (dup2(out_fd, STDOUT_FILENO) < 0 ||
 		    dup2(err_fd, STDERR_FILENO) < 0)
