@@ -39,23 +39,9 @@ case $ROUNDS in '' | *[!0-9]* | 0)
 	exit 2
 	;;
 esac
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
-PGO=$BUILD/pgoutbox
-BENCH=$BUILD/bench/pgoutbox-bench
-for exe in "$PGO" "$BENCH"; do
-	[ -x "$exe" ] || {
-		echo "consume-control.sh: $exe not built (ninja -C $BUILD)" >&2
-		exit 2
-	}
-done
-TMP=$(mktemp -d /tmp/pgoutbox-control.XXXXXX)
-chmod 755 "$TMP"
-. scripts/pg.sh
-cleanup() { pg_stop; rm -rf "$TMP"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-pg_start "$TMP/pg" shared_buffers=256MB fsync=on synchronous_commit=on \
-	max_wal_size=4GB checkpoint_timeout=30min >/dev/null
+. bench/control-lib.sh
+control_build consume-control.sh "$BUILD"
+control_pg control
 psql -XAtq "$(pg_url postgres)" -c "CREATE DATABASE bench" >/dev/null
 URL=$(pg_url bench)
 "$PGO" migrate --db "$URL" >"$TMP/migrate.log" 2>&1 || {

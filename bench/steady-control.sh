@@ -43,27 +43,13 @@ for n in "$ROUNDS" "$SECS" ${STEADY_RATE:+"$STEADY_RATE"}; do
 		;;
 	esac
 done
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
-PGO=$BUILD/pgoutbox
-BENCH=$BUILD/bench/pgoutbox-bench
-for exe in "$PGO" "$BENCH"; do
-	[ -x "$exe" ] || {
-		echo "steady-control.sh: $exe not built (ninja -C $BUILD)" >&2
-		exit 2
-	}
-done
+. bench/control-lib.sh
+control_build steady-control.sh "$BUILD"
 if ! chrt -f 10 true 2>/dev/null; then
 	echo "steady-control.sh: relay-first needs SCHED_FIFO (chrt -f: root or CAP_SYS_NICE)" >&2
 	exit 2
 fi
-TMP=$(mktemp -d /tmp/pgoutbox-steady.XXXXXX)
-chmod 755 "$TMP"
-. scripts/pg.sh
-cleanup() { pg_stop; rm -rf "$TMP"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-pg_start "$TMP/pg" shared_buffers=256MB fsync=on synchronous_commit=on \
-	max_wal_size=4GB checkpoint_timeout=30min >/dev/null
+control_pg steady
 ADMIN=$(pg_url postgres)
 psql -XAtq "$ADMIN" -c "CREATE DATABASE tmpl" >/dev/null
 "$PGO" migrate --db "$(pg_url tmpl)" >"$TMP/migrate.log" 2>&1 || {
