@@ -537,6 +537,7 @@ int pgo_relay_run(pgo_relay_t *r)
 		bool paused;
 		unsigned claimed = 0;	/* slots that claim from this turn */
 		bool producers = false; /* the kick: producers' NOTIFYs only */
+		bool kicked; /* a kick pending from before the turn */
 
 		now = pgo_now_ms();
 		if (r->stop == 1)
@@ -561,6 +562,11 @@ int pgo_relay_run(pgo_relay_t *r)
 		 * the ordered modes a wake-up goes to every slot, since the
 		 * event may be in any slot's shards. */
 		paused = r->sink_down || now < r->sink_pause_until;
+		/* Every slot LISTENs, so one NOTIFY reaches each of them in
+		 * the same turn: whether producers woke the relay is decided
+		 * against the kick from before the turn, not the one the
+		 * first slot's notifications just set. */
+		kicked = r->kick;
 		for (int i = 0; i < r->nslots && !r->stop; i++) {
 			slot_t *s = &r->slots[i];
 
@@ -574,10 +580,10 @@ int pgo_relay_run(pgo_relay_t *r)
 					r->wake_busy = true;
 				}
 				r->stats.wakeups += (uint64_t)s->conn.notifies;
-				producers = !r->kick &&
-					    r->wake == WAKE_ASLEEP &&
-					    r->mode != PGO_MODE_CONCURRENT &&
-					    !pgo_wake_own(r, &s->conn);
+				if (!kicked && r->wake == WAKE_ASLEEP &&
+				    r->mode != PGO_MODE_CONCURRENT &&
+				    !pgo_wake_own(r, &s->conn))
+					producers = true;
 				s->conn.notifies = 0;
 				r->kick = true;
 			}
