@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "pgo_int.h"
-#include "base/proc.h"
+#include "loop/proc.h"
 
 extern char **environ;
 
