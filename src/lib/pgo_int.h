@@ -420,23 +420,4 @@ int pgo_sink_kafka_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
 /* --- ABI --- */
 #include "base/abi.h"
 
-/* --- exports of the relay section of pgoutbox.h --- */
-
-/* The library is built with -fvisibility=hidden and pgoutbox.h marks its
- * functions PGO_EXPORT (pgoutbox/sink.h too), except in the relay section,
- * which is being rewritten.  Until those declarations carry PGO_EXPORT
- * themselves, these redeclarations export the functions (a later
- * declaration may add the visibility).  Delete each one as its
- * declaration in pgoutbox.h gains PGO_EXPORT; t_exports.sh fails when a
- * declared function is not exported. */
-PGO_EXPORT pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink,
-				      pgo_error_t *err);
-PGO_EXPORT void pgo_relay_destroy(pgo_relay_t *relay);
-PGO_EXPORT int pgo_relay_run(pgo_relay_t *relay);
-PGO_EXPORT void pgo_relay_request_stop(pgo_relay_t *relay);
-PGO_EXPORT void pgo_relay_request_reload(pgo_relay_t *relay);
-PGO_EXPORT void pgo_relay_get_stats(const pgo_relay_t *relay,
-				    pgo_relay_stats_t *out);
-PGO_EXPORT const char *pgo_relay_errmsg(const pgo_relay_t *relay);
-
 #endif /* PGO_INT_H */
