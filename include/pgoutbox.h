@@ -34,9 +34,7 @@ extern "C" {
 /* Marks a function of the API.  libpgoutbox is built with
  * -fvisibility=hidden: only what carries PGO_EXPORT is exported, under the
  * version node PGOUTBOX_0 of src/lib/exports.txt (checked by
- * tests/integration/t_exports.sh).  The relay section below does not
- * carry it yet (it is being rewritten); its functions are exported by
- * redeclarations in the library's private pgo_int.h. */
+ * tests/integration/t_exports.sh). */
 #ifndef PGO_EXPORT
 #if defined(__GNUC__) && __GNUC__ >= 4
 #define PGO_EXPORT __attribute__((visibility("default")))
@@ -323,9 +321,9 @@ typedef struct pgo_relay_stats {
  * and must outlive the relay; the relay attaches the sink to its event
  * loop (the sink's start()) and detaches it when destroyed.  NULL with
  * *err filled (err may be NULL) on OOM or when the sink cannot start. */
-pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink,
-			   pgo_error_t *err);
-void pgo_relay_destroy(pgo_relay_t *relay);
+PGO_EXPORT pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink,
+				      pgo_error_t *err);
+PGO_EXPORT void pgo_relay_destroy(pgo_relay_t *relay);
 
 /* Runs the event loop until a stop is requested, then finishes the batches
  * in flight (the sink's drain(), at most relay.drain_timeout; what is left
@@ -335,15 +333,16 @@ void pgo_relay_destroy(pgo_relay_t *relay);
  * or for the ordered and strict modes through a transaction pooler, which
  * it probes for first).  Losing PostgreSQL is not fatal: the relay
  * reconnects with backoff. */
-int pgo_relay_run(pgo_relay_t *relay);
+PGO_EXPORT int pgo_relay_run(pgo_relay_t *relay);
 
 /* Async-signal-safe: asks the loop to stop (SIGTERM) or to reload the
  * configuration (SIGHUP). */
-void pgo_relay_request_stop(pgo_relay_t *relay);
-void pgo_relay_request_reload(pgo_relay_t *relay);
+PGO_EXPORT void pgo_relay_request_stop(pgo_relay_t *relay);
+PGO_EXPORT void pgo_relay_request_reload(pgo_relay_t *relay);
 
-void pgo_relay_get_stats(const pgo_relay_t *relay, pgo_relay_stats_t *out);
-const char *pgo_relay_errmsg(const pgo_relay_t *relay);
+PGO_EXPORT void pgo_relay_get_stats(const pgo_relay_t *relay,
+				    pgo_relay_stats_t *out);
+PGO_EXPORT const char *pgo_relay_errmsg(const pgo_relay_t *relay);
 
 /* --- inbox --- */
 

@@ -12,90 +12,19 @@
 #include "pgoutbox.h"
 
 /* --- log --- */
-
-extern pgo_log_level_t pgo_log_max;
-
-/* Level checked before any formatting happens. */
-#define pgo_log(level, subject, ...)                                           \
-	do {                                                                   \
-		if ((level) <= pgo_log_max)                                    \
-			pgo_log_emit((level), (subject), __VA_ARGS__);         \
-	} while (0)
-
-void pgo_log_emit(pgo_log_level_t level, const char *subject, const char *fmt,
-		  ...) __attribute__((format(printf, 3, 4)));
+#include "base/log.h"
 
 /* --- errors --- */
-
-/* Fills err (NULL allowed) and returns code, so callers can
- * `return pgo_error_set(err, PGO_ERR_INVALID, 0, "...")`. */
-int pgo_error_set(pgo_error_t *err, int code, int retriable, const char *fmt,
-		  ...) __attribute__((format(printf, 4, 5)));
-void pgo_error_clear(pgo_error_t *err);
-/* The primary message of a failed result or connection, one line. */
-const char *pgo_pq_msg(const PGconn *conn, const PGresult *res);
-/* Runs one statement with text parameters on a blocking connection (the
- * operator commands); NULL with err filled (what: the step, in the
- * message; retriable by the one rule) on an error. */
-PGresult *pgo_pq_run(PGconn *conn, const char *what, const char *sql, int n,
-		     const char *const *params, pgo_error_t *err);
-/* The one rule for "may trying again succeed?" after PostgreSQL failed,
- * for every module (a pgo_error_t's retriable, whether an outcome is sent
- * again).  Retriable: a lost connection (conn NULL or CONNECTION_BAD, or
- * no result: libpq ran out of memory or lost the server), an error without
- * a SQLSTATE (libpq's own), and the SQLSTATE classes 08 (connection), 40
- * (serialization failure, deadlock), 53 (insufficient resources), 57
- * (operator intervention: shutdown, statement_timeout's 57014), 58
- * (system error) plus 55P03 (lock_not_available: lock_timeout).  Anything
- * else fails the same way again.  res is the failed result (borrowed). */
-bool pgo_pq_retriable(const PGconn *conn, const PGresult *res);
-/* The same rule on a SQLSTATE alone (NULL or "": none was given). */
-bool pgo_sqlstate_retriable(const char *sqlstate);
+#include "base/error.h"
 
 /* --- time --- */
+#include "base/time.h"
 
-/* CLOCK_MONOTONIC in milliseconds. */
-int64_t pgo_now_ms(void);
-/* Monotonic microseconds, for timings. */
-int64_t pgo_now_us(void);
-/* CLOCK_REALTIME in microseconds since the epoch. */
-int64_t pgo_wall_us(void);
-/* Reads an event's created_at, "YYYY-MM-DDTHH:MM:SS[.ffffff]Z" (UTC, as
- * the relay gives it to sinks), into microseconds since the epoch.
- * Returns 0, or -1 when t does not read so (*us untouched). */
-int pgo_parse_rfc3339_us(const char *t, int64_t *us);
-
-/* --- arena: per-batch memory, reset after each cycle --- */
-
-typedef struct pgo_arena pgo_arena_t;
-pgo_arena_t *pgo_arena_new(size_t chunk);
-void *pgo_arena_alloc(pgo_arena_t *a, size_t n);
-char *pgo_arena_strdup(pgo_arena_t *a, const char *s);
-/* Frees everything allocated but the first chunk. */
-void pgo_arena_reset(pgo_arena_t *a);
-void pgo_arena_destroy(pgo_arena_t *a);
+/* --- arena --- */
+#include "base/arena.h"
 
 /* --- growable text buffer --- */
-
-typedef struct pgo_buf {
-	char *data; /* NUL-terminated while len < cap */
-	size_t len;
-	size_t cap;
-	bool oom; /* a failed grow: contents are incomplete */
-} pgo_buf_t;
-
-void pgo_buf_init(pgo_buf_t *b);
-void pgo_buf_free(pgo_buf_t *b);
-void pgo_buf_reset(pgo_buf_t *b);
-bool pgo_buf_reserve(pgo_buf_t *b, size_t extra);
-void pgo_buf_append(pgo_buf_t *b, const char *s, size_t n);
-void pgo_buf_puts(pgo_buf_t *b, const char *s);
-void pgo_buf_printf(pgo_buf_t *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-/* Appends s as a JSON string literal (with quotes). */
-void pgo_buf_json_str(pgo_buf_t *b, const char *s);
-/* Appends s as an element of a PostgreSQL array literal ("..." or NULL). */
-void pgo_buf_array_elem(pgo_buf_t *b, const char *s);
+#include "base/buf.h"
 
 /* --- config: the key tables and the typed view the modules read --- */
 
@@ -245,11 +174,7 @@ bool pgo_conninfo_mask(const char *conninfo, pgo_buf_t *b);
 void pgo_format_duration(int64_t ms, char *buf, size_t size);
 
 /* --- status --- */
-
-/* pgo_status_print()'s report, as text or (json) as one JSON object with
- * the same facts and a newline. */
-int pgo_status_write(PGconn *conn, const char *queue, bool json, FILE *out,
-		     pgo_error_t *err);
+#include "outbox/status.h"
 
 /* --- consume --- */
 
@@ -492,51 +417,7 @@ int pgo_sink_kafka_validate(const pgo_conf_t *conf, pgo_error_t *err);
  * the producer's configuration (sinks/kafka.c). */
 int pgo_sink_kafka_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
 
-/* --- ABI: the structs callers fill carry their size (abi.c) --- */
-
-typedef enum pgo_abi_struct {
-	PGO_ABI_MSG = 0,
-	PGO_ABI_JOB_OPTS = 1,
-	PGO_ABI_CRON_SCHEDULE = 2,
-	PGO_ABI_CONSUMER_OPTS = 3,
-	PGO_ABI_WORKER_OPTS = 4,
-	PGO_ABI_SCHEDULER_OPTS = 5
-} pgo_abi_struct_t;
-
-/* sizeof the struct in this build. */
-size_t pgo_abi_size(pgo_abi_struct_t s);
-/* PGO_OK when size is a size some release gave the struct; otherwise
- * PGO_ERR_INVALID with a message naming the struct and the fix. */
-int pgo_abi_check(pgo_abi_struct_t s, size_t size, pgo_error_t *err);
-/* Copies the caller's struct src (its size field checked) over dst, a
- * full struct already holding the defaults: the fields an older, smaller
- * struct lacks keep them.  dst's size field becomes this build's. */
-int pgo_abi_copy(pgo_abi_struct_t s, void *dst, const void *src,
-		 pgo_error_t *err);
-/* What the *_opts_init() functions do: copies the first size bytes of a
- * full struct of defaults into dst and sets its size field, or, for a
- * size no release had, writes only the size field (when it fits) and
- * returns PGO_ERR_INVALID. */
-int pgo_abi_init(pgo_abi_struct_t s, void *dst, size_t size,
-		 const void *defaults);
-
-/* --- exports of the relay section of pgoutbox.h --- */
-
-/* The library is built with -fvisibility=hidden and pgoutbox.h marks its
- * functions PGO_EXPORT (pgoutbox/sink.h too), except in the relay section,
- * which is being rewritten.  Until those declarations carry PGO_EXPORT
- * themselves, these redeclarations export the functions (a later
- * declaration may add the visibility).  Delete each one as its
- * declaration in pgoutbox.h gains PGO_EXPORT; t_exports.sh fails when a
- * declared function is not exported. */
-PGO_EXPORT pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink,
-				      pgo_error_t *err);
-PGO_EXPORT void pgo_relay_destroy(pgo_relay_t *relay);
-PGO_EXPORT int pgo_relay_run(pgo_relay_t *relay);
-PGO_EXPORT void pgo_relay_request_stop(pgo_relay_t *relay);
-PGO_EXPORT void pgo_relay_request_reload(pgo_relay_t *relay);
-PGO_EXPORT void pgo_relay_get_stats(const pgo_relay_t *relay,
-				    pgo_relay_stats_t *out);
-PGO_EXPORT const char *pgo_relay_errmsg(const pgo_relay_t *relay);
+/* --- ABI --- */
+#include "base/abi.h"
 
 #endif /* PGO_INT_H */

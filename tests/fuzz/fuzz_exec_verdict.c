@@ -11,7 +11,7 @@
  * bytes of reason; an exit 0 with no verdict lines acks the whole batch.
  */
 #include "fuzz.h"
-#include "base/proc.h"
+#include "loop/proc.h"
 
 static bool valid_text(const char *s)
 {

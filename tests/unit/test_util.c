@@ -12,7 +12,9 @@
 
 #include <cmocka.h>
 
-#include "pgo_int.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "pgo_int.h" /* pgo_backoff_ms(), pgo_parse_duration() */
 
 static void test_backoff(void **state)
 {

@@ -14,7 +14,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "pgo_int.h"
+#include "base/abi.h"
+#include "base/error.h"
 
 int pgo_version(void)
 {

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "loop/loop.h"
-#include "base/proc.h"
+#include "loop/proc.h"
 #include "metrics/metrics.h"
 #include "sinks/redis/conn.h"
 

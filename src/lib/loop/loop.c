@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "loop/loop.h"
-#include "pgo_int.h"
+#include "base/time.h"
 
 struct pgo_loop_io {
 	pgo_loop_t *loop;

@@ -24,6 +24,9 @@
 #include <microhttpd.h>
 
 #include "metrics/metrics.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
 
 struct pgo_endpoint {
 	struct MHD_Daemon *mhd;

@@ -8,6 +8,10 @@
 #include <string.h>
 
 #include "metrics/metrics.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "pgo_int.h" /* pgo_conf_values() */
 
 #ifndef PGO_HAVE_MICROHTTPD
 /* A build without libmicrohttpd (-Dmicrohttpd=disabled) has no endpoint:

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "metrics/metrics.h"
+#include "base/log.h"
 
 #ifdef PGO_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>

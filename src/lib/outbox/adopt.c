@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pgo_int.h"
+#include "base/error.h"
 
 /* Runs sql with params, hands each returned line to line(). */
 static int run_lines(PGconn *conn, const char *sql, int n,

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pgo_int.h"
+#include "pgoutbox.h"
+#include "base/arena.h"
+#include "base/buf.h"
 
 /* --- NDJSON --- */
 

@@ -7,10 +7,14 @@
  * PostgreSQL delivers only at COMMIT.  pgo_send_bulk() streams many events
  * through one COPY, which fires the same statement trigger once.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pgo_int.h"
+#include "base/abi.h"
+#include "base/buf.h"
+#include "base/error.h"
 
 struct pgo_producer {
 	PGconn *conn;	  /* borrowed from the caller */

@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pgo_int.h"
+#include "outbox/status.h"
+#include "base/buf.h"
+#include "base/error.h"
 
 /* Every result the report needs, in the order it is written. */
 typedef struct facts {

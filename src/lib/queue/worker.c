@@ -36,7 +36,7 @@
 #include "db/conn.h"
 #include "metrics/metrics.h"
 #include "loop/loop.h"
-#include "base/proc.h"
+#include "loop/proc.h"
 
 #define MAX_CONCURRENCY 256
 #define TAIL_MAX	2000 /* stderr kept per job for the error text */

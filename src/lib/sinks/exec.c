@@ -33,7 +33,7 @@
 #include <string.h>
 
 #include "pgo_int.h"
-#include "base/proc.h"
+#include "loop/proc.h"
 
 #define SUBJECT "sink exec"
 

@@ -23,8 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pgo_int.h"
-#include "base/proc.h"
+#include "loop/proc.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/time.h"
 
 extern char **environ;
 
