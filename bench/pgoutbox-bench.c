@@ -1455,7 +1455,7 @@ typedef struct sample {
 	long arrived;	/* events the sink had received */
 	long dead;	/* n_dead_tup of the outbox; -1: unknown */
 	bool held;	/* the snapshot was held meanwhile */
-	double wall;	/* when, as Unix time (bench/activity.py) */
+	double wall;	/* when, as Unix time (to line it up with other samples) */
 } sample_t;
 
 /* The main thread's view of a latency run: progress, the held snapshot
@@ -1593,8 +1593,8 @@ static void write_cdf(const char *path, const double *sorted, size_t n)
 
 /* One JSON line of a window: workload "<workload>-window", the params of
  * the workload plus t (seconds from the measured start to the window's
- * end), at (that end as Unix time, to line it up with the relay's log and
- * bench/activity.sh) and held. */
+ * end), at (that end as Unix time, to line it up with the relay's log)
+ * and held. */
 static void window_metric(report_t *r, double t, double at, bool held,
 			  const char *name, double value, const char *unit,
 			  int decimals)

@@ -1,6 +1,6 @@
 /*
  * fuzz_ndjson.c — the NDJSON line of an event (outbox/event.c), what the
- * stdout and exec sinks write, and pgo_buf_json_str() (base/util.c), the
+ * stdout and exec sinks write, and pgo_buf_json_str() (base/buf.c), the
  * same escaping into a buffer.
  *
  * Input: a byte saying which of topic, key and type are NULL (bits 0-2),

@@ -1,6 +1,6 @@
 # The C API: pgo_send in the caller's transaction (with a rolled-back one),
 # pgo_send_bulk through COPY (escaping tabs and newlines), a custom C sink
-# driven by pgo_relay_run, SIGTERM; then both again as the README's
+# driven by pgo_relay_run, SIGTERM; then both again as docs/security.md's
 # producer role (send() and send_batch()); the example program is
 # examples/c_api.c.
 . "$(dirname "$0")/../lib.sh"
@@ -20,7 +20,7 @@ stop_relay "$R"
 grep -q '^1 order-1 {"id": 1}$' "$T_TMP/relayed" || fail "event 1: $(head -2 "$T_TMP/relayed")"
 grep -q ghost "$T_TMP/relayed" && fail "the rolled-back event was relayed"
 
-# The README's producer role, no rights on the outbox table: pgo_send
+# docs/security.md's producer role, no rights on the outbox table: pgo_send
 # calls pgoutbox.send() and pgo_send_bulk pgoutbox.send_batch() (a COPY
 # would be refused), with the same escaping.
 psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" >/dev/null <<'SQL' || fail "the producer role"

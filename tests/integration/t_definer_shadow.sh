@@ -2,7 +2,7 @@
 # tables: with search_path = pg_catalog alone, PostgreSQL searched the
 # caller's temporary schema first, so a temp table pg_locks, pg_class or
 # pg_stat_activity took the catalog's place inside functions that run as
-# their owner.  The producer role of the README can run none of the relay
+# their owner.  The producer role of docs/security.md can run none of the relay
 # functions (claim_floor() was open to PUBLIC); the relay role, which can,
 # gets the same results with the temp tables as without them.
 . "$(dirname "$0")/../lib.sh"

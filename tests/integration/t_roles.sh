@@ -1,4 +1,4 @@
-# Least privilege, as documented in the README: a producer role can only
+# Least privilege, as documented in docs/security.md: a producer role can only
 # send (not read or change the outbox), a relay role relays, retries and
 # dead-letters without any access to business tables.
 . "$(dirname "$0")/../lib.sh"

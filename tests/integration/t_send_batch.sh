@@ -1,5 +1,5 @@
 # pgoutbox.send_batch(): many events in one call, under the least-privilege
-# producer role (EXECUTE only, as documented in the README); one topic or
+# producer role (EXECUTE only, as documented in docs/security.md); one topic or
 # one per event; ids in input order; bad input (arrays of different
 # lengths, NULLs where none may be, a payload over 1 MiB, headers not an
 # object) is an error naming the element, and nothing of the call is
