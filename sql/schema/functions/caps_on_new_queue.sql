@@ -1,0 +1,8 @@
+CREATE OR REPLACE FUNCTION pgoutbox.caps_on_new_queue() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pgoutbox.add_caps(NEW.name);
+    RETURN NULL;
+END $$;

@@ -1,0 +1,9 @@
+-- install.sql: a fresh install of the newest schema version, in one
+-- transaction of `pgoutbox migrate` on a database without schema
+-- pgoutbox (the runner creates the schema and pgoutbox.migrations, then
+-- runs this, expanded at build time by tools/embed_sql.py).  By hand:
+--   psql -v ON_ERROR_STOP=1 -1 -c 'CREATE SCHEMA pgoutbox' -f sql/schema/install.sql
+\ir tables.sql
+\ir definitions.sql
+\ir data.sql
+\ir triggers.sql
