@@ -1,3 +1,7 @@
+-- The AFTER DELETE statement trigger of a queue whose retention is
+-- archive (pgoutbox.set_retention): copies the acknowledged events of the
+-- statement (its transition table) into pgoutbox."<queue>_archive", with
+-- the transaction's now() as their publication time.
 CREATE OR REPLACE FUNCTION pgoutbox.archive_deleted() RETURNS trigger
 LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp  -- the relay role needs no archive grants

@@ -1,3 +1,5 @@
+-- Creates the day partitions of an archive from yesterday to two days
+-- ahead and drops those past retention; returns what it did.
 CREATE OR REPLACE FUNCTION pgoutbox.archive_partitions(p_queue text, p_days integer,
                                             OUT created integer, OUT dropped integer)
 LANGUAGE plpgsql

@@ -1,3 +1,22 @@
+-- Advances a relay's claim floor: an id below which no fresh row of the
+-- queue can exist or appear, so that a claim starts past what was already
+-- sent (the relay claims `id >= floor`; failed rows come from below it
+-- through the index outbox_behind).  The relay keeps (floor, line,
+-- writers) and passes back what the previous call returned, starting with
+-- (0, NULL, NULL).
+--
+-- `line` is the queue sequence's last value when it was read, `writers`
+-- the transactions that held a write lock on the queue table just after:
+-- a transaction takes that lock before it draws an id from the sequence,
+-- so any row with an id up to `line` that was not yet committed belonged
+-- to one of them.  Once none of them holds the lock any more, every row up
+-- to `line` is committed (visible to this call's snapshot) or gone, and
+-- the floor may pass them, stopping at the first fresh row still queued
+-- (a row another relay has claimed but not committed is still visible
+-- here, so the floor stops at it too).  Rows failed before are not fresh:
+-- they never hold the floor back, the claim takes them below it.
+--
+-- Only queues of kind 'outbox' get a floor; for the others it stays 0.
 CREATE OR REPLACE FUNCTION pgoutbox.claim_floor(queue text, floor bigint, line bigint,
                                      writers text[],
                                      OUT new_floor bigint, OUT new_line bigint,

@@ -1,3 +1,6 @@
+-- Creates the partitions of today and the next two days (UTC) and, when
+-- keep is given, drops those whose every row is older than keep.
+-- Idempotent; serialized by an advisory lock.
 CREATE OR REPLACE FUNCTION pgoutbox.cron_history_maintain(keep interval DEFAULT NULL,
                                                OUT created integer, OUT dropped integer)
 LANGUAGE plpgsql

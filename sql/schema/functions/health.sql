@@ -1,3 +1,5 @@
+-- Health: what pins the xmin horizon (so vacuum cannot reclaim the queue's
+-- deleted rows) and how many dead tuples the queue tables carry.
 CREATE OR REPLACE FUNCTION pgoutbox.health(p_min_age interval DEFAULT '1 minute',
                                 p_dead_tuples bigint DEFAULT 100000)
 RETURNS TABLE (kind text, subject text, age interval, detail text)

@@ -1,3 +1,7 @@
+-- Creates the partitions of today and the next two days (UTC) and drops
+-- those whose every row is older than dedup_window.  Idempotent; callers
+-- serialize on an advisory lock.  Creating or dropping a partition locks
+-- the parent briefly, so run it from a session with a lock_timeout.
 CREATE OR REPLACE FUNCTION pgoutbox.inbox_maintain(dedup_window interval DEFAULT '7 days',
                                         OUT created integer, OUT dropped integer)
 LANGUAGE plpgsql
