@@ -5,7 +5,11 @@
  *
  * Migrations run in ONE transaction under a transaction-level advisory lock
  * in pgoutbox's own key space, so concurrent `pgoutbox migrate` runs
- * serialize and a failed one leaves nothing behind.
+ * serialize and a failed one leaves nothing behind.  A database without
+ * the schema gets the newest version from its source (sql/schema/); one
+ * at an older version gets the frozen upgrade steps (sql/upgrade/) and
+ * then the source's functions and grants again, so that both end the
+ * same (sql/README.md, tests/integration/t_schema_equiv.sh).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +142,72 @@ int pgo_schema_check(PGconn *conn, pgo_error_t *err)
 	return pgo_schema_verdict(version, err);
 }
 
+/* Records that the database has reached version m->version. */
+static int record_version(PGconn *conn, const struct pgo_migration *m,
+			  pgo_error_t *err)
+{
+	const char *params[2];
+	char version[16];
+	PGresult *res;
+	int rc = PGO_OK;
+
+	snprintf(version, sizeof(version), "%d", m->version);
+	params[0] = version;
+	params[1] = m->name;
+	res = PQexecParams(conn,
+			   "INSERT INTO pgoutbox.migrations "
+			   "(version, name) VALUES ($1, $2)",
+			   2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		rc = pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
+				   "recording %s: %s", m->name,
+				   pgo_pq_msg(conn, res));
+	PQclear(res);
+	return rc;
+}
+
+/* A fresh install of the newest version from sql/schema/: one row in
+ * pgoutbox.migrations, that version's. */
+static int install(PGconn *conn, pgo_error_t *err)
+{
+	const struct pgo_migration *newest =
+		&pgo_migrations[pgo_migrations_count - 1];
+	int rc;
+
+	pgo_log(PGO_LOG_INFO, "migrate", "installing version %d (%s)",
+		newest->version, newest->name);
+	rc = exec_ok(conn, pgo_schema_install, "installing the schema", err);
+	return rc == PGO_OK ? record_version(conn, newest, err) : rc;
+}
+
+/* The upgrade steps after current up to target, each recorded; when
+ * target is the newest version, the functions and grants of sql/schema/
+ * again, so that the result is what a fresh install makes. */
+static int upgrade(PGconn *conn, int current, int target, pgo_error_t *err)
+{
+	int rc = PGO_OK;
+
+	for (int i = 0; rc == PGO_OK && i < pgo_migrations_count; i++) {
+		const struct pgo_migration *m = &pgo_migrations[i];
+
+		if (m->version <= current || m->version > target)
+			continue;
+		pgo_log(PGO_LOG_INFO, "migrate", "applying %s", m->name);
+		rc = exec_ok(conn, m->sql, m->name, err);
+		if (rc == PGO_OK)
+			rc = record_version(conn, m, err);
+	}
+	if (rc == PGO_OK && current < target &&
+	    target == pgo_schema_version()) {
+		pgo_log(PGO_LOG_INFO, "migrate",
+			"defining the functions and grants of version %d",
+			target);
+		rc = exec_ok(conn, pgo_schema_definitions,
+			     "defining the functions", err);
+	}
+	return rc;
+}
+
 int pgo_migrate(PGconn *conn, int *from, int *to, pgo_error_t *err)
 {
 	return pgo_migrate_to(conn, pgo_schema_version(), from, to, err);
@@ -182,32 +252,10 @@ int pgo_migrate_to(PGconn *conn, int target, int *from, int *to,
 			     "creating schema pgoutbox", err);
 	if (from)
 		*from = current;
-	for (int i = 0; rc == PGO_OK && i < pgo_migrations_count; i++) {
-		const struct pgo_migration *m = &pgo_migrations[i];
-		const char *params[2];
-		char version[16];
-		PGresult *res;
-
-		if (m->version <= current || m->version > target)
-			continue;
-		pgo_log(PGO_LOG_INFO, "migrate", "applying %s", m->name);
-		rc = exec_ok(conn, m->sql, m->name, err);
-		if (rc != PGO_OK)
-			break;
-		snprintf(version, sizeof(version), "%d", m->version);
-		params[0] = version;
-		params[1] = m->name;
-		res = PQexecParams(conn,
-				   "INSERT INTO pgoutbox.migrations "
-				   "(version, name) VALUES ($1, $2)",
-				   2, NULL, params, NULL, NULL, 0);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK)
-			rc = pgo_error_set(err, PGO_ERR_DB,
-					   pgo_pq_retriable(conn, res),
-					   "recording %s: %s", m->name,
-					   pgo_pq_msg(conn, res));
-		PQclear(res);
-	}
+	if (rc == PGO_OK && current == 0 && target == pgo_schema_version())
+		rc = install(conn, err);
+	else if (rc == PGO_OK)
+		rc = upgrade(conn, current, target, err);
 	if (rc != PGO_OK) {
 		PGresult *res = PQexec(conn, "ROLLBACK");
 
