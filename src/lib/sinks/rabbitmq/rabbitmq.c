@@ -1,7 +1,7 @@
 /*
- * sinks/amqp.c — the rabbitmq sink: one AMQP 0-9-1 connection (rabbitmq-c),
- * one channel in confirm mode, every event a persistent message published
- * with mandatory set; an event is acknowledged when the broker's
+ * sinks/rabbitmq/rabbitmq.c — the rabbitmq sink: one AMQP 0-9-1 connection
+ * (rabbitmq-c), one channel in confirm mode, every event a persistent message
+ * published with mandatory set; an event is acknowledged when the broker's
  * basic.ack for its delivery tag arrives, which for a durable queue means
  * the message is on disk (and, for a quorum queue, on a majority).
  *

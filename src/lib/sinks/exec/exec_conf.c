@@ -1,7 +1,7 @@
 /*
- * sinks/exec_conf.c — the exec sink's configuration: its keys
+ * sinks/exec/exec_conf.c — the exec sink's configuration: its keys
  * (sink.exec_*), the rules pgo_conf_validate() checks when relay.sink is
- * exec, and the step that hands the keys to the sink (sinks/exec.c).
+ * exec, and the step that hands the keys to the sink (sinks/exec/exec.c).
  * Registered through the exec row of the sink registry (sinks/registry.c).
  */
 #include "pgo_int.h"

@@ -1,6 +1,6 @@
 /*
- * sinks/kafka.h — the parts of the Kafka sink (sinks/kafka.c,
- * sinks/kafka_conf.c) that are pure functions, shared by its two files
+ * sinks/kafka/kafka.h — the parts of the Kafka sink (sinks/kafka/kafka.c,
+ * sinks/kafka/kafka_conf.c) that are pure functions, shared by its two files
  * and tested on their own (tests/unit/test_kafka.c): the producer's
  * configuration, a message's headers, and the verdict of a delivery
  * report.

@@ -1,7 +1,7 @@
 /*
- * sinks/amqp_conf.c — the rabbitmq sink's keys (sink.amqp_*), registered
- * through the rabbitmq row of the sink registry (sinks/registry.c), and the
- * rules between them that `pgoutbox config check` reports.
+ * sinks/rabbitmq/rabbitmq_conf.c — the rabbitmq sink's keys (sink.amqp_*),
+ * registered through the rabbitmq row of the sink registry (sinks/registry.c),
+ * and the rules between them that `pgoutbox config check` reports.
  */
 #include "pgo_int.h"
 
