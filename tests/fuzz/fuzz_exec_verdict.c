@@ -12,6 +12,7 @@
  */
 #include "fuzz.h"
 #include "base/proc.h"
+#include "sinks/exec/exec.h"
 
 static bool valid_text(const char *s)
 {

@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pgo_int.h"
+#include "sinks/exec/exec.h"
 #include "base/proc.h"
 
 #define SUBJECT "sink exec"

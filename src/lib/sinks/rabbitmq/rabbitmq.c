@@ -55,7 +55,7 @@
 #include <amqp_tcp_socket.h>
 #include <jansson.h>
 
-#include "pgo_int.h"
+#include "sinks/rabbitmq/rabbitmq.h"
 
 #define SUBJECT	       "sink rabbitmq"
 #define CHANNEL	       1

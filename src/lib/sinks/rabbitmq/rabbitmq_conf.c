@@ -3,7 +3,7 @@
  * registered through the rabbitmq row of the sink registry (sinks/registry.c),
  * and the rules between them that `pgoutbox config check` reports.
  */
-#include "pgo_int.h"
+#include "sinks/rabbitmq/rabbitmq.h"
 
 static const char *const amqp_format_choices[] = {"plain", "cloudevents", NULL};
 

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pgo_int.h"
+#include "sinks/stdout/stdout.h"
 
 /* Writes all of buf, waiting when the descriptor is non-blocking. */
 static int write_all(int fd, const char *buf, size_t len)
