@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,25 @@ static void reply_text(amqp_rpc_reply_t r, const char *what, char *out,
 	}
 }
 
+/* Whether a failed login's reply says the vhost does not exist: RabbitMQ
+ * closes the connection with 530 NOT_ALLOWED "vhost NAME not found" (the
+ * same code with "access to vhost ... refused" is a permission, which may
+ * be granted while we wait, and stays an outage). */
+static bool no_such_vhost(amqp_rpc_reply_t r)
+{
+	const amqp_connection_close_t *m;
+	char text[256];
+
+	if (r.reply_type != AMQP_RESPONSE_SERVER_EXCEPTION ||
+	    r.reply.id != AMQP_CONNECTION_CLOSE_METHOD)
+		return false;
+	m = r.reply.decoded;
+	snprintf(text, sizeof(text), "%.*s", (int)m->reply_text.len,
+		 (const char *)m->reply_text.bytes);
+	return m->reply_code == AMQP_NOT_ALLOWED && strstr(text, "vhost") &&
+	       strstr(text, "not found");
+}
+
 /* The connect thread is done with its socket (closed or handed over):
  * connect_abort may not shut it down any more. */
 static void forget_fd(struct am_connect *c)
@@ -208,6 +228,7 @@ static void *connect_main(void *arg)
 		AMQP_SASL_METHOD_PLAIN, s->url.user, s->url.password);
 	if (r.reply_type != AMQP_RESPONSE_NORMAL) {
 		reply_text(r, "login", c->err, sizeof(c->err));
+		c->no_vhost = no_such_vhost(r);
 		goto fail;
 	}
 	amqp_channel_open(conn, CHANNEL);
@@ -270,6 +291,8 @@ void pgo_am_connect_abort(struct am_sink *s)
 void pgo_am_connect_start(struct am_sink *s)
 {
 	struct am_connect *c = calloc(1, sizeof(*c));
+	sigset_t all, old;
+	int rc;
 
 	if (!c || pipe2(c->pipe, O_CLOEXEC) != 0) {
 		free(c);
@@ -280,7 +303,13 @@ void pgo_am_connect_start(struct am_sink *s)
 	c->fd = -1;
 	pthread_mutex_init(&c->mu, NULL);
 	s->connecting = c;
-	if (pthread_create(&c->thread, NULL, connect_main, s) != 0) {
+	/* The thread takes no signal: they go to the loop's thread, whose
+	 * waits they interrupt (pgo_am_connect_wait). */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&c->thread, NULL, connect_main, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
 		pthread_mutex_destroy(&c->mu);
 		close(c->pipe[0]);
 		close(c->pipe[1]);
@@ -321,4 +350,11 @@ void pgo_am_connect_finished(struct am_sink *s)
 	pgo_log(PGO_LOG_INFO, SUBJECT, "connected to %s (publisher confirms)",
 		s->where);
 	pgo_am_report_up(s);
+}
+
+bool pgo_am_connect_wait(struct am_sink *s, int64_t ms)
+{
+	struct pollfd p = {.fd = s->connecting->pipe[0], .events = POLLIN};
+
+	return poll(&p, 1, (int)ms) == 1;
 }

@@ -417,6 +417,29 @@ static void on_timer(void *arg)
 
 /* --- ops --- */
 
+/* Refuses the URL whose vhost the broker does not have, with the fix. */
+static int refuse_vhost(struct am_sink *s)
+{
+	const char *why = s->connecting->err;
+
+	if (!*s->url.vhost)
+		pgo_sink_set_error(
+			s->sink,
+			"sink.amqp_url: the vhost is empty (the URL "
+			"ends in \"/\") and RabbitMQ at %s:%d has no "
+			"such vhost (%s); end the URL in /%%2f for "
+			"the vhost \"/\", or leave the path out",
+			s->url.host, s->url.port, why);
+	else
+		pgo_sink_set_error(s->sink,
+				   "sink.amqp_url: RabbitMQ at %s:%d has no "
+				   "vhost \"%s\" (%s); the URL's path is the "
+				   "vhost, percent-encoded: /%%2f is the vhost "
+				   "\"/\"",
+				   s->url.host, s->url.port, s->url.vhost, why);
+	return PGO_ERR_CONFIG;
+}
+
 static int amqp_start(pgo_sink_t *sink)
 {
 	struct am_sink *s = am(sink);
@@ -430,6 +453,14 @@ static int amqp_start(pgo_sink_t *sink)
 	s->state = AM_DOWN;
 	s->retry_at = 0;
 	step(s); /* connect now: the first batch finds it ready */
+	/* The first login is awaited here, up to sink.amqp_connect_timeout:
+	 * a vhost the broker does not have is a misconfiguration, refused at
+	 * start, where a broker that cannot be reached (or any later failure)
+	 * is an outage the sink waits out. */
+	if (s->state == AM_CONNECTING &&
+	    pgo_am_connect_wait(s, s->connect_timeout_ms) &&
+	    s->connecting->no_vhost)
+		return refuse_vhost(s);
 	return PGO_OK;
 }
 

@@ -56,6 +56,9 @@ struct am_connect {
 	bool abort;		      /* stopping: the thread gives up */
 	amqp_connection_state_t conn; /* ready when ok */
 	bool ok;
+	/* The login failed because the broker has no such vhost
+	 * (connection.close 530 NOT_ALLOWED, "vhost ... not found"). */
+	bool no_vhost;
 	char err[300];
 };
 
@@ -136,6 +139,11 @@ void pgo_am_connect_finished(struct am_sink *s);
 void pgo_am_connect_join(struct am_sink *s);
 /* Stopping: ends a login in progress now (its socket shut down). */
 void pgo_am_connect_abort(struct am_sink *s);
+/* Waits up to ms for the connect thread to end, without taking its
+ * result (the loop's watcher still sees the pipe readable).  true when it
+ * ended; false at the timeout or when a signal came (a SIGTERM during the
+ * wait must not hold the host for the rest of it). */
+bool pgo_am_connect_wait(struct am_sink *s, int64_t ms);
 
 /* --- publish.c: events as messages --- */
 
