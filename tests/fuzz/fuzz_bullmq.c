@@ -33,6 +33,7 @@
 
 #include "fuzz.h"
 #include "loop/loop.h"
+#include "sinks/redis/redis.h"
 
 static int listener = -1;
 static int port;

@@ -1,6 +1,6 @@
 /*
  * fuzz_exec_verdict.c — the exec sink's reading of what its command
- * printed (sinks/exec.c): the verdict lines "ok ID", "retry ID reason",
+ * printed (sinks/exec/exec.c): the verdict lines "ok ID", "retry ID reason",
  * "dead ID reason" on stdout, the exit status, the last line of stderr.
  *
  * Input: a byte of flags (bits 0-1: exited 0, exited 1, killed by a
@@ -12,6 +12,7 @@
  */
 #include "fuzz.h"
 #include "loop/proc.h"
+#include "sinks/exec/exec.h"
 
 static bool valid_text(const char *s)
 {

@@ -19,6 +19,7 @@
 
 #include "loop/loop.h"
 #include "pgo_int.h"
+#include "sinks/redis/redis.h"
 
 #define FAKE_MAX_CMDS 4096
 

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sinks/kafka.h"
+#include "sinks/kafka/kafka.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -30,6 +30,7 @@
 
 #include "loop/loop.h"
 #include "pgo_int.h"
+#include "sinks/exec/exec.h"
 
 static char tmp_dir[64];
 

@@ -9,7 +9,7 @@
 
 #include <time.h>
 
-#include "pgo_int.h"
+#include "sinks/http/http.h"
 
 /* sink.http_body: what a request carries (enum index of the key). */
 typedef enum pgo_http_body {

@@ -2,14 +2,40 @@
  * sinks/nats/nats.h — what the files of the nats sink share: building the
  * NATS message of an event (sinks/nats/message.c) and the rule that turns
  * a publish's outcome into a verdict, both pure so that test_sink_nats
- * checks them without a server; the sink itself is sinks/nats/nats.c.
+ * checks them without a server; the sink itself is sinks/nats/nats.c, its
+ * keys sinks/nats/nats_conf.c.
  */
 #ifndef PGO_SINK_NATS_H
 #define PGO_SINK_NATS_H
 
 #include <nats/nats.h>
 
-#include "pgo_int.h"
+#include "sinks/sink_int.h"
+
+/* --- the sink as the registry knows it --- */
+
+extern const pgo_sink_ops_t pgo_sink_nats_ops;
+/* sinks/nats/nats_conf.c: the sink.nats_* keys. */
+extern const pgo_conf_key_t pgo_sink_nats_keys[];
+/* Reads the sink.nats_* keys (and relay.queue) into the sink; checks the
+ * subject template, the URL and the files named. */
+int pgo_sink_nats_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
+
+/* The nats row of the sink registry (sinks/registry.c). */
+/* clang-format off */
+#define PGO_SINK_ROW_nats                                                      \
+	{.name = "nats",                                                       \
+	 .ops = &pgo_sink_nats_ops,                                            \
+	 .configure = pgo_sink_nats_configure,                                 \
+	 .summary = "a JetStream publish per event, Nats-Msg-Id = the event "  \
+		    "id",                                                      \
+	 .details = "an event is acked by its PubAck; the stream drops "       \
+		    "redeliveries within\nits duplicate window "               \
+		    "(docs/nats.md).",                                         \
+	 .keys = pgo_sink_nats_keys}
+/* clang-format on */
+
+/* --- the pure parts --- */
 
 /* How events become messages, copied from the sink.nats_* keys. */
 typedef struct pgo_nats_format {

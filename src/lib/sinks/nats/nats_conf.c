@@ -2,7 +2,7 @@
  * sinks/nats/nats_conf.c — the nats sink's keys (sink.nats_*), registered
  * through the nats row of the sink registry (sinks/registry.c).
  */
-#include "pgo_int.h"
+#include "sinks/nats/nats.h"
 
 static const char *const format_choices[] = {"plain", "cloudevents", NULL};
 

@@ -45,6 +45,7 @@
 #include <openssl/evp.h>
 
 #include "sinks/redis/pipeline.h"
+#include "sinks/redis/redis.h"
 
 #define SUBJECT	   "sink bullmq"
 #define ADD_SCRIPT "addStandardJob"

@@ -4,7 +4,7 @@
  * The sink connects with the redis sink's sink.redis_* keys
  * (sinks/redis/streams_conf.c).
  */
-#include "pgo_int.h"
+#include "sinks/redis/redis.h"
 
 const pgo_conf_key_t pgo_sink_bullmq_keys[] = {
 	{PGO_CONF_KEY("sink", "bullmq_queue"), .type = PGO_CONF_T_STRING,

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "sinks/redis/pipeline.h"
+#include "sinks/redis/redis.h"
 
 #define SUBJECT "sink redis"
 

@@ -4,7 +4,7 @@
  * sink connects with the same keys, and `pgoutbox consume` reads sink.redis_url
  * and the timeouts too.
  */
-#include "pgo_int.h"
+#include "sinks/redis/redis.h"
 
 const pgo_conf_key_t pgo_sink_redis_keys[] = {
 	{PGO_CONF_KEY("sink", "redis_url"), .type = PGO_CONF_T_STRING,

@@ -1,5 +1,5 @@
 /*
- * sinks/kafka_conf.c — the Kafka sink's keys (sink.kafka_*), the rules
+ * sinks/kafka/kafka_conf.c — the Kafka sink's keys (sink.kafka_*), the rules
  * pgo_conf_validate() checks when relay.sink is kafka, and the producer's
  * librdkafka configuration built from them.  Registered through the kafka
  * row of the sink registry (sinks/registry.c).
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sinks/kafka.h"
+#include "sinks/kafka/kafka.h"
 
 static const char *const format_choices[] = {"plain", "cloudevents", NULL};
 

@@ -1,5 +1,5 @@
 /*
- * sinks/exec.c — the exec sink: runs `/bin/sh -c COMMAND` once per batch,
+ * sinks/exec/exec.c — the exec sink: runs `/bin/sh -c COMMAND` once per batch,
  * writes the batch to its stdin as NDJSON and reads per-event verdicts
  * from its stdout.
  *
@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pgo_int.h"
+#include "sinks/exec/exec.h"
 #include "loop/proc.h"
 
 #define SUBJECT "sink exec"

@@ -1,10 +1,10 @@
 /*
- * sinks/exec_conf.c — the exec sink's configuration: its keys
+ * sinks/exec/exec_conf.c — the exec sink's configuration: its keys
  * (sink.exec_*), the rules pgo_conf_validate() checks when relay.sink is
- * exec, and the step that hands the keys to the sink (sinks/exec.c).
+ * exec, and the step that hands the keys to the sink (sinks/exec/exec.c).
  * Registered through the exec row of the sink registry (sinks/registry.c).
  */
-#include "pgo_int.h"
+#include "sinks/exec/exec.h"
 
 const pgo_conf_key_t pgo_sink_exec_keys[] = {
 	{PGO_CONF_KEY("sink", "exec_command"), .type = PGO_CONF_T_STRING,

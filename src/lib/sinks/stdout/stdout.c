@@ -1,7 +1,7 @@
 /*
- * sinks/stdout.c — the stdout sink: one NDJSON line per event on standard
- * output.  An event is acknowledged once its line was written to the file
- * descriptor.  A write error (the reader left: EPIPE; a full disk) is an
+ * sinks/stdout/stdout.c — the stdout sink: one NDJSON line per event on
+ * standard output.  An event is acknowledged once its line was written to the
+ * file descriptor.  A write error (the reader left: EPIPE; a full disk) is an
  * outage of the sink, not the events' fault: the rest of the batch is
  * UNAVAILABLE, so nothing is deleted that was not written, no attempt is
  * spent and nothing is dead-lettered while stdout cannot take it.
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pgo_int.h"
+#include "sinks/stdout/stdout.h"
 
 /* Writes all of buf, waiting when the descriptor is non-blocking. */
 static int write_all(int fd, const char *buf, size_t len)

@@ -1,5 +1,5 @@
 /*
- * sinks/kafka.c — the Kafka sink: one message per event through an
+ * sinks/kafka/kafka.c — the Kafka sink: one message per event through an
  * idempotent librdkafka producer (acks=all, murmur2_random), an event
  * acknowledged when its delivery report says the broker holds it.
  *
@@ -7,7 +7,7 @@
  *   key     the event's key (none when it is NULL)
  *   value   the payload's JSON as stored
  *   headers id, type, topic, created_at (or the CloudEvents ce_* set) and
- *           every entry of the event's headers object (sinks/kafka.h)
+ *           every entry of the event's headers object (sinks/kafka/kafka.h)
  *
  * librdkafka runs threads of its own; they never call into the relay.
  * Everything they report — delivery reports, errors, logs, statistics —
@@ -45,7 +45,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sinks/kafka.h"
+#include "sinks/kafka/kafka.h"
 
 #define SUBJECT "sink kafka"
 
@@ -116,7 +116,7 @@ static struct kafka_sink *ks_of(pgo_sink_t *sink)
 	return sink->priv;
 }
 
-/* --- the pure parts (sinks/kafka.h) --- */
+/* --- the pure parts (sinks/kafka/kafka.h) --- */
 
 pgo_ack_t pgo_kafka_verdict(rd_kafka_resp_err_t err)
 {

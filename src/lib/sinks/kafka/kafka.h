@@ -1,6 +1,6 @@
 /*
- * sinks/kafka.h — the parts of the Kafka sink (sinks/kafka.c,
- * sinks/kafka_conf.c) that are pure functions, shared by its two files
+ * sinks/kafka/kafka.h — the parts of the Kafka sink (sinks/kafka/kafka.c,
+ * sinks/kafka/kafka_conf.c) that are pure functions, shared by its two files
  * and tested on their own (tests/unit/test_kafka.c): the producer's
  * configuration, a message's headers, and the verdict of a delivery
  * report.
@@ -10,7 +10,39 @@
 
 #include <librdkafka/rdkafka.h>
 
-#include "pgo_int.h"
+#include "sinks/sink_int.h"
+
+/* --- the sink as the registry knows it --- */
+
+extern const pgo_sink_ops_t pgo_sink_kafka_ops;
+/* sinks/kafka/kafka_conf.c: the sink.kafka_* keys and the rules validate
+ * checks (templates, the timeout against database.idle_tx_timeout,
+ * librdkafka's own verdict on every property). */
+extern const pgo_conf_key_t pgo_sink_kafka_keys[];
+int pgo_sink_kafka_validate(const pgo_conf_t *conf, pgo_error_t *err);
+/* Reads the sink.kafka_* keys (and relay.queue) into the sink and builds
+ * the producer's configuration (sinks/kafka/kafka.c). */
+int pgo_sink_kafka_configure(pgo_sink_t *sink, const pgo_conf_t *conf);
+
+/* The kafka row of the sink registry (sinks/registry.c); its INI section
+ * [kafka] passes through to sink.kafka_conf. */
+/* clang-format off */
+#define PGO_SINK_ROW_kafka                                                     \
+	{.name = "kafka",                                                      \
+	 .ops = &pgo_sink_kafka_ops,                                           \
+	 .configure = pgo_sink_kafka_configure,                                \
+	 .summary = "a message per event to Kafka (librdkafka, idempotent, "   \
+		    "acks=all)",                                               \
+	 .details = "key = the event key, value = the payload, header id = "   \
+		    "the event id;\nan event is acked by its delivery report " \
+		    "(docs/kafka.md).",                                        \
+	 .keys = pgo_sink_kafka_keys,                                          \
+	 .validate = pgo_sink_kafka_validate,                                  \
+	 .ini_section = "kafka",                                               \
+	 .ini_key = "sink.kafka_conf"}
+/* clang-format on */
+
+/* --- the pure parts --- */
 
 /* sink.kafka_format: the message shape (values never renumbered). */
 typedef enum pgo_kafka_format {
