@@ -1,5 +1,5 @@
 /*
- * test_conf.c — unit tests of the configuration (src/lib/conf/conf.c): value
+ * test_conf.c — unit tests of the configuration (src/lib/conf/): value
  * parsing per type, the INI file with its line numbers, the environment,
  * the ranking of sources, cross-key rules, reload, `config show` (never a
  * password) and the reference.  Table-driven where the cases are data.
