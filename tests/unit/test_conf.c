@@ -1514,6 +1514,59 @@ static void test_show_layout(void **state)
 	pgo_conf_destroy(conf);
 }
 
+/* `config show --changed`: only the keys whose value is not the default,
+ * each under its section, laid out as show does; a key set to its default
+ * value is left out, and a fresh configuration shows nothing. */
+static void test_show_changed(void **state)
+{
+	const char *path = write_file("changed.ini", "[relay]\n"
+						     "batch = 500\n"
+						     "mode = strict\n"
+						     "[log]\n"
+						     "level = debug\n");
+	pgo_conf_t *conf = pgo_conf_new();
+	char *text = NULL, where[300];
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	(void)state;
+	assert_non_null(f);
+	assert_int_equal(pgo_conf_show_changed(conf, f), PGO_OK);
+	fflush(f);
+	assert_string_equal(text, "");
+
+	assert_int_equal(pgo_conf_load_file(conf, path), PGO_OK);
+	assert_int_equal(pgo_conf_set(conf, "database.url",
+				      "postgres://u:s3cret@h/db", PGO_CONF_FLAG,
+				      "--db"),
+			 PGO_OK);
+	assert_int_equal(pgo_conf_set(conf, "relay.in_flight", "2",
+				      PGO_CONF_FLAG, "--in-flight"),
+			 PGO_OK);
+	assert_int_equal(pgo_conf_show_changed(conf, f), PGO_OK);
+	fclose(f);
+	assert_true(strncmp(text, "[database]\n; libpq conninfo", 27) == 0);
+	assert_show_line(text, "url = postgres://u:***@h/db", "flag --db");
+	snprintf(where, sizeof(where), "file %s:3", path);
+	assert_show_line(text, "mode = strict", where);
+	snprintf(where, sizeof(where), "file %s:5", path);
+	assert_show_line(text, "level = debug", where);
+	assert_non_null(strstr(text, "\n\n[relay]\n; "));
+	assert_non_null(strstr(text, "\n\n[log]\n; "));
+	/* Set, but to the default: not shown; nor are untouched sections. */
+	assert_null(strstr(text, "batch ="));
+	assert_null(strstr(text, "in_flight ="));
+	assert_null(strstr(text, "[sink]"));
+	assert_null(strstr(text, "[worker]"));
+	assert_null(strstr(text, "s3cret"));
+	len = 0;
+	for (const char *p = text; (p = strstr(p, " = ")); p++)
+		len++;
+	assert_int_equal(len, 3);
+	free(text);
+	pgo_conf_destroy(conf);
+}
+
 static void test_reference(void **state)
 {
 	static const char *const rows[] = {
@@ -1823,10 +1876,10 @@ static int make_tmpdir(void **state)
 static int remove_tmpdir(void **state)
 {
 	static const char *const files[] = {
-		"good.ini", "bad.ini",	 "stop.ini",	 "long.ini",
-		"env.ini",  "rank.ini",	 "reload.ini",	 "sink.ini",
-		"cr.ini",   "db.secret", "redis.secret", "empty.secret",
-		"crlf.ini"};
+		"good.ini", "bad.ini",	  "stop.ini",	  "long.ini",
+		"env.ini",  "rank.ini",	  "reload.ini",	  "sink.ini",
+		"cr.ini",   "db.secret",  "redis.secret", "empty.secret",
+		"crlf.ini", "changed.ini"};
 	char path[256];
 
 	(void)state;
@@ -1863,6 +1916,7 @@ int main(void)
 		cmocka_unit_test(test_show_masks_redis),
 		cmocka_unit_test(test_secret_files),
 		cmocka_unit_test(test_show_layout),
+		cmocka_unit_test(test_show_changed),
 		cmocka_unit_test(test_reference),
 		cmocka_unit_test(test_sink_keys),
 		cmocka_unit_test(test_sink_registry),

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/mask.h"
 #include "pgoutbox.h"
@@ -145,6 +146,11 @@ struct pgo_conf_values {
 
 /* Read-only view of the typed values (valid until the next set/reload). */
 const struct pgo_conf_values *pgo_conf_values(const pgo_conf_t *conf);
+
+/* pgo_conf_show() of the keys whose value differs from their default
+ * (`config show --changed`): nothing when none does.  PGO_OK, or
+ * PGO_ERR_NOMEM (nothing written) when the defaults cannot be made. */
+int pgo_conf_show_changed(const pgo_conf_t *conf, FILE *out);
 
 /* The flag the user probably meant by an unknown one: the nearest
  * spelling among every key's flag and extra (NULL-ended, may be NULL), or

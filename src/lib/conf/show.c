@@ -36,35 +36,65 @@ void pgo_conf_describe_origin(const struct key_state *st, char *buf,
 
 /* --- show and reference --- */
 
-void pgo_conf_show(const pgo_conf_t *conf, FILE *out)
+/* Writes one key as `config show` does: its help, then "name = value"
+ * (masked) and, in a column, where the value came from. */
+static void show_key(const pgo_conf_t *conf, size_t i, FILE *out, pgo_buf_t *b)
 {
 	enum { ORIGIN_COLUMN = 36 };
-	const char *section = NULL;
+	const pgo_conf_key_t *k = pgo_conf_keys[i];
+	const struct key_state *st = &conf->state[i];
 	char origin[600];
+	int len;
+
+	pgo_conf_describe_origin(st, origin, sizeof(origin));
+	fprintf(out, "; %s\n", k->help);
+	len = fprintf(out, "%s = %s", k->name,
+		      pgo_conf_display(k, st->text, b));
+	if (len < 0)
+		len = 0;
+	fprintf(out, "%*s; %s\n",
+		len < ORIGIN_COLUMN - 3 ? ORIGIN_COLUMN - len : 3, "", origin);
+}
+
+/* Every key by section, or (defaults given) those whose value differs
+ * from the value they have in defaults. */
+static void show_keys(const pgo_conf_t *conf, const pgo_conf_t *defaults,
+		      FILE *out)
+{
+	const char *section = NULL;
 	pgo_buf_t b;
 
 	pgo_buf_init(&b);
 	for (size_t i = 0; i < pgo_conf_nkeys; i++) {
 		const pgo_conf_key_t *k = pgo_conf_keys[i];
-		const struct key_state *st = &conf->state[i];
-		int len;
 
+		if (defaults &&
+		    strcmp(conf->state[i].text, defaults->state[i].text) == 0)
+			continue;
 		if (!section || strcmp(section, k->section) != 0) {
 			fprintf(out, "%s[%s]\n", section ? "\n" : "",
 				k->section);
 			section = k->section;
 		}
-		pgo_conf_describe_origin(st, origin, sizeof(origin));
-		fprintf(out, "; %s\n", k->help);
-		len = fprintf(out, "%s = %s", k->name,
-			      pgo_conf_display(k, st->text, &b));
-		if (len < 0)
-			len = 0;
-		fprintf(out, "%*s; %s\n",
-			len < ORIGIN_COLUMN - 3 ? ORIGIN_COLUMN - len : 3, "",
-			origin);
+		show_key(conf, i, out, &b);
 	}
 	pgo_buf_free(&b);
+}
+
+void pgo_conf_show(const pgo_conf_t *conf, FILE *out)
+{
+	show_keys(conf, NULL, out);
+}
+
+int pgo_conf_show_changed(const pgo_conf_t *conf, FILE *out)
+{
+	pgo_conf_t *defaults = pgo_conf_new();
+
+	if (!defaults)
+		return PGO_ERR_NOMEM;
+	show_keys(conf, defaults, out);
+	pgo_conf_destroy(defaults);
+	return PGO_OK;
 }
 
 /* Writes s for a Markdown table cell: '|' would end the cell. */
