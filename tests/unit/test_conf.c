@@ -732,6 +732,8 @@ static void test_file_errors(void **state)
 		 "expected \"name = value\" or \"[section]\""},
 		{"[relay\nbatch = 5\n", 1, "\"[\" without \"]\""},
 		{"[relay]\n= 5\n", 2, "no name before \"=\""},
+		/* The ';' after a blank starts a comment: no '=' is left. */
+		{"[relay]\nbatch ;= 5\n", 2, "syntax error"},
 		{"[relay]\nqueue = Bad\n", 2,
 		 "relay.queue = \"Bad\" is not a valid name: it must start "
 		 "with a lower-case letter or _"},
@@ -786,7 +788,8 @@ static void test_file_unreadable(void **state)
 	assert_string_equal(pgo_conf_errmsg(conf), want);
 	assert_int_equal(pgo_conf_load_file(conf, NULL), PGO_ERR_INVALID);
 
-	/* A line longer than libinih's buffer is refused, not split. */
+	/* A line longer than libinih's 197 characters (which this reader
+	 * replaced, issue 44 item 15) is read whole, not split or refused. */
 	memset(line, 'x', sizeof(line));
 	memcpy(line, "name = ", 7);
 	line[250] = '\n';
@@ -799,11 +802,45 @@ static void test_file_unreadable(void **state)
 		fputs(line, f);
 		fclose(f);
 	}
-	snprintf(want, sizeof(want), "%s:2: line is longer than 197 characters",
-		 path);
-	assert_int_equal(pgo_conf_load_file(conf, path), PGO_ERR_CONFIG);
-	assert_string_equal(pgo_conf_errmsg(conf), want);
-	assert_string_equal(pgo_conf_values(conf)->name, "");
+	assert_int_equal(pgo_conf_load_file(conf, path), PGO_OK);
+	assert_int_equal(strlen(pgo_conf_values(conf)->name), 250 - 7);
+	assert_int_equal(strspn(pgo_conf_values(conf)->name, "x"), 250 - 7);
+	pgo_conf_destroy(conf);
+}
+
+/* A database URL of any length fits on its line (issue 44 item 15:
+ * libinih held 197 characters), inline comment and blanks dropped as on
+ * a short line, and is shown masked. */
+static void test_file_long_url(void **state)
+{
+	char url[1200], text[1400], origin[300];
+	pgo_conf_t *conf = pgo_conf_new();
+	const char *path;
+	size_t n;
+	char *shown;
+
+	(void)state;
+	n = (size_t)snprintf(url, sizeof(url),
+			     "postgresql://app:s3cret@db.example:5432/app?"
+			     "application_name=");
+	memset(url + n, 'a', 1000);
+	url[n + 1000] = '\0';
+	snprintf(text, sizeof(text),
+		 "[database]\n  url =  %s   ; the primary\n[relay]\n"
+		 "batch = 7\n",
+		 url);
+	path = write_file("longurl.ini", text);
+	assert_int_equal(pgo_conf_load_file(conf, path), PGO_OK);
+	assert_string_equal(pgo_conf_values(conf)->db_url, url);
+	assert_int_equal(pgo_conf_values(conf)->batch, 7);
+	shown = show(conf);
+	snprintf(origin, sizeof(origin), "file %s:2", path);
+	memcpy(url + 17, "***", 3);
+	memmove(url + 20, url + 23, strlen(url + 23) + 1);
+	snprintf(text, sizeof(text), "url = %s", url);
+	assert_show_line(shown, text, origin);
+	assert_null(strstr(shown, "s3cret"));
+	free(shown);
 	pgo_conf_destroy(conf);
 }
 
@@ -834,7 +871,7 @@ static void test_file_carriage_return(void **state)
 	assert_string_equal(pgo_conf_values(conf)->name, "");
 	pgo_conf_destroy(conf);
 
-	/* "\r\n" still ends a line, and counts in the length limit. */
+	/* "\r\n" still ends a line, also a long one. */
 	path = write_file("crlf.ini", "[relay]\r\nname = x\r\n");
 	conf = pgo_conf_new();
 	assert_int_equal(pgo_conf_load_file(conf, path), PGO_OK);
@@ -845,10 +882,9 @@ static void test_file_carriage_return(void **state)
 	memcpy(text + n + 191, "\r\n", 3);
 	path = write_file("crlf.ini", text);
 	conf = pgo_conf_new();
-	snprintf(want, sizeof(want), "%s:2: line is longer than 197 characters",
-		 path);
-	assert_int_equal(pgo_conf_load_file(conf, path), PGO_ERR_CONFIG);
-	assert_string_equal(pgo_conf_errmsg(conf), want);
+	assert_int_equal(pgo_conf_load_file(conf, path), PGO_OK);
+	assert_int_equal(strlen(pgo_conf_values(conf)->name), 191);
+	assert_int_equal(strspn(pgo_conf_values(conf)->name, "y"), 191);
 	pgo_conf_destroy(conf);
 }
 
@@ -1876,10 +1912,10 @@ static int make_tmpdir(void **state)
 static int remove_tmpdir(void **state)
 {
 	static const char *const files[] = {
-		"good.ini", "bad.ini",	  "stop.ini",	  "long.ini",
-		"env.ini",  "rank.ini",	  "reload.ini",	  "sink.ini",
-		"cr.ini",   "db.secret",  "redis.secret", "empty.secret",
-		"crlf.ini", "changed.ini"};
+		"good.ini", "bad.ini",	   "stop.ini",	   "long.ini",
+		"env.ini",  "rank.ini",	   "reload.ini",   "sink.ini",
+		"cr.ini",   "db.secret",   "redis.secret", "empty.secret",
+		"crlf.ini", "changed.ini", "longurl.ini"};
 	char path[256];
 
 	(void)state;
@@ -1903,6 +1939,7 @@ int main(void)
 		cmocka_unit_test(test_file_stops_at_error),
 		cmocka_unit_test(test_file_unreadable),
 		cmocka_unit_test(test_file_carriage_return),
+		cmocka_unit_test(test_file_long_url),
 		cmocka_unit_test(test_env),
 		cmocka_unit_test(test_env_database_url),
 		cmocka_unit_test(test_env_errors),

@@ -7,9 +7,9 @@
  * struct pgo_conf_values; every sink declares its sink.<sink>_* keys in its
  * registry row (sinks/registry.c) and reads them with pgo_conf_get_*(), and
  * relay.sink takes its values and help from the same registry.  Those rows
- * read the INI file (libinih), the PGOUTBOX_* environment and the flags,
- * print `pgoutbox config show` and write the Markdown reference, so the
- * five cannot drift apart.  keys_init() puts them all in one list,
+ * read the INI file, the PGOUTBOX_* environment and the flags, print
+ * `pgoutbox config show` and write the Markdown reference, so the five
+ * cannot drift apart.  keys_init() puts them all in one list,
  * pgo_conf_keys[], by section.
  */
 #include <ctype.h>

@@ -1,6 +1,6 @@
 /*
  * conf/load.c — the sources a configuration is read from besides flags:
- * the INI file (libinih), with the line of every error, and the
+ * the INI file, with the line of every error, and the
  * PGOUTBOX_<SECTION>_<NAME> environment (plus the conventional aliases,
  * DATABASE_URL).  A sink's pass-through section ([kafka]) becomes lines of
  * one of its keys.
@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
-
-#include <ini.h>
 
 #include "conf/conf_int.h"
 
@@ -55,33 +53,37 @@ static int set_passthrough(pgo_conf_t *conf, const pgo_sink_def_t *d,
 
 /* --- the INI file --- */
 
-/* One pass of libinih over a file.  libinih calls the handler without a
- * line number (the distribution builds it without INI_HANDLER_LINENO), so
- * the pass hands it the lines itself and counts them.  Handing lines over
- * also lets the pass stop at the first error, check section names (an
- * empty unknown section never reaches the handler) and drop leading
- * blanks, which would otherwise make an indented "key = value" a
- * continuation of the line before. */
+/*
+ * The file is read here line by line, not by libinih: the distribution's
+ * libinih holds a line in a 200-byte buffer (INI_MAX_LINE, fixed when it
+ * is built), too short for a long database URL, and calls its handler
+ * without a line number.  The format is the one libinih read for us:
+ * "[section]", then "name = value" or "name: value" lines; a line starting
+ * with ';' or '#' is a comment, and so is the rest of a line from a ';'
+ * after a blank; blanks around names and values are dropped.  Leading
+ * blanks are dropped too (to libinih they made a continuation of the line
+ * before).  A line may be of any length.  The first error ends the pass.
+ */
 struct ini_pass {
 	pgo_conf_t *conf;
 	FILE *fp;
 	const char *path; /* as the caller named it, for messages */
-	int lineno;	  /* number of the line handed over last */
-	int err;	  /* first error, PGO_OK while none: ends the pass */
-	int err_line;	  /* line of that error */
+	int lineno;	  /* number of the line read last */
 	char *line;	  /* getline() buffer */
 	size_t cap;	  /* its size */
+	char section[64]; /* the current [section]; "" before the first */
 	pgo_buf_t where;  /* "path:line" of the value being set */
 };
 
-static int pass_fail(struct ini_pass *p, int code)
+/* "path:line: what" as the error of the pass. */
+static int line_error(struct ini_pass *p, const char *what)
 {
-	p->err = code;
-	p->err_line = p->lineno;
-	return code;
+	return pgo_conf_fail(p->conf, PGO_ERR_CONFIG, "%s:%d: %s", p->path,
+			     p->lineno, what);
 }
 
-/* Checks what libinih would take for a section header or a value line. */
+/* Checks a section header or a value line before it is split, for the
+ * messages a user can act on. */
 static int check_line(struct ini_pass *p, const char *s)
 {
 	const char *end, *guess;
@@ -90,50 +92,39 @@ static int check_line(struct ini_pass *p, const char *s)
 	if (*s == '[') {
 		end = strchr(s, ']');
 		if (!end)
-			return pass_fail(
-				p, pgo_conf_fail(p->conf, PGO_ERR_CONFIG,
-						 "%s:%d: \"[\" without \"]\"",
-						 p->path, p->lineno));
+			return line_error(p, "\"[\" without \"]\"");
 		if (pgo_conf_section_known(s + 1, (size_t)(end - s - 1)) ||
 		    passthrough_def(s + 1, (size_t)(end - s - 1)))
 			return PGO_OK;
 		snprintf(name, sizeof(name), "%.*s", (int)(end - s - 1), s + 1);
 		guess = pgo_conf_suggest_section(name);
-		return pass_fail(
-			p,
-			pgo_conf_fail(p->conf, PGO_ERR_CONFIG,
-				      "%s:%d: unknown section [%s]%s%s%s",
-				      p->path, p->lineno, name,
-				      guess ? " (did you mean [" : "",
-				      guess ? guess : "", guess ? "]?)" : ""));
+		return pgo_conf_fail(p->conf, PGO_ERR_CONFIG,
+				     "%s:%d: unknown section [%s]%s%s%s",
+				     p->path, p->lineno, name,
+				     guess ? " (did you mean [" : "",
+				     guess ? guess : "", guess ? "]?)" : "");
 	}
-	if (!*s || strchr(";#\r\n", *s) || strpbrk(s, "=:"))
+	if (!*s || strchr(";#", *s) || strpbrk(s, "=:"))
 		return PGO_OK;
-	return pass_fail(p, pgo_conf_fail(p->conf, PGO_ERR_CONFIG,
-					  "%s:%d: expected \"name = value\" or "
-					  "\"[section]\"",
-					  p->path, p->lineno));
+	return line_error(p, "expected \"name = value\" or \"[section]\"");
 }
 
-/* libinih's fgets-like reader. */
-static char *ini_read_line(char *str, int num, void *stream)
+/*
+ * The next line of the file, without its leading blanks, byte order mark
+ * and line end; NULL at the end of the file or (*rc set) on an error.
+ */
+static char *next_line(struct ini_pass *p, int *rc)
 {
-	struct ini_pass *p = stream;
-	size_t len, content;
+	size_t len;
 	ssize_t got;
 	char *s;
 
-	if (p->err != PGO_OK)
-		return NULL; /* stop at the first error */
 	if ((got = getline(&p->line, &p->cap, p->fp)) < 0)
 		return NULL;
 	p->lineno++;
+	/* Text after a NUL would be dropped unseen ("5\0junk" read as 5). */
 	if (memchr(p->line, '\0', (size_t)got)) {
-		/* Text after it would be dropped unseen ("5\0junk" read as
-		 * 5). */
-		pass_fail(p, pgo_conf_fail(p->conf, PGO_ERR_CONFIG,
-					   "%s:%d: the line holds a NUL byte",
-					   p->path, p->lineno));
+		*rc = line_error(p, "the line holds a NUL byte");
 		return NULL;
 	}
 	s = p->line;
@@ -142,84 +133,99 @@ static char *ini_read_line(char *str, int num, void *stream)
 	while (*s != '\n' && isspace((unsigned char)*s))
 		s++;
 	len = strlen(s);
-	content = len;
-	if (content && s[content - 1] == '\n')
-		content--;
-	if (content && s[content - 1] == '\r')
-		content--;
-	/* A CR before the end would hide the rest of the line from the length
-	 * check below (and pass a CR into a value). */
-	if (memchr(s, '\r', content)) {
-		pass_fail(p, pgo_conf_fail(
-				     p->conf, PGO_ERR_CONFIG,
-				     "%s:%d: carriage return inside the line "
-				     "(lines end with \"\\n\" or \"\\r\\n\")",
-				     p->path, p->lineno));
+	if (len && s[len - 1] == '\n')
+		s[--len] = '\0';
+	if (len && s[len - 1] == '\r')
+		s[--len] = '\0';
+	if (memchr(s, '\r', len)) {
+		*rc = line_error(p, "carriage return inside the line (lines "
+				    "end with \"\\n\" or \"\\r\\n\")");
 		return NULL;
 	}
-	/* libinih's line buffer must hold the line, "\r\n" and the NUL. */
-	if (content + 3 > (size_t)num) {
-		pass_fail(p, pgo_conf_fail(
-				     p->conf, PGO_ERR_CONFIG,
-				     "%s:%d: line is longer than %d characters",
-				     p->path, p->lineno, num - 3));
-		return NULL;
-	}
-	if (check_line(p, s) != PGO_OK)
-		return NULL;
-	memcpy(str, s, len + 1);
-	return str;
+	return s;
 }
 
-/* libinih's handler: one "name = value" of the line just read. */
-static int ini_on_value(void *user, const char *section, const char *name,
-			const char *value)
+/* The first of chars in s, or the ';' of a comment (after a blank), or
+ * the end of s. */
+static char *stop_at(char *s, const char *chars)
 {
-	struct ini_pass *p = user;
+	bool blank = false;
+
+	for (; *s; s++) {
+		if ((chars && strchr(chars, *s)) || (blank && *s == ';'))
+			break;
+		blank = isspace((unsigned char)*s);
+	}
+	return s;
+}
+
+/* s without its trailing blanks (in place). */
+static char *rstrip(char *s)
+{
+	size_t len = strlen(s);
+
+	while (len && isspace((unsigned char)s[len - 1]))
+		s[--len] = '\0';
+	return s;
+}
+
+/* "name = value" in the current section. */
+static int on_value(struct ini_pass *p, const char *name, const char *value)
+{
 	const pgo_sink_def_t *d;
 	char key[128];
-	int rc;
 
-	if (p->err != PGO_OK)
-		return 1;
 	pgo_buf_reset(&p->where);
 	pgo_buf_printf(&p->where, "%s:%d", p->path, p->lineno);
-	if (p->where.oom) {
-		pass_fail(p, pgo_conf_nomem(p->conf));
-		return 0;
+	if (p->where.oom)
+		return pgo_conf_nomem(p->conf);
+	if (!p->section[0])
+		return pgo_conf_fail(p->conf, PGO_ERR_CONFIG,
+				     "%s: \"%s\" comes before any [section]",
+				     p->where.data, name);
+	if (!*name)
+		return pgo_conf_fail(p->conf, PGO_ERR_CONFIG,
+				     "%s: no name before \"=\"", p->where.data);
+	if ((d = passthrough_def(p->section, strlen(p->section))))
+		return set_passthrough(p->conf, d, name, value, p->where.data);
+	snprintf(key, sizeof(key), "%s.%s", p->section, name);
+	return pgo_conf_set_by_name(p->conf, key, value, PGO_CONF_FILE,
+				    p->where.data);
+}
+
+/* One line, without leading blanks: a comment, a [section] or a value. */
+static int read_line(struct ini_pass *p, char *s)
+{
+	char *end, *value;
+	int rc;
+
+	if ((rc = check_line(p, rstrip(s))) != PGO_OK)
+		return rc;
+	if (!*s || strchr(";#", *s))
+		return PGO_OK;
+	if (*s == '[') {
+		/* check_line() found the ']' and knows the section. */
+		end = strchr(s, ']');
+		snprintf(p->section, sizeof(p->section), "%.*s",
+			 (int)(end - s - 1), s + 1);
+		return PGO_OK;
 	}
-	if (!*section) {
-		pass_fail(p,
-			  pgo_conf_fail(p->conf, PGO_ERR_CONFIG,
-					"%s: \"%s\" comes before any [section]",
-					p->where.data, name));
-		return 0;
-	}
-	if (!*name) {
-		pass_fail(p, pgo_conf_fail(p->conf, PGO_ERR_CONFIG,
-					   "%s: no name before \"=\"",
-					   p->where.data));
-		return 0;
-	}
-	if ((d = passthrough_def(section, strlen(section))))
-		rc = set_passthrough(p->conf, d, name, value, p->where.data);
-	else {
-		snprintf(key, sizeof(key), "%s.%s", section, name);
-		rc = pgo_conf_set_by_name(p->conf, key, value, PGO_CONF_FILE,
-					  p->where.data);
-	}
-	if (rc != PGO_OK) {
-		pass_fail(p, rc);
-		return 0;
-	}
-	return 1;
+	end = stop_at(s, "=:");
+	if (*end != '=' && *end != ':')
+		return line_error(p, "syntax error"); /* "a ;b = c" */
+	*end = '\0';
+	value = end + 1;
+	*stop_at(value, NULL) = '\0';
+	while (isspace((unsigned char)*value))
+		value++;
+	return on_value(p, rstrip(s), rstrip(value));
 }
 
 int pgo_conf_load_file(pgo_conf_t *conf, const char *path)
 {
 	struct ini_pass p = {.conf = conf, .path = path};
-	char *copy;
-	int rc;
+	char *copy, *s;
+	int rc = PGO_OK;
 
 	if (!path)
 		return pgo_conf_fail(conf, PGO_ERR_INVALID,
@@ -237,23 +243,15 @@ int pgo_conf_load_file(pgo_conf_t *conf, const char *path)
 	free(conf->path);
 	conf->path = copy;
 	pgo_buf_init(&p.where);
-
-	rc = ini_parse_stream(ini_read_line, &p, ini_on_value, &p);
-	if (rc > 0 && (p.err == PGO_OK || rc < p.err_line)) {
-		/* A line libinih refused that check_line() let through. */
-		p.err = pgo_conf_fail(conf, PGO_ERR_CONFIG,
-				      "%s:%d: syntax error", path, rc);
-	} else if (rc == -2 && p.err == PGO_OK) {
-		p.err = pgo_conf_nomem(conf);
-	} else if (p.err == PGO_OK && ferror(p.fp)) {
-		p.err = pgo_conf_fail(conf, PGO_ERR_CONFIG,
-				      "%s: cannot read: %s", path,
-				      strerror(errno));
-	}
+	while (rc == PGO_OK && (s = next_line(&p, &rc)))
+		rc = read_line(&p, s);
+	if (rc == PGO_OK && ferror(p.fp))
+		rc = pgo_conf_fail(conf, PGO_ERR_CONFIG, "%s: cannot read: %s",
+				   path, strerror(errno));
 	fclose(p.fp);
 	free(p.line);
 	pgo_buf_free(&p.where);
-	return p.err;
+	return rc;
 }
 
 /* --- the environment --- */
