@@ -1473,7 +1473,47 @@ static void test_mask_as_libpq_reads_it(void **state)
 	}
 }
 
-/* Redis URLs are not libpq's: their own masker (sinks/redis/conn.c). */
+/* A masker of "x://" values only, for test_mask_secret. */
+static bool mask_x(const char *value, pgo_buf_t *b)
+{
+	if (strncmp(value, "x://", 4) != 0)
+		return false;
+	pgo_buf_puts(b, "x://***");
+	return true;
+}
+
+/* pgo_mask_secret() (base/mask.c): the key's masker when it takes the
+ * value, else libpq's reading, which hides whole what it cannot parse;
+ * what b held before is gone. */
+static void test_mask_secret(void **state)
+{
+	static const struct {
+		const char *value;
+		pgo_mask_fn mask;
+		const char *shown;
+	} cases[] = {
+		{"x://u:s3@h", mask_x, "x://***"},
+		{"host=h password=s3", mask_x, "password=*** host=h"},
+		{"x://u:s3@h", NULL, "***"},
+		{"postgres://u:s3@h/d", NULL, "postgres://u:***@h/d"},
+		{"whsec_s3", NULL, "***"},
+		{"", NULL, ""},
+	};
+	pgo_buf_t b;
+
+	(void)state;
+	pgo_buf_init(&b);
+	for (size_t i = 0; i < N(cases); i++) {
+		pgo_buf_puts(&b, "left over s3");
+		assert_string_equal(
+			pgo_mask_secret(cases[i].value, cases[i].mask, &b),
+			cases[i].shown);
+	}
+	pgo_buf_free(&b);
+}
+
+/* Redis URLs are not libpq's: their own masker (sinks/redis/conn.c),
+ * which the sink.redis_url row names (pgo_conf_key_t.mask). */
 static void test_show_masks_redis(void **state)
 {
 	static const struct {
@@ -1950,6 +1990,7 @@ int main(void)
 		cmocka_unit_test(test_reload_masks),
 		cmocka_unit_test(test_show_masks_passwords),
 		cmocka_unit_test(test_mask_as_libpq_reads_it),
+		cmocka_unit_test(test_mask_secret),
 		cmocka_unit_test(test_show_masks_redis),
 		cmocka_unit_test(test_secret_files),
 		cmocka_unit_test(test_show_layout),
