@@ -5,33 +5,60 @@
 #include <string.h>
 
 #include "cli.h"
+#include "conf/conf.h"
 
 static const char *const flags[] = {"--db", "--db-file", "--sink", "--batch",
 				    NULL};
 
-static const cli_cmd_t cmd = {
-	.name = "config",
-	.usage = "usage: pgoutbox config show|check|reference [--config FILE] "
-		 "[flags]",
-	.summary = "show: every setting with its value and where it came "
-		   "from (secrets masked).\ncheck: validate the file, "
-		   "environment and flags; exit 2 on an error.\nreference: "
-		   "the Markdown table of every setting, for the docs.",
-	.flags = flags,
-	.min_args = 1,
-	.max_args = 1,
-};
+/* show, after the configuration was checked: every key, or (changed)
+ * those whose value is not the default. */
+static int show(const cli_t *cli, bool changed)
+{
+	if (!changed) {
+		pgo_conf_show(cli->conf, stdout);
+		return EXIT_OK;
+	}
+	if (pgo_conf_show_changed(cli->conf, stdout) != PGO_OK) {
+		cli_error("config", "out of memory");
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
 
 int cmd_config(int argc, char **argv)
 {
-	bool done;
+	bool done, changed = false;
+	const cli_opt_t opts[] = {
+		{"--changed", NULL,
+		 "show: only the settings whose value is not the default", NULL,
+		 &changed},
+		{NULL, NULL, NULL, NULL, NULL},
+	};
+	const cli_cmd_t cmd = {
+		.name = "config",
+		.usage = "usage: pgoutbox config show|check|reference "
+			 "[--changed] [--config FILE] [flags]",
+		.summary = "show: every setting with its value and where it "
+			   "came from (secrets masked);\nwith --changed only "
+			   "those whose value is not the default.\ncheck: "
+			   "validate the file, environment and flags; exit 2 "
+			   "on an error.\nreference: the Markdown table of "
+			   "every setting, for the docs.",
+		.opts = opts,
+		.flags = flags,
+		.min_args = 1,
+		.max_args = 1,
+	};
 	cli_t cli;
 	int rc;
 
 	rc = cli_parse(&cli, &cmd, argc, argv, &done);
 	if (rc != EXIT_OK || done)
 		return rc;
-	if (strcmp(cli.args[0], "reference") == 0) {
+	if (changed && strcmp(cli.args[0], "show") != 0) {
+		cli_error("config", "--changed applies to show only");
+		rc = EXIT_USAGE;
+	} else if (strcmp(cli.args[0], "reference") == 0) {
 		pgo_conf_reference(stdout);
 	} else if (strcmp(cli.args[0], "show") == 0 ||
 		   strcmp(cli.args[0], "check") == 0) {
@@ -41,7 +68,7 @@ int cmd_config(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 		if (cli.args[0][0] == 's')
-			pgo_conf_show(cli.conf, stdout);
+			rc = show(&cli, changed);
 		else
 			printf("configuration is valid\n");
 	} else {

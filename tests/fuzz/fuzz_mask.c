@@ -1,5 +1,5 @@
 /*
- * fuzz_mask.c — pgo_conninfo_mask() (conf/conf.c), what `config show` and
+ * fuzz_mask.c — pgo_conninfo_mask() (base/mask.c), what `config show` and
  * the logs print of database.url, compared with libpq's own reading of
  * the text, PQconninfoParse().
  *

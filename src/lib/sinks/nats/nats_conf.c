@@ -8,7 +8,8 @@ static const char *const format_choices[] = {"plain", "cloudevents", NULL};
 
 const pgo_conf_key_t pgo_sink_nats_keys[] = {
 	{PGO_CONF_KEY("sink", "nats_url"), .type = PGO_CONF_T_STRING,
-	 .def = "nats://127.0.0.1:4222", .secret = true, .flag = "--nats-url",
+	 .def = "nats://127.0.0.1:4222", .secret = true,
+	 .mask = pgo_nats_url_mask, .flag = "--nats-url",
 	 .help = "NATS servers of the nats sink, comma separated: "
 		 "nats://[user:password@|token@]host[:port], tls://..."},
 	{PGO_CONF_KEY("sink", "nats_subject"), .type = PGO_CONF_T_STRING,

@@ -5,10 +5,12 @@
  * and the timeouts too.
  */
 #include "sinks/redis/redis.h"
+#include "sinks/redis/conn.h"
 
 const pgo_conf_key_t pgo_sink_redis_keys[] = {
 	{PGO_CONF_KEY("sink", "redis_url"), .type = PGO_CONF_T_STRING,
-	 .def = "redis://localhost:6379/0", .secret = true, .flag = "--redis",
+	 .def = "redis://localhost:6379/0", .secret = true,
+	 .mask = pgo_redis_url_mask, .flag = "--redis",
 	 .help = "Redis of the redis sink and of consume: "
 		 "redis://[user:password@]host[:port][/db]"},
 	{PGO_CONF_KEY("sink", "redis_url_file"), .type = PGO_CONF_T_STRING,
