@@ -11,10 +11,10 @@
 
 #include "pgoutbox.h"
 
-/* Exit codes. */
+/* Exit codes: the table `pgoutbox --help` prints (main.c). */
 #define EXIT_OK	   0
-#define EXIT_FAIL  1 /* the operation failed */
-#define EXIT_USAGE 2 /* bad flags, config or input */
+#define EXIT_FAIL  1 /* the operation failed; retrying later may work */
+#define EXIT_USAGE 2 /* bad flags, config or input: retrying cannot work */
 
 /* An option of one subcommand (besides the configuration flags). */
 typedef struct cli_opt {
@@ -23,12 +23,32 @@ typedef struct cli_opt {
 	const char *help;
 	const char **value; /* where a string argument goes */
 	bool *set;	    /* set to true when given */
+	bool hidden;	    /* for tests only: accepted, not in --help */
 } cli_opt_t;
+
+typedef struct cli {
+	pgo_conf_t *conf;
+	const char *args[8]; /* positional arguments */
+	int nargs;
+} cli_t;
+
+/* One action of a command that has several ("queue create"): a row of
+ * that command's table, which cli_run_sub() dispatches on and --help
+ * prints the usage lines of. */
+typedef struct cli_sub {
+	const char *name; /* "create" */
+	const char
+		*usage; /* after "pgoutbox CMD ": "create NAME [--shards N]" */
+	int nargs;	/* positional arguments after the action's name */
+	/* Checks its flags, connects, calls the library; an exit code.
+	 * cli->args[0] is the action, its arguments follow. */
+	int (*run)(cli_t *cli);
+} cli_sub_t;
 
 /* A subcommand's description for parsing and --help. */
 typedef struct cli_cmd {
 	const char *name;    /* "relay" */
-	const char *usage;   /* "pgoutbox relay [options]" */
+	const char *usage;   /* "pgoutbox relay [options]"; NULL with subs */
 	const char *summary; /* one line */
 	const char *details; /* paragraphs after the usage, or NULL */
 	/* Writes a generated paragraph before details (the sink list of
@@ -38,13 +58,11 @@ typedef struct cli_cmd {
 	const char *const
 		*flags;		/* configuration flags that apply, NULL-ended */
 	int min_args, max_args; /* positional arguments */
+	/* What the positional arguments are, for the error when they are
+	 * missing ("PAYLOAD: ..."), or NULL. */
+	const char *args_help;
+	const cli_sub_t *subs; /* the actions, NULL-ended by name, or NULL */
 } cli_cmd_t;
-
-typedef struct cli {
-	pgo_conf_t *conf;
-	const char *args[8]; /* positional arguments */
-	int nargs;
-} cli_t;
 
 /* Parses argv (argv[0] is the subcommand) into cli: defaults, then the
  * --config file, then PGOUTBOX_* environment, then flags.  Prints help and
@@ -53,6 +71,10 @@ typedef struct cli {
 int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 	      bool *exit_now);
 void cli_free(cli_t *cli);
+
+/* Runs the action cli->args[0] of cmd->subs; an unknown action or a wrong
+ * number of arguments is an error naming the usage (EXIT_USAGE). */
+int cli_run_sub(cli_t *cli, const cli_cmd_t *cmd);
 
 /* The stderr logger: "2026-11-30T16:53:33.123Z INFO  subject: msg". */
 void cli_log(void *ctx, pgo_log_level_t level, const char *subject,
