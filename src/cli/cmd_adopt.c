@@ -17,7 +17,7 @@ static void print_line(void *ctx, const char *line)
 
 int cmd_adopt(int argc, char **argv)
 {
-	static const char *const flags[] = {"--db", NULL};
+	static const char *const flags[] = {"--db", "--db-file", NULL};
 	pgo_adopt_map_t m = {0};
 	const char *shards = NULL;
 	const cli_opt_t opts[] = {
@@ -81,6 +81,7 @@ int cmd_adopt(int argc, char **argv)
 		.flags = flags,
 		.min_args = 1,
 		.max_args = 1,
+		.args_help = "SCHEMA.TABLE: the application's outbox table",
 	};
 	pgo_error_t err;
 	PGconn *conn = NULL;
@@ -131,7 +132,7 @@ out:
 
 int cmd_unadopt(int argc, char **argv)
 {
-	static const char *const flags[] = {"--db", NULL};
+	static const char *const flags[] = {"--db", "--db-file", NULL};
 	const cli_cmd_t cmd = {
 		.name = "unadopt",
 		.usage = "usage: pgoutbox unadopt NAME",
@@ -141,6 +142,7 @@ int cmd_unadopt(int argc, char **argv)
 		.flags = flags,
 		.min_args = 1,
 		.max_args = 1,
+		.args_help = "NAME: the queue name given to adopt --name",
 	};
 	pgo_error_t err;
 	PGconn *conn = NULL;

@@ -140,7 +140,7 @@ static const cli_opt_t opts[] = {
 	{"--exit-after-commit", "N",
 	 "fault drills: exit 3 right after the Nth commit, before its "
 	 "XACK",
-	 &opt.exit_after_commit, NULL},
+	 &opt.exit_after_commit, NULL, .hidden = true},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 

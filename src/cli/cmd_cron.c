@@ -77,7 +77,7 @@ static const cli_opt_t opts[] = {
 	 &opt.grace, NULL},
 	{"--clock-offset", "DUR",
 	 "run, TEST ONLY: wake up this much late (+) or early (-)",
-	 &opt.clock_offset, NULL},
+	 &opt.clock_offset, NULL, .hidden = true},
 	{"--history-keep", "DUR",
 	 "run: delete older history (default 7 days = 168h)", &opt.history_keep,
 	 NULL},

@@ -185,8 +185,8 @@ static int queue_retry(cli_t *cli)
 	int rc;
 
 	if (!opt.dead_queue) {
-		cli_error("queue",
-			  "wrong arguments for \"retry\" (see --help)");
+		cli_error("queue", "retry: --queue is required (the queue "
+				   "the dead letter came from)");
 		return EXIT_USAGE;
 	}
 	if (parse_int("ID", cli->args[1], 1, INT64_MAX, &id))

@@ -63,6 +63,13 @@ static int check_json(const char *what, const char *text, bool object_only)
 	return 0;
 }
 
+/* The producer's message without its "event 0: ": the index names the
+ * event of a batch; a single send has one. */
+static const char *one_event(const char *msg)
+{
+	return strncmp(msg, "event 0: ", 9) == 0 ? msg + 9 : msg;
+}
+
 int cmd_send(int argc, char **argv)
 {
 	const char *topic = NULL, *key = NULL, *type = "", *headers = NULL;
@@ -95,6 +102,8 @@ int cmd_send(int argc, char **argv)
 		.flags = flags,
 		.min_args = 1,
 		.max_args = 1,
+		.args_help = "PAYLOAD: the event as JSON, or - to read it from "
+			     "standard input",
 	};
 	pgo_error_t err;
 	pgo_producer_t *p = NULL;
@@ -158,7 +167,8 @@ int cmd_send(int argc, char **argv)
 		    pgo_schema_check(conn, &err) != PGO_OK)
 			cli_error("send", "%s", err.msg);
 		else
-			cli_error("send", "%s", pgo_producer_errmsg(p));
+			cli_error("send", "%s",
+				  one_event(pgo_producer_errmsg(p)));
 		goto out;
 	}
 	printf("%lld\n", (long long)id);
