@@ -23,6 +23,7 @@ static struct {
 	const char *run_at;	/* enqueue: not before */
 	const char *priority;	/* enqueue: higher runs first */
 	const char *unique_key; /* enqueue: at most one queued job per key */
+	bool if_not_exists;	/* create: an existing queue as asked is fine */
 	bool dead_letters;	/* purge: the dead letters, not the jobs */
 	bool yes;		/* purge: confirmed */
 } opt = {.shards = "64", .kind = "work", .limit = "50", .priority = "0"};
@@ -34,6 +35,9 @@ static const cli_opt_t opts[] = {
 	 "create: work (the default: jobs for `pgoutbox worker`) or "
 	 "outbox (events for `pgoutbox relay --queue NAME`)",
 	 &opt.kind, NULL},
+	{"--if-not-exists", NULL,
+	 "create: exit 0 when the queue exists with this kind and shards", NULL,
+	 &opt.if_not_exists},
 	{"--queue", "NAME", "retry: the dead letter's queue", &opt.dead_queue,
 	 NULL},
 	{"--limit", "N", "dead: how many to show (newest first)", &opt.limit,
@@ -103,13 +107,10 @@ static int finish(PGconn *conn, int rc, const pgo_error_t *err)
 	return rc == PGO_OK ? EXIT_OK : EXIT_FAIL;
 }
 
-static int queue_create(cli_t *cli)
+/* create's flags and name, checked before connecting; 0 or EXIT_USAGE. */
+static int check_create(const char *name, long long *shards)
 {
-	const char *name = cli->args[1];
 	pgo_error_t err;
-	long long shards;
-	PGconn *conn;
-	int rc;
 
 	if (check_name(name))
 		return EXIT_USAGE;
@@ -122,17 +123,76 @@ static int queue_create(cli_t *cli)
 			  opt.kind);
 		return EXIT_USAGE;
 	}
-	if (parse_int("--shards", opt.shards, 1, 4096, &shards))
+	return parse_int("--shards", opt.shards, 1, 4096, shards);
+}
+
+/* --if-not-exists: queue name as it exists against the kind and shards
+ * asked for.  EXIT_OK when it is as asked (said on stdout), EXIT_USAGE
+ * when it is not (another kind or shards: the command asked for
+ * something else), -1 when there is no such queue or it cannot be
+ * read. */
+static int queue_exists(PGconn *conn, const char *name, long long shards)
+{
+	const char *params[1] = {name};
+	PGresult *res = PQexecParams(conn,
+				     "SELECT kind, shards FROM pgoutbox.queues "
+				     "WHERE name = $1",
+				     1, NULL, params, NULL, NULL, 0);
+	int rc = -1;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+		const char *kind = PQgetvalue(res, 0, 0);
+		long long have = atoll(PQgetvalue(res, 0, 1));
+
+		if (strcmp(kind, opt.kind) == 0 && have == shards) {
+			printf("%s queue %s exists (table pgoutbox.%s, %lld "
+			       "shards): nothing done\n",
+			       kind, name, name, have);
+			rc = EXIT_OK;
+		} else {
+			cli_error(
+				"queue",
+				"queue %s exists with kind %s and %lld shards, "
+				"not kind %s and %lld shards as asked: "
+				"nothing done",
+				name, kind, have, opt.kind, shards);
+			rc = EXIT_USAGE;
+		}
+	}
+	PQclear(res);
+	return rc;
+}
+
+static int queue_create(cli_t *cli)
+{
+	const char *name = cli->args[1];
+	pgo_error_t err;
+	long long shards;
+	PGconn *conn;
+	int rc;
+
+	if (check_create(name, &shards))
 		return EXIT_USAGE;
 	conn = queue_connect(cli);
 	if (!conn)
 		return EXIT_FAIL;
+	if (opt.if_not_exists && (rc = queue_exists(conn, name, shards)) >= 0)
+		goto out;
 	rc = pgo_queue_create_kind(conn, name, (int)shards, opt.kind, &err);
-	if (rc == PGO_OK)
+	if (rc == PGO_OK) {
 		printf("%s queue %s created (table pgoutbox.%s, %lld "
 		       "shards)\n",
 		       opt.kind, name, name, shards);
-	return finish(conn, rc, &err);
+		rc = EXIT_OK;
+	} else if (!opt.if_not_exists ||
+		   /* or another deploy created it meanwhile */
+		   (rc = queue_exists(conn, name, shards)) < 0) {
+		cli_error("queue", "%s", err.msg);
+		rc = EXIT_FAIL;
+	}
+out:
+	PQfinish(conn);
+	return rc;
 }
 
 static int queue_list(cli_t *cli)
@@ -263,7 +323,8 @@ static int queue_enqueue(cli_t *cli)
 }
 
 static const cli_sub_t actions[] = {
-	{"create", "create NAME [--shards N] [--kind work|outbox]", 1,
+	{"create",
+	 "create NAME [--shards N] [--kind work|outbox] [--if-not-exists]", 1,
 	 queue_create},
 	{"list", "list", 0, queue_list},
 	{"stats", "stats NAME", 1, queue_stats},
