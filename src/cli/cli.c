@@ -302,6 +302,17 @@ int cli_run_sub(cli_t *cli, const cli_cmd_t *cmd)
 	return EXIT_USAGE;
 }
 
+int cli_exit_code(int rc)
+{
+	switch (rc) {
+	case PGO_OK: return EXIT_OK;
+	case PGO_ERR_INVALID:
+	case PGO_ERR_CONFIG:
+	case PGO_ERR_SCHEMA: return EXIT_USAGE;
+	default: return EXIT_FAIL;
+	}
+}
+
 void cli_free(cli_t *cli)
 {
 	pgo_conf_destroy(cli->conf);
@@ -400,5 +411,25 @@ PGconn *cli_connect(const pgo_conf_t *conf, const char *app_name)
 			    (void *)(strncmp(app_name, "pgoutbox ", 9) == 0
 					     ? app_name + 9
 					     : app_name));
+	return conn;
+}
+
+PGconn *cli_connect_schema(const pgo_conf_t *conf, const char *app_name,
+			   int *rc)
+{
+	PGconn *conn = cli_connect(conf, app_name);
+	pgo_error_t err;
+
+	*rc = EXIT_FAIL;
+	if (!conn)
+		return NULL;
+	if (pgo_schema_check(conn, &err) != PGO_OK) {
+		/* "pgoutbox queue" -> "pgoutbox queue: ..." */
+		fprintf(stderr, "%s: %s\n", app_name, err.msg);
+		*rc = cli_exit_code(err.code);
+		PQfinish(conn);
+		return NULL;
+	}
+	*rc = EXIT_OK;
 	return conn;
 }

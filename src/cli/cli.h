@@ -11,10 +11,13 @@
 
 #include "pgoutbox.h"
 
-/* Exit codes: the table `pgoutbox --help` prints (main.c). */
-#define EXIT_OK	   0
-#define EXIT_FAIL  1 /* the operation failed; retrying later may work */
-#define EXIT_USAGE 2 /* bad flags, config or input: retrying cannot work */
+/* Exit codes: the table `pgoutbox --help` prints (main.c).  consume's
+ * fault drill exits 3 (cmd_consume.c). */
+#define EXIT_OK	  0
+#define EXIT_FAIL 1 /* the operation failed; retrying later may work */
+#define EXIT_USAGE                                                             \
+	2 /* bad flags, config, input or schema: retrying                      \
+	   * the same cannot work */
 
 /* An option of one subcommand (besides the configuration flags). */
 typedef struct cli_opt {
@@ -76,6 +79,12 @@ void cli_free(cli_t *cli);
  * number of arguments is an error naming the usage (EXIT_USAGE). */
 int cli_run_sub(cli_t *cli, const cli_cmd_t *cmd);
 
+/* The exit code for a library result: EXIT_OK for PGO_OK, EXIT_USAGE for
+ * what retrying cannot fix (PGO_ERR_INVALID, PGO_ERR_CONFIG, and
+ * PGO_ERR_SCHEMA: a schema missing or not this build's), EXIT_FAIL for
+ * the rest. */
+int cli_exit_code(int rc);
+
 /* The stderr logger: "2026-11-30T16:53:33.123Z INFO  subject: msg". */
 void cli_log(void *ctx, pgo_log_level_t level, const char *subject,
 	     const char *msg);
@@ -93,6 +102,12 @@ void cli_catch_signals_early(bool hup);
 /* Connects (blocking) to database.url; prints the error and returns NULL
  * when that fails. */
 PGconn *cli_connect(const pgo_conf_t *conf, const char *app_name);
+
+/* cli_connect(), then pgo_schema_check(): NULL when either fails, with
+ * the error printed and *rc the exit code (EXIT_FAIL without a
+ * connection, EXIT_USAGE for a schema missing or not this build's). */
+PGconn *cli_connect_schema(const pgo_conf_t *conf, const char *app_name,
+			   int *rc);
 
 /* Prints "pgoutbox CMD: message" to stderr. */
 void cli_error(const char *cmd, const char *fmt, ...)

@@ -227,10 +227,9 @@ static int consume(pgo_consumer_t *c)
 		", duplicates skipped %" PRIu64 ", failed %" PRIu64
 		", skipped %" PRIu64 "\n",
 		st.processed, st.duplicates, st.failed, st.skipped);
-	if (rc == PGO_ERR_INVALID) /* refused at start: no such --sql */
-		return EXIT_USAGE;
+	/* Refused at start (no such --sql, never migrated): 2. */
 	if (rc != PGO_OK)
-		return EXIT_FAIL;
+		return cli_exit_code(rc);
 	return st.drill_exit ? EXIT_DRILL : EXIT_OK;
 }
 

@@ -85,21 +85,6 @@ static const cli_opt_t opts[] = {
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
-/* Connects and checks the schema; NULL (the error printed) when either
- * fails. */
-static PGconn *cron_connect(cli_t *cli)
-{
-	PGconn *conn = cli_connect(cli->conf, "pgoutbox cron");
-	pgo_error_t err;
-
-	if (conn && pgo_schema_check(conn, &err) != PGO_OK) {
-		cli_error("cron", "%s", err.msg);
-		PQfinish(conn);
-		conn = NULL;
-	}
-	return conn;
-}
-
 /* The end of an action: conn closed, rc the library's result, the error
  * printed when it failed. */
 static int finish(PGconn *conn, int rc, const pgo_error_t *err)
@@ -155,12 +140,13 @@ static int cron_add(cli_t *cli)
 	};
 	pgo_error_t err;
 	PGconn *conn;
+	int rc;
 
 	if (check_add())
 		return EXIT_USAGE;
-	conn = cron_connect(cli);
+	conn = cli_connect_schema(cli->conf, "pgoutbox cron", &rc);
 	if (!conn)
-		return EXIT_FAIL;
+		return rc;
 	if (pgo_cron_add(conn, &s, &err) != PGO_OK) {
 		cli_error("cron", "%s", err.msg);
 		PQfinish(conn);
@@ -173,21 +159,25 @@ static int cron_add(cli_t *cli)
 
 static int cron_list(cli_t *cli)
 {
-	PGconn *conn = cron_connect(cli);
 	pgo_error_t err;
+	PGconn *conn;
+	int rc;
 
+	conn = cli_connect_schema(cli->conf, "pgoutbox cron", &rc);
 	if (!conn)
-		return EXIT_FAIL;
+		return rc;
 	return finish(conn, pgo_cron_list(conn, stdout, &err), &err);
 }
 
 static int cron_history(cli_t *cli)
 {
-	PGconn *conn = cron_connect(cli);
 	pgo_error_t err;
+	PGconn *conn;
+	int rc;
 
+	conn = cli_connect_schema(cli->conf, "pgoutbox cron", &rc);
 	if (!conn)
-		return EXIT_FAIL;
+		return rc;
 	return finish(conn,
 		      pgo_cron_history(conn, cli->args[1], atoi(opt.limit),
 				       stdout, &err),
@@ -196,12 +186,13 @@ static int cron_history(cli_t *cli)
 
 static int cron_remove(cli_t *cli)
 {
-	PGconn *conn = cron_connect(cli);
 	pgo_error_t err;
+	PGconn *conn;
 	int rc;
 
+	conn = cli_connect_schema(cli->conf, "pgoutbox cron", &rc);
 	if (!conn)
-		return EXIT_FAIL;
+		return rc;
 	rc = pgo_cron_remove(conn, cli->args[1], &err);
 	if (rc == PGO_OK)
 		printf("schedule %s removed\n", cli->args[1]);
@@ -235,7 +226,7 @@ static int cron_run(cli_t *cli)
 	sigaction(SIGINT, &stop, NULL);
 	if (cli_stop_early)
 		pgo_scheduler_request_stop(s);
-	rc = pgo_scheduler_run(s) == PGO_OK ? EXIT_OK : EXIT_FAIL;
+	rc = cli_exit_code(pgo_scheduler_run(s));
 	running = NULL;
 	pgo_scheduler_destroy(s);
 	return rc;

@@ -82,21 +82,6 @@ static int check_name(const char *name)
 	return 0;
 }
 
-/* Connects and checks the schema; NULL (the error printed) when either
- * fails. */
-static PGconn *queue_connect(cli_t *cli)
-{
-	PGconn *conn = cli_connect(cli->conf, "pgoutbox queue");
-	pgo_error_t err;
-
-	if (conn && pgo_schema_check(conn, &err) != PGO_OK) {
-		cli_error("queue", "%s", err.msg);
-		PQfinish(conn);
-		conn = NULL;
-	}
-	return conn;
-}
-
 /* The end of an action: conn closed, rc the library's result, the error
  * printed when it failed. */
 static int finish(PGconn *conn, int rc, const pgo_error_t *err)
@@ -173,9 +158,9 @@ static int queue_create(cli_t *cli)
 
 	if (check_create(name, &shards))
 		return EXIT_USAGE;
-	conn = queue_connect(cli);
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
-		return EXIT_FAIL;
+		return rc;
 	if (opt.if_not_exists && (rc = queue_exists(conn, name, shards)) >= 0)
 		goto out;
 	rc = pgo_queue_create_kind(conn, name, (int)shards, opt.kind, &err);
@@ -197,11 +182,13 @@ out:
 
 static int queue_list(cli_t *cli)
 {
-	PGconn *conn = queue_connect(cli);
 	pgo_error_t err;
+	PGconn *conn;
+	int rc;
 
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
-		return EXIT_FAIL;
+		return rc;
 	return finish(conn, pgo_queue_list(conn, stdout, &err), &err);
 }
 
@@ -209,12 +196,13 @@ static int queue_stats(cli_t *cli)
 {
 	pgo_error_t err;
 	PGconn *conn;
+	int rc;
 
 	if (check_name(cli->args[1]))
 		return EXIT_USAGE;
-	conn = queue_connect(cli);
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
-		return EXIT_FAIL;
+		return rc;
 	return finish(conn, pgo_queue_stats(conn, cli->args[1], stdout, &err),
 		      &err);
 }
@@ -224,13 +212,14 @@ static int queue_dead(cli_t *cli)
 	pgo_error_t err;
 	long long limit;
 	PGconn *conn;
+	int rc;
 
 	if (check_name(cli->args[1]) ||
 	    parse_int("--limit", opt.limit, 1, 100000, &limit))
 		return EXIT_USAGE;
-	conn = queue_connect(cli);
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
-		return EXIT_FAIL;
+		return rc;
 	return finish(
 		conn,
 		pgo_queue_dead(conn, cli->args[1], (int)limit, stdout, &err),
@@ -251,9 +240,9 @@ static int queue_retry(cli_t *cli)
 	}
 	if (parse_int("ID", cli->args[1], 1, INT64_MAX, &id))
 		return EXIT_USAGE;
-	conn = queue_connect(cli);
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
-		return EXIT_FAIL;
+		return rc;
 	rc = pgo_queue_retry(conn, opt.dead_queue, id, &err);
 	if (rc == PGO_OK)
 		printf("dead letter %lld moved back into queue %s\n", id,
@@ -278,9 +267,9 @@ static int queue_purge(cli_t *cli)
 			  opt.dead_letters ? "dead letter" : "job", name);
 		return EXIT_USAGE;
 	}
-	conn = queue_connect(cli);
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
-		return EXIT_FAIL;
+		return rc;
 	rc = pgo_queue_purge(conn, name, opt.dead_letters, &count, &err);
 	if (rc == PGO_OK)
 		printf("purged %lld %s from queue %s\n", (long long)count,
@@ -298,11 +287,12 @@ static int queue_enqueue(cli_t *cli)
 	long long priority;
 	int64_t id = 0;
 	PGconn *conn;
-	int rc = EXIT_USAGE;
+	int rc;
 
-	conn = queue_connect(cli);
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
-		return EXIT_FAIL;
+		return rc;
+	rc = EXIT_USAGE; /* a bad name or --priority */
 	q = pgo_enqueuer_new(conn, cli->args[1], &err);
 	if (!q)
 		cli_error("queue", "%s", err.msg);

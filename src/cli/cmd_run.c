@@ -207,9 +207,7 @@ static int child_main(int role, pgo_conf_t *conf)
 	 * or database that does not exist, a schema never migrated, a
 	 * queue of the wrong kind, relays of another mode on the queue),
 	 * as `pgoutbox relay` and `worker` exit 2 for them. */
-	return rc == PGO_OK				       ? EXIT_OK
-	       : rc == PGO_ERR_CONFIG || rc == PGO_ERR_INVALID ? EXIT_USAGE
-							       : EXIT_FAIL;
+	return cli_exit_code(rc);
 }
 
 static pid_t start(int role, pgo_conf_t *conf)
@@ -237,6 +235,7 @@ typedef struct supervisor {
 	pid_t pids[NROLES];	    /* 0: not running */
 	int64_t restart_at[NROLES]; /* when to start it again, 0: never */
 	int failed;		    /* children that ended badly */
+	bool refused; /* one could not run with this configuration */
 } supervisor_t;
 
 /* Child pid of role r ended with status: stopped, refused (which stops
@@ -254,6 +253,7 @@ static void child_ended(supervisor_t *sv, int r, pid_t pid, int status)
 			role_names[r]);
 		got_stop = 1;
 		sv->failed++;
+		sv->refused = true;
 	} else {
 		pgo_log(PGO_LOG_WARN, "run",
 			"%s (pid %d) ended (%s %d); restarting it in 1 s",
@@ -369,7 +369,9 @@ static const cli_cmd_t cmd = {
 	.details = "A child that dies is restarted after a second.  "
 		   "SIGTERM is forwarded to every\nchild, which "
 		   "finishes its work in flight; run exits 0 when all "
-		   "did.  SIGHUP\nis forwarded to the relay.",
+		   "did.  SIGHUP\nis forwarded to the relay.  A child that "
+		   "cannot run with this configuration\n(exit 2) stops them "
+		   "all, and run exits 2.",
 	.opts = opts,
 	.flags = flags,
 };
@@ -405,5 +407,6 @@ int cmd_run(int argc, char **argv)
 	sv.conf = cli.conf;
 	supervise(&sv);
 	cli_free(&cli);
-	return sv.failed ? EXIT_FAIL : EXIT_OK;
+	/* 2 when a child refused: restarting run would refuse again. */
+	return sv.refused ? EXIT_USAGE : sv.failed ? EXIT_FAIL : EXIT_OK;
 }

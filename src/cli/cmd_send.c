@@ -164,9 +164,10 @@ int cmd_send(int argc, char **argv)
 		 * never migrated, which the schema check says with what to
 		 * do (it runs only now, on the failure path). */
 		if (strstr(pgo_producer_errmsg(p), "does not exist") &&
-		    pgo_schema_check(conn, &err) != PGO_OK)
+		    pgo_schema_check(conn, &err) != PGO_OK) {
 			cli_error("send", "%s", err.msg);
-		else
+			rc = cli_exit_code(err.code); /* as relay exits */
+		} else
 			cli_error("send", "%s",
 				  one_event(pgo_producer_errmsg(p)));
 		goto out;

@@ -232,7 +232,5 @@ int cmd_worker(int argc, char **argv)
 	/* A refusal at start (a queue of the wrong kind, the ordered modes
 	 * through a transaction pooler, no such database or queue, never
 	 * migrated) is configuration. */
-	return rc == PGO_OK				       ? EXIT_OK
-	       : rc == PGO_ERR_INVALID || rc == PGO_ERR_CONFIG ? EXIT_USAGE
-							       : EXIT_FAIL;
+	return cli_exit_code(rc);
 }

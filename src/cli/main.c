@@ -40,6 +40,22 @@ static void usage(FILE *out)
 			commands[i].summary);
 	fprintf(out, "\n`pgoutbox COMMAND --help` describes a command.\n"
 		     "  --version  print the version and schema version\n");
+	fprintf(out,
+		"\nExit status:\n"
+		"  0  done; a long-running command stopped by SIGTERM or "
+		"SIGINT\n"
+		"  1  failed, and trying again later may work: PostgreSQL "
+		"or a broker\n"
+		"     unreachable or failing, an error inside the database\n"
+		"  2  trying again cannot work until something is fixed: "
+		"bad flags, input or\n"
+		"     configuration; the schema missing or of another "
+		"version (`pgoutbox\n"
+		"     migrate`, or upgrade pgoutbox); a database or queue "
+		"that does not exist\n"
+		"     or is of the wrong kind; relays of another mode; `run` "
+		"when a child\n"
+		"     stopped for one of these\n");
 }
 
 int main(int argc, char **argv)
