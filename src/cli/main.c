@@ -44,18 +44,18 @@ static void usage(FILE *out)
 		"\nExit status:\n"
 		"  0  done; a long-running command stopped by SIGTERM or "
 		"SIGINT\n"
-		"  1  failed, and trying again later may work: PostgreSQL "
-		"or a broker\n"
-		"     unreachable or failing, an error inside the database\n"
-		"  2  trying again cannot work until something is fixed: "
-		"bad flags, input or\n"
-		"     configuration; the schema missing or of another "
-		"version (`pgoutbox\n"
-		"     migrate`, or upgrade pgoutbox); a database or queue "
-		"that does not exist\n"
-		"     or is of the wrong kind; relays of another mode; `run` "
-		"when a child\n"
-		"     stopped for one of these\n");
+		"  1  the operation failed: PostgreSQL or a broker "
+		"unreachable or failing, or the\n"
+		"     database refused it (a queue that exists already, no "
+		"such schedule, ...)\n"
+		"  2  it cannot work until something is fixed: bad flags, "
+		"input or configuration;\n"
+		"     the schema missing or of another version (`pgoutbox "
+		"migrate`, or upgrade\n"
+		"     pgoutbox); a relay, worker or run started on a database "
+		"or queue that\n"
+		"     does not exist or is of the wrong kind, or next to "
+		"relays of another mode\n");
 }
 
 int main(int argc, char **argv)
