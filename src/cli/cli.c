@@ -31,11 +31,25 @@ void cli_error(const char *cmd, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+/* The usage lines: the command's own, or one per action of its table. */
+static void print_usage(const cli_cmd_t *cmd)
+{
+	if (!cmd->subs) {
+		printf("%s\n", cmd->usage);
+		return;
+	}
+	for (const cli_sub_t *s = cmd->subs; s->name; s++)
+		printf("%s pgoutbox %s %s\n",
+		       s == cmd->subs ? "usage:" : "      ", cmd->name,
+		       s->usage);
+}
+
 static void print_help(const cli_cmd_t *cmd)
 {
 	pgo_conf_t *defaults = pgo_conf_new();
 
-	printf("%s\n\n%s\n", cmd->usage, cmd->summary);
+	print_usage(cmd);
+	printf("\n%s\n", cmd->summary);
 	if (cmd->more_help) {
 		printf("\n");
 		cmd->more_help(stdout);
@@ -46,6 +60,8 @@ static void print_help(const cli_cmd_t *cmd)
 	for (const cli_opt_t *o = cmd->opts; o && o->name; o++) {
 		char left[64];
 
+		if (o->hidden)
+			continue;
 		snprintf(left, sizeof(left), "%s%s%s", o->name,
 			 o->arg ? " " : "", o->arg ? o->arg : "");
 		printf("  %-24s %s\n", left, o->help);
@@ -71,133 +87,230 @@ static void print_help(const cli_cmd_t *cmd)
 	pgo_conf_destroy(defaults);
 }
 
+/* What the command line said besides options and arguments: --config and
+ * the configuration flags, applied after the file and the environment
+ * whatever their order on the line. */
+typedef struct given {
+	const char *config; /* --config FILE, or NULL */
+	struct {
+		char *flag; /* "--batch" (owned) */
+		const char *value;
+	} flags[32];
+	int nflags;
+} given_t;
+
+static void given_free(given_t *g)
+{
+	for (int i = 0; i < g->nflags; i++)
+		free(g->flags[i].flag);
+	g->nflags = 0;
+}
+
+static const cli_opt_t *find_opt(const cli_cmd_t *cmd, const char *name)
+{
+	for (const cli_opt_t *o = cmd->opts; o && o->name; o++)
+		if (strcmp(o->name, name) == 0)
+			return o;
+	return NULL;
+}
+
+/* "unknown option --bach (did you mean --batch?)": the guess among the
+ * configuration flags and the command's options a user may see. */
+static void unknown_option(const cli_cmd_t *cmd, const char *name)
+{
+	const char *extra[48] = {"--config", "--help"};
+	const char *guess;
+	int ne = 2;
+
+	for (const cli_opt_t *o = cmd->opts; o && o->name && ne < 47; o++)
+		if (!o->hidden)
+			extra[ne++] = o->name;
+	guess = pgo_conf_suggest_flag(name, extra);
+	cli_error(cmd->name,
+		  "unknown option %s%s%s%s (see "
+		  "`pgoutbox %s --help`)",
+		  name, guess ? " (did you mean " : "", guess ? guess : "",
+		  guess ? "?)" : "", cmd->name);
+}
+
+/* Takes the option argv[*i] ("--name", "--name=value" or "--name value",
+ * moving *i past the value); 0 or EXIT_USAGE with the error printed. */
+static int take_option(const cli_cmd_t *cmd, given_t *g, int argc, char **argv,
+		       int *i)
+{
+	const char *arg = argv[*i], *eq = strchr(arg, '=');
+	const char *value = eq ? eq + 1 : NULL;
+	const cli_opt_t *opt;
+	const char *key;
+	char name[64];
+
+	snprintf(name, sizeof(name), "%.*s",
+		 (int)(eq ? (size_t)(eq - arg) : strlen(arg)), arg);
+	opt = find_opt(cmd, name);
+	key = opt ? NULL : pgo_conf_key_for_flag(name);
+	if (!opt && !key && strcmp(name, "--config") != 0) {
+		unknown_option(cmd, name);
+		return EXIT_USAGE;
+	}
+	if (opt && !opt->arg) {
+		if (value) {
+			cli_error(cmd->name, "%s takes no value", name);
+			return EXIT_USAGE;
+		}
+		*opt->set = true;
+		return 0;
+	}
+	if (!value) {
+		if (*i + 1 >= argc) {
+			cli_error(cmd->name, "%s needs a value", name);
+			return EXIT_USAGE;
+		}
+		value = argv[++*i];
+	}
+	if (opt) {
+		*opt->value = value;
+		if (opt->set)
+			*opt->set = true;
+	} else if (!key) {
+		g->config = value;
+	} else if (g->nflags < 32) {
+		g->flags[g->nflags].flag = strdup(name);
+		g->flags[g->nflags++].value = value;
+	} else {
+		cli_error(cmd->name, "too many options");
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* "create, list, stats": the names of the command's actions. */
+static const char *sub_names(const cli_cmd_t *cmd, char *buf, size_t size)
+{
+	buf[0] = '\0';
+	for (const cli_sub_t *s = cmd->subs; s->name; s++)
+		snprintf(buf + strlen(buf), size - strlen(buf), "%s%s",
+			 s == cmd->subs ? "" : ", ", s->name);
+	return buf;
+}
+
+/* The positional arguments are fewer than the command needs: say which. */
+static void missing_args(const cli_cmd_t *cmd)
+{
+	char names[256];
+
+	if (cmd->subs) {
+		cli_error(cmd->name, "missing the action: %s (see --help)",
+			  sub_names(cmd, names, sizeof(names)));
+	} else if (cmd->args_help) {
+		cli_error(cmd->name, "missing argument %s", cmd->args_help);
+	} else {
+		cli_error(cmd->name, "missing argument (see --help)");
+	}
+}
+
+/* Configuration in override order: defaults, the --config file, the
+ * PGOUTBOX_* environment, the flags.  0 or EXIT_USAGE. */
+static int load_conf(cli_t *cli, const cli_cmd_t *cmd, const given_t *g)
+{
+	cli->conf = pgo_conf_new();
+	if (!cli->conf) {
+		cli_error(cmd->name, "out of memory");
+		return EXIT_USAGE;
+	}
+	if (g->config && pgo_conf_load_file(cli->conf, g->config) != PGO_OK) {
+		cli_error(cmd->name, "%s", pgo_conf_errmsg(cli->conf));
+		return EXIT_USAGE;
+	}
+	if (pgo_conf_load_env(cli->conf, environ) != PGO_OK) {
+		cli_error(cmd->name, "%s", pgo_conf_errmsg(cli->conf));
+		return EXIT_USAGE;
+	}
+	for (int i = 0; i < g->nflags; i++) {
+		if (!g->flags[i].flag ||
+		    pgo_conf_set(cli->conf,
+				 pgo_conf_key_for_flag(g->flags[i].flag),
+				 g->flags[i].value, PGO_CONF_FLAG,
+				 g->flags[i].flag) != PGO_OK) {
+			cli_error(cmd->name, "%s", pgo_conf_errmsg(cli->conf));
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
 int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 	      bool *exit_now)
 {
-	const char *config = NULL;
-	struct {
-		char *flag;
-		const char *value;
-	} flags[32];
-	int nflags = 0;
+	given_t g = {0};
+	int rc = 0;
 
 	*exit_now = false;
 	memset(cli, 0, sizeof(*cli));
-	for (int i = 1; i < argc; i++) {
-		char name[64];
-		const char *arg = argv[i], *value = NULL, *eq;
-		const cli_opt_t *opt = NULL;
-		const char *key;
+	for (int i = 1; i < argc && rc == 0; i++) {
+		const char *arg = argv[i];
 
 		if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
 			print_help(cmd);
 			*exit_now = true;
-			for (int k = 0; k < nflags; k++)
-				free(flags[k].flag);
+			given_free(&g);
 			return EXIT_OK;
 		}
-		if (strncmp(arg, "--", 2) != 0 || strcmp(arg, "-") == 0) {
-			if (cli->nargs >= cmd->max_args) {
-				cli_error(cmd->name,
-					  "unexpected argument "
-					  "\"%s\" (see --help)",
-					  arg);
-				goto usage;
-			}
-			cli->args[cli->nargs++] = arg;
-			continue;
-		}
-		eq = strchr(arg, '=');
-		snprintf(name, sizeof(name), "%.*s",
-			 (int)(eq ? (size_t)(eq - arg) : strlen(arg)), arg);
-		if (eq)
-			value = eq + 1;
-		for (const cli_opt_t *o = cmd->opts; o && o->name; o++)
-			if (strcmp(o->name, name) == 0)
-				opt = o;
-		key = opt ? NULL : pgo_conf_key_for_flag(name);
-		if (!opt && !key && strcmp(name, "--config") != 0) {
-			const char *extra[48] = {"--config", "--help"};
-			const char *guess;
-			int ne = 2;
-
-			for (const cli_opt_t *o = cmd->opts;
-			     o && o->name && ne < 47; o++)
-				extra[ne++] = o->name;
-			guess = pgo_conf_suggest_flag(name, extra);
+		if (strncmp(arg, "--", 2) == 0 && strcmp(arg, "-") != 0) {
+			rc = take_option(cmd, &g, argc, argv, &i);
+		} else if (cli->nargs >= cmd->max_args) {
 			cli_error(cmd->name,
-				  "unknown option %s%s%s%s (see "
-				  "`pgoutbox %s --help`)",
-				  name, guess ? " (did you mean " : "",
-				  guess ? guess : "", guess ? "?)" : "",
-				  cmd->name);
-			goto usage;
-		}
-		if (opt && !opt->arg) {
-			if (value) {
-				cli_error(cmd->name, "%s takes no value", name);
-				goto usage;
-			}
-			*opt->set = true;
-			continue;
-		}
-		if (!value) {
-			if (i + 1 >= argc) {
-				cli_error(cmd->name, "%s needs a value", name);
-				goto usage;
-			}
-			value = argv[++i];
-		}
-		if (opt) {
-			*opt->value = value;
-			if (opt->set)
-				*opt->set = true;
-		} else if (!key) {
-			config = value;
-		} else if (nflags < 32) {
-			flags[nflags].flag = strdup(name);
-			flags[nflags++].value = value;
+				  "unexpected argument \"%s\" (see --help)",
+				  arg);
+			rc = EXIT_USAGE;
 		} else {
-			cli_error(cmd->name, "too many options");
-			goto usage;
+			cli->args[cli->nargs++] = arg;
 		}
 	}
-	if (cli->nargs < cmd->min_args) {
-		cli_error(cmd->name, "missing argument (see --help)");
-		goto usage;
+	if (rc == 0 && cli->nargs < cmd->min_args) {
+		missing_args(cmd);
+		rc = EXIT_USAGE;
 	}
-	cli->conf = pgo_conf_new();
-	if (!cli->conf) {
-		cli_error(cmd->name, "out of memory");
-		goto usage;
+	if (rc == 0)
+		rc = load_conf(cli, cmd, &g);
+	given_free(&g);
+	if (rc != 0) {
+		pgo_conf_destroy(cli->conf);
+		cli->conf = NULL;
 	}
-	if (config && pgo_conf_load_file(cli->conf, config) != PGO_OK) {
-		cli_error(cmd->name, "%s", pgo_conf_errmsg(cli->conf));
-		goto usage;
-	}
-	if (pgo_conf_load_env(cli->conf, environ) != PGO_OK) {
-		cli_error(cmd->name, "%s", pgo_conf_errmsg(cli->conf));
-		goto usage;
-	}
-	for (int i = 0; i < nflags; i++) {
-		if (!flags[i].flag ||
-		    pgo_conf_set(cli->conf,
-				 pgo_conf_key_for_flag(flags[i].flag),
-				 flags[i].value, PGO_CONF_FLAG,
-				 flags[i].flag) != PGO_OK) {
-			cli_error(cmd->name, "%s", pgo_conf_errmsg(cli->conf));
-			goto usage;
+	return rc;
+}
+
+int cli_run_sub(cli_t *cli, const cli_cmd_t *cmd)
+{
+	const char *action = cli->args[0];
+	char names[256];
+
+	for (const cli_sub_t *s = cmd->subs; s->name; s++) {
+		if (strcmp(s->name, action) != 0)
+			continue;
+		if (cli->nargs - 1 != s->nargs) {
+			cli_error(cmd->name,
+				  "wrong arguments for \"%s\": usage: "
+				  "pgoutbox %s %s",
+				  action, cmd->name, s->usage);
+			return EXIT_USAGE;
 		}
+		return s->run(cli);
 	}
-	for (int i = 0; i < nflags; i++)
-		free(flags[i].flag);
-	return EXIT_OK;
-usage:
-	for (int i = 0; i < nflags; i++)
-		free(flags[i].flag);
-	pgo_conf_destroy(cli->conf);
-	cli->conf = NULL;
+	cli_error(cmd->name, "unknown subcommand \"%s\" (%s)", action,
+		  sub_names(cmd, names, sizeof(names)));
 	return EXIT_USAGE;
+}
+
+int cli_exit_code(int rc)
+{
+	switch (rc) {
+	case PGO_OK: return EXIT_OK;
+	case PGO_ERR_INVALID:
+	case PGO_ERR_CONFIG:
+	case PGO_ERR_SCHEMA: return EXIT_USAGE;
+	default: return EXIT_FAIL;
+	}
 }
 
 void cli_free(cli_t *cli)
@@ -298,5 +411,25 @@ PGconn *cli_connect(const pgo_conf_t *conf, const char *app_name)
 			    (void *)(strncmp(app_name, "pgoutbox ", 9) == 0
 					     ? app_name + 9
 					     : app_name));
+	return conn;
+}
+
+PGconn *cli_connect_schema(const pgo_conf_t *conf, const char *app_name,
+			   int *rc)
+{
+	PGconn *conn = cli_connect(conf, app_name);
+	pgo_error_t err;
+
+	*rc = EXIT_FAIL;
+	if (!conn)
+		return NULL;
+	if (pgo_schema_check(conn, &err) != PGO_OK) {
+		/* "pgoutbox queue" -> "pgoutbox queue: ..." */
+		fprintf(stderr, "%s: %s\n", app_name, err.msg);
+		*rc = cli_exit_code(err.code);
+		PQfinish(conn);
+		return NULL;
+	}
+	*rc = EXIT_OK;
 	return conn;
 }

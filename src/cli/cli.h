@@ -11,10 +11,13 @@
 
 #include "pgoutbox.h"
 
-/* Exit codes. */
-#define EXIT_OK	   0
-#define EXIT_FAIL  1 /* the operation failed */
-#define EXIT_USAGE 2 /* bad flags, config or input */
+/* Exit codes: the table `pgoutbox --help` prints (main.c).  consume's
+ * fault drill exits 3 (cmd_consume.c). */
+#define EXIT_OK	  0
+#define EXIT_FAIL 1 /* the operation failed; retrying later may work */
+#define EXIT_USAGE                                                             \
+	2 /* bad flags, config, input or schema: retrying                      \
+	   * the same cannot work */
 
 /* An option of one subcommand (besides the configuration flags). */
 typedef struct cli_opt {
@@ -23,12 +26,32 @@ typedef struct cli_opt {
 	const char *help;
 	const char **value; /* where a string argument goes */
 	bool *set;	    /* set to true when given */
+	bool hidden;	    /* for tests only: accepted, not in --help */
 } cli_opt_t;
+
+typedef struct cli {
+	pgo_conf_t *conf;
+	const char *args[8]; /* positional arguments */
+	int nargs;
+} cli_t;
+
+/* One action of a command that has several ("queue create"): a row of
+ * that command's table, which cli_run_sub() dispatches on and --help
+ * prints the usage lines of. */
+typedef struct cli_sub {
+	const char *name; /* "create" */
+	const char
+		*usage; /* after "pgoutbox CMD ": "create NAME [--shards N]" */
+	int nargs;	/* positional arguments after the action's name */
+	/* Checks its flags, connects, calls the library; an exit code.
+	 * cli->args[0] is the action, its arguments follow. */
+	int (*run)(cli_t *cli);
+} cli_sub_t;
 
 /* A subcommand's description for parsing and --help. */
 typedef struct cli_cmd {
 	const char *name;    /* "relay" */
-	const char *usage;   /* "pgoutbox relay [options]" */
+	const char *usage;   /* "pgoutbox relay [options]"; NULL with subs */
 	const char *summary; /* one line */
 	const char *details; /* paragraphs after the usage, or NULL */
 	/* Writes a generated paragraph before details (the sink list of
@@ -38,13 +61,11 @@ typedef struct cli_cmd {
 	const char *const
 		*flags;		/* configuration flags that apply, NULL-ended */
 	int min_args, max_args; /* positional arguments */
+	/* What the positional arguments are, for the error when they are
+	 * missing ("PAYLOAD: ..."), or NULL. */
+	const char *args_help;
+	const cli_sub_t *subs; /* the actions, NULL-ended by name, or NULL */
 } cli_cmd_t;
-
-typedef struct cli {
-	pgo_conf_t *conf;
-	const char *args[8]; /* positional arguments */
-	int nargs;
-} cli_t;
 
 /* Parses argv (argv[0] is the subcommand) into cli: defaults, then the
  * --config file, then PGOUTBOX_* environment, then flags.  Prints help and
@@ -53,6 +74,16 @@ typedef struct cli {
 int cli_parse(cli_t *cli, const cli_cmd_t *cmd, int argc, char **argv,
 	      bool *exit_now);
 void cli_free(cli_t *cli);
+
+/* Runs the action cli->args[0] of cmd->subs; an unknown action or a wrong
+ * number of arguments is an error naming the usage (EXIT_USAGE). */
+int cli_run_sub(cli_t *cli, const cli_cmd_t *cmd);
+
+/* The exit code for a library result: EXIT_OK for PGO_OK, EXIT_USAGE for
+ * what retrying cannot fix (PGO_ERR_INVALID, PGO_ERR_CONFIG, and
+ * PGO_ERR_SCHEMA: a schema missing or not this build's), EXIT_FAIL for
+ * the rest. */
+int cli_exit_code(int rc);
 
 /* The stderr logger: "2026-11-30T16:53:33.123Z INFO  subject: msg". */
 void cli_log(void *ctx, pgo_log_level_t level, const char *subject,
@@ -71,6 +102,12 @@ void cli_catch_signals_early(bool hup);
 /* Connects (blocking) to database.url; prints the error and returns NULL
  * when that fails. */
 PGconn *cli_connect(const pgo_conf_t *conf, const char *app_name);
+
+/* cli_connect(), then pgo_schema_check(): NULL when either fails, with
+ * the error printed and *rc the exit code (EXIT_FAIL without a
+ * connection, EXIT_USAGE for a schema missing or not this build's). */
+PGconn *cli_connect_schema(const pgo_conf_t *conf, const char *app_name,
+			   int *rc);
 
 /* Prints "pgoutbox CMD: message" to stderr. */
 void cli_error(const char *cmd, const char *fmt, ...)

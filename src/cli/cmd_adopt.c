@@ -15,107 +15,110 @@ static void print_line(void *ctx, const char *line)
 	printf("%s\n", line);
 }
 
+static const char *const flags[] = {"--db", "--db-file", NULL};
+
+/* adopt's map, filled by the flags (the table is the argument). */
+static pgo_adopt_map_t map;
+static const char *shards_arg; /* --shards as given */
+
+static const cli_opt_t adopt_opts[] = {
+	{"--name", "NAME", "the queue name relays use (required)", &map.name,
+	 NULL},
+	{"--id", "COLUMN", "the primary key column (default id)", &map.id,
+	 NULL},
+	{"--topic", "SQL",
+	 "topic: a column or a quoted constant, e.g. \"'orders'\" "
+	 "(default aggregatetype)",
+	 &map.topic, NULL},
+	{"--key", "SQL",
+	 "key (ordering): a column or an expression, e.g. "
+	 "\"payload->>'chat_id'\" (default aggregateid)",
+	 &map.key, NULL},
+	{"--type", "SQL", "event type (default type)", &map.type, NULL},
+	{"--payload", "SQL",
+	 "payload: json, jsonb, text or bytea (default payload)", &map.payload,
+	 NULL},
+	{"--headers", "SQL", "headers: a json(b) object (default none)",
+	 &map.headers, NULL},
+	{"--created-at", "SQL",
+	 "creation time (default: the time of the claim)", &map.created, NULL},
+	{"--pending", "SQL",
+	 "predicate of unsent rows, e.g. \"sent_at IS NULL\" "
+	 "(default: every row)",
+	 &map.pending, NULL},
+	{"--done", "SQL",
+	 "once sent: delete (default), or an assignment such as "
+	 "\"sent_at = now()\"",
+	 &map.done, NULL},
+	{"--channel", "NAME",
+	 "LISTEN on the application's own NOTIFY channel (then no "
+	 "trigger is added)",
+	 &map.channel, NULL},
+	{"--shards", "N",
+	 "shards of the ordered modes (default 64); 0: concurrent "
+	 "mode only, no shard column",
+	 &shards_arg, NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+static const cli_cmd_t adopt_cmd = {
+	.name = "adopt",
+	.usage = "usage: pgoutbox adopt SCHEMA.TABLE --name NAME "
+		 "[--id COL] [--topic SQL] [--key SQL] [--type SQL]\n"
+		 "         [--payload SQL] [--headers SQL] "
+		 "[--created-at SQL] [--pending SQL] [--done SQL]\n"
+		 "         [--channel NAME] [--shards N]",
+	.summary = "Lets the relay drain an outbox table the "
+		   "application already has, as queue NAME\n"
+		   "(`pgoutbox relay --queue NAME`).  Checks the table "
+		   "and the map, adds only what\nthe relay needs in "
+		   "one transaction and lists it; `pgoutbox unadopt "
+		   "NAME` removes it.",
+	.details = "Defaults follow Debezium's outbox table (id, "
+		   "aggregatetype, aggregateid, type,\npayload), every "
+		   "row pending and deleted once sent.  See "
+		   "docs/adopt.md.",
+	.opts = adopt_opts,
+	.flags = flags,
+	.min_args = 1,
+	.max_args = 1,
+	.args_help = "SCHEMA.TABLE: the application's outbox table",
+};
 int cmd_adopt(int argc, char **argv)
 {
-	static const char *const flags[] = {"--db", NULL};
-	pgo_adopt_map_t m = {0};
-	const char *shards = NULL;
-	const cli_opt_t opts[] = {
-		{"--name", "NAME", "the queue name relays use (required)",
-		 &m.name, NULL},
-		{"--id", "COLUMN", "the primary key column (default id)", &m.id,
-		 NULL},
-		{"--topic", "SQL",
-		 "topic: a column or a quoted constant, e.g. \"'orders'\" "
-		 "(default aggregatetype)",
-		 &m.topic, NULL},
-		{"--key", "SQL",
-		 "key (ordering): a column or an expression, e.g. "
-		 "\"payload->>'chat_id'\" (default aggregateid)",
-		 &m.key, NULL},
-		{"--type", "SQL", "event type (default type)", &m.type, NULL},
-		{"--payload", "SQL",
-		 "payload: json, jsonb, text or bytea (default payload)",
-		 &m.payload, NULL},
-		{"--headers", "SQL", "headers: a json(b) object (default none)",
-		 &m.headers, NULL},
-		{"--created-at", "SQL",
-		 "creation time (default: the time of the claim)", &m.created,
-		 NULL},
-		{"--pending", "SQL",
-		 "predicate of unsent rows, e.g. \"sent_at IS NULL\" "
-		 "(default: every row)",
-		 &m.pending, NULL},
-		{"--done", "SQL",
-		 "once sent: delete (default), or an assignment such as "
-		 "\"sent_at = now()\"",
-		 &m.done, NULL},
-		{"--channel", "NAME",
-		 "LISTEN on the application's own NOTIFY channel (then no "
-		 "trigger is added)",
-		 &m.channel, NULL},
-		{"--shards", "N",
-		 "shards of the ordered modes (default 64); 0: concurrent "
-		 "mode only, no shard column",
-		 &shards, NULL},
-		{NULL, NULL, NULL, NULL, NULL},
-	};
-	const cli_cmd_t cmd = {
-		.name = "adopt",
-		.usage = "usage: pgoutbox adopt SCHEMA.TABLE --name NAME "
-			 "[--id COL] [--topic SQL] [--key SQL] [--type SQL]\n"
-			 "         [--payload SQL] [--headers SQL] "
-			 "[--created-at SQL] [--pending SQL] [--done SQL]\n"
-			 "         [--channel NAME] [--shards N]",
-		.summary = "Lets the relay drain an outbox table the "
-			   "application already has, as queue NAME\n"
-			   "(`pgoutbox relay --queue NAME`).  Checks the table "
-			   "and the map, adds only what\nthe relay needs in "
-			   "one transaction and lists it; `pgoutbox unadopt "
-			   "NAME` removes it.",
-		.details = "Defaults follow Debezium's outbox table (id, "
-			   "aggregatetype, aggregateid, type,\npayload), every "
-			   "row pending and deleted once sent.  See "
-			   "docs/adopt.md.",
-		.opts = opts,
-		.flags = flags,
-		.min_args = 1,
-		.max_args = 1,
-	};
 	pgo_error_t err;
 	PGconn *conn = NULL;
 	bool done;
 	cli_t cli;
 	int rc;
 
-	rc = cli_parse(&cli, &cmd, argc, argv, &done);
+	rc = cli_parse(&cli, &adopt_cmd, argc, argv, &done);
 	if (rc != EXIT_OK || done)
 		return rc;
 	rc = EXIT_USAGE;
-	m.table = cli.args[0];
-	m.shards = 64;
-	if (!m.name) {
+	map.table = cli.args[0];
+	map.shards = 64;
+	if (!map.name) {
 		cli_error("adopt", "--name is required");
 		goto out;
 	}
-	if (shards) {
+	if (shards_arg) {
 		char *end;
-		long n = strtol(shards, &end, 10);
+		long n = strtol(shards_arg, &end, 10);
 
-		if (!*shards || *end || n < 0 || n > 4096) {
+		if (!*shards_arg || *end || n < 0 || n > 4096) {
 			cli_error("adopt",
 				  "--shards must be a number from 0 to 4096, "
 				  "not \"%s\"",
-				  shards);
+				  shards_arg);
 			goto out;
 		}
-		m.shards = (int)n;
+		map.shards = (int)n;
 	}
 	rc = EXIT_FAIL;
 	conn = cli_connect(cli.conf, "pgoutbox adopt");
 	if (!conn)
 		goto out;
-	if (pgo_adopt(conn, &m, print_line, NULL, &err) != PGO_OK) {
+	if (pgo_adopt(conn, &map, print_line, NULL, &err) != PGO_OK) {
 		cli_error("adopt", "%s", err.msg);
 		/* A map that does not fit is the operator's to fix. */
 		rc = err.retriable ? EXIT_FAIL : EXIT_USAGE;
@@ -131,7 +134,6 @@ out:
 
 int cmd_unadopt(int argc, char **argv)
 {
-	static const char *const flags[] = {"--db", NULL};
 	const cli_cmd_t cmd = {
 		.name = "unadopt",
 		.usage = "usage: pgoutbox unadopt NAME",
@@ -141,6 +143,7 @@ int cmd_unadopt(int argc, char **argv)
 		.flags = flags,
 		.min_args = 1,
 		.max_args = 1,
+		.args_help = "NAME: the queue name given to adopt --name",
 	};
 	pgo_error_t err;
 	PGconn *conn = NULL;

@@ -87,135 +87,130 @@ static bool int_opt(const char *flag, const char *text, int min, int *out)
 	return true;
 }
 
-int cmd_consume(int argc, char **argv)
+/* The options of `pgoutbox consume`, as given. */
+static struct {
+	const char *stream, *group, *consumer; /* where to read, as whom */
+	const char *exec, *sql;		       /* the handler */
+	const char *exec_timeout, *claim_idle, *block; /* durations */
+	const char *count, *max_attempts;	       /* numbers */
+	const char *from;			       /* a new group's start */
+	const char *dedup_window;		       /* inbox claims kept */
+	const char *exit_after_commit;		       /* fault drills */
+} opt;
+
+static const char *const flags[] = {
+	"--db",	       "--db-file",	   "--redis", "--redis-file",
+	"--log-level", "--metrics-listen", NULL};
+
+static const cli_opt_t opts[] = {
+	{"--stream", "NAME", "stream to read (required)", &opt.stream, NULL},
+	{"--group", "NAME",
+	 "consumer group, also the inbox's consumer (required)", &opt.group,
+	 NULL},
+	{"--consumer", "NAME",
+	 "name in the group, stable across restarts (default: host "
+	 "name)",
+	 &opt.consumer, NULL},
+	{"--exec", "CMD",
+	 "handler: sh -c CMD, message JSON on stdin, exit 0 = done", &opt.exec,
+	 NULL},
+	{"--sql", "FUNCTION",
+	 "handler: [schema.]FUNCTION(payload jsonb) in the inbox "
+	 "transaction",
+	 &opt.sql, NULL},
+	{"--exec-timeout", "DURATION",
+	 "kill the exec handler after this (default 30s)", &opt.exec_timeout,
+	 NULL},
+	{"--claim-idle", "DURATION",
+	 "take over other consumers' entries idle this long (default "
+	 "30s)",
+	 &opt.claim_idle, NULL},
+	{"--block", "DURATION", "XREADGROUP BLOCK for new entries (default 1s)",
+	 &opt.block, NULL},
+	{"--count", "N", "entries read per call (default 100, at most 100000)",
+	 &opt.count, NULL},
+	{"--max-attempts", "N",
+	 "failures of one entry before it is skipped (default 10)",
+	 &opt.max_attempts, NULL},
+	{"--from", "ID", "where a group created now starts: 0 (default) or $",
+	 &opt.from, NULL},
+	{"--dedup-window", "INTERVAL",
+	 "inbox claims kept this long (default '7 days')", &opt.dedup_window,
+	 NULL},
+	{"--exit-after-commit", "N",
+	 "fault drills: exit 3 right after the Nth commit, before its "
+	 "XACK",
+	 &opt.exit_after_commit, NULL, .hidden = true},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static const cli_cmd_t cmd = {
+	.name = "consume",
+	.usage = "usage: pgoutbox consume --stream NAME --group NAME "
+		 "(--exec CMD | --sql FUNCTION) [options]",
+	.summary = "Reads a Redis stream with a consumer group and "
+		   "applies each message exactly once\nto PostgreSQL "
+		   "through the inbox (pgoutbox.inbox_claim).",
+	.details = "Per message: BEGIN; inbox claim; the handler (unless "
+		   "a duplicate); COMMIT; XACK.\nA failure rolls back "
+		   "and the entry is retried before newer ones.  A crash "
+		   "between\nCOMMIT and XACK redelivers the message; the "
+		   "inbox drops it.  The database comes\nfrom --db or "
+		   "DATABASE_URL; the inbox partitions are maintained "
+		   "hourly.\nSIGTERM finishes the message at hand and "
+		   "exits 0 with a stats line.",
+	.opts = opts,
+	.flags = flags,
+};
+
+/* The consumer's options from the flags and the configuration; false
+ * (the error printed) when one is malformed. */
+static bool consumer_opts(const pgo_conf_t *conf, pgo_consumer_opts_t *o)
 {
-	const char *stream = NULL, *group = NULL, *consumer = NULL,
-		   *exec = NULL, *sql = NULL, *exec_timeout = NULL,
-		   *claim_idle = NULL, *block = NULL, *count = NULL,
-		   *max_attempts = NULL, *from = NULL, *window = NULL,
-		   *drill = NULL;
-	static const char *const flags[] = {
-		"--db",	       "--db-file",	   "--redis", "--redis-file",
-		"--log-level", "--metrics-listen", NULL};
-	const cli_opt_t opts[] = {
-		{"--stream", "NAME", "stream to read (required)", &stream,
-		 NULL},
-		{"--group", "NAME",
-		 "consumer group, also the inbox's consumer (required)", &group,
-		 NULL},
-		{"--consumer", "NAME",
-		 "name in the group, stable across restarts (default: host "
-		 "name)",
-		 &consumer, NULL},
-		{"--exec", "CMD",
-		 "handler: sh -c CMD, message JSON on stdin, exit 0 = done",
-		 &exec, NULL},
-		{"--sql", "FUNCTION",
-		 "handler: [schema.]FUNCTION(payload jsonb) in the inbox "
-		 "transaction",
-		 &sql, NULL},
-		{"--exec-timeout", "DURATION",
-		 "kill the exec handler after this (default 30s)",
-		 &exec_timeout, NULL},
-		{"--claim-idle", "DURATION",
-		 "take over other consumers' entries idle this long (default "
-		 "30s)",
-		 &claim_idle, NULL},
-		{"--block", "DURATION",
-		 "XREADGROUP BLOCK for new entries (default 1s)", &block, NULL},
-		{"--count", "N",
-		 "entries read per call (default 100, at most 100000)", &count,
-		 NULL},
-		{"--max-attempts", "N",
-		 "failures of one entry before it is skipped (default 10)",
-		 &max_attempts, NULL},
-		{"--from", "ID",
-		 "where a group created now starts: 0 (default) or $", &from,
-		 NULL},
-		{"--dedup-window", "INTERVAL",
-		 "inbox claims kept this long (default '7 days')", &window,
-		 NULL},
-		{"--exit-after-commit", "N",
-		 "fault drills: exit 3 right after the Nth commit, before its "
-		 "XACK",
-		 &drill, NULL},
-		{NULL, NULL, NULL, NULL, NULL},
-	};
-	const cli_cmd_t cmd = {
-		.name = "consume",
-		.usage = "usage: pgoutbox consume --stream NAME --group NAME "
-			 "(--exec CMD | --sql FUNCTION) [options]",
-		.summary = "Reads a Redis stream with a consumer group and "
-			   "applies each message exactly once\nto PostgreSQL "
-			   "through the inbox (pgoutbox.inbox_claim).",
-		.details =
-			"Per message: BEGIN; inbox claim; the handler (unless "
-			"a duplicate); COMMIT; XACK.\nA failure rolls back "
-			"and the entry is retried before newer ones.  A crash "
-			"between\nCOMMIT and XACK redelivers the message; the "
-			"inbox drops it.  The database comes\nfrom --db or "
-			"DATABASE_URL; the inbox partitions are maintained "
-			"hourly.\nSIGTERM finishes the message at hand and "
-			"exits 0 with a stats line.",
-		.opts = opts,
-		.flags = flags,
-	};
+	pgo_consumer_opts_init(o, sizeof(*o));
+	o->db_url = pgo_conf_get(conf, "database.url");
+	o->redis_url = pgo_conf_get(conf, "sink.redis_url");
+	o->stream = opt.stream;
+	o->group = opt.group;
+	o->consumer = opt.consumer;
+	o->exec_command = opt.exec;
+	o->sql_function = opt.sql;
+	if (opt.from)
+		o->start_id = opt.from;
+	if (opt.dedup_window)
+		o->dedup_window = opt.dedup_window;
+	if (!duration_opt("--exec-timeout", opt.exec_timeout,
+			  &o->exec_timeout_ms) ||
+	    !duration_opt("--claim-idle", opt.claim_idle, &o->claim_idle_ms) ||
+	    !duration_opt("--block", opt.block, &o->block_ms) ||
+	    !int_opt("--count", opt.count, 1, &o->count) ||
+	    !int_opt("--max-attempts", opt.max_attempts, 1, &o->max_attempts) ||
+	    !int_opt("--exit-after-commit", opt.exit_after_commit, 1,
+		     &o->exit_after_commit) ||
+	    !duration_opt("sink.redis_timeout",
+			  pgo_conf_get(conf, "sink.redis_timeout"),
+			  &o->redis_timeout_ms) ||
+	    !duration_opt("sink.redis_connect_timeout",
+			  pgo_conf_get(conf, "sink.redis_connect_timeout"),
+			  &o->redis_connect_timeout_ms) ||
+	    !duration_opt("database.statement_timeout",
+			  pgo_conf_get(conf, "database.statement_timeout"),
+			  &o->statement_timeout_ms))
+		return false;
+	if (o->claim_idle_ms < 1) {
+		cli_error("consume", "--claim-idle must be positive");
+		return false;
+	}
+	return true;
+}
+
+/* Runs c until a stop request; the result of pgo_consumer_run(). */
+static int consume(pgo_consumer_t *c)
+{
 	const struct sigaction stop = {.sa_handler = on_stop};
-	pgo_consumer_opts_t o;
 	pgo_consumer_stats_t st;
-	pgo_consumer_t *c;
-	pgo_error_t err;
-	bool done, ok = true;
-	cli_t cli;
 	int rc;
 
-	cli_catch_signals_early(false);
-	rc = cli_parse(&cli, &cmd, argc, argv, &done);
-	if (rc != EXIT_OK || done)
-		return rc;
-	pgo_consumer_opts_init(&o, sizeof(o));
-	o.db_url = pgo_conf_get(cli.conf, "database.url");
-	o.redis_url = pgo_conf_get(cli.conf, "sink.redis_url");
-	o.stream = stream;
-	o.group = group;
-	o.consumer = consumer;
-	o.exec_command = exec;
-	o.sql_function = sql;
-	if (from)
-		o.start_id = from;
-	if (window)
-		o.dedup_window = window;
-	ok = duration_opt("--exec-timeout", exec_timeout, &o.exec_timeout_ms) &&
-	     duration_opt("--claim-idle", claim_idle, &o.claim_idle_ms) &&
-	     duration_opt("--block", block, &o.block_ms) &&
-	     int_opt("--count", count, 1, &o.count) &&
-	     int_opt("--max-attempts", max_attempts, 1, &o.max_attempts) &&
-	     int_opt("--exit-after-commit", drill, 1, &o.exit_after_commit) &&
-	     duration_opt("sink.redis_timeout",
-			  pgo_conf_get(cli.conf, "sink.redis_timeout"),
-			  &o.redis_timeout_ms) &&
-	     duration_opt("sink.redis_connect_timeout",
-			  pgo_conf_get(cli.conf, "sink.redis_connect_timeout"),
-			  &o.redis_connect_timeout_ms) &&
-	     duration_opt("database.statement_timeout",
-			  pgo_conf_get(cli.conf, "database.statement_timeout"),
-			  &o.statement_timeout_ms);
-	if (ok && o.claim_idle_ms < 1) {
-		cli_error("consume", "--claim-idle must be positive");
-		ok = false;
-	}
-	if (!ok) {
-		cli_free(&cli);
-		return EXIT_USAGE;
-	}
-	cli_log_setup(cli.conf);
-	c = pgo_consumer_new(&o, &err);
-	if (!c || pgo_consumer_monitor(c, cli.conf, &err) != PGO_OK) {
-		cli_error("consume", "%s", err.msg);
-		pgo_consumer_destroy(c);
-		cli_free(&cli);
-		return EXIT_USAGE;
-	}
 	signal(SIGPIPE, SIG_IGN);
 	running = c;
 	sigaction(SIGTERM, &stop, NULL);
@@ -232,11 +227,39 @@ int cmd_consume(int argc, char **argv)
 		", duplicates skipped %" PRIu64 ", failed %" PRIu64
 		", skipped %" PRIu64 "\n",
 		st.processed, st.duplicates, st.failed, st.skipped);
+	/* Refused at start (no such --sql, never migrated): 2. */
+	if (rc != PGO_OK)
+		return cli_exit_code(rc);
+	return st.drill_exit ? EXIT_DRILL : EXIT_OK;
+}
+
+int cmd_consume(int argc, char **argv)
+{
+	pgo_consumer_opts_t o;
+	pgo_consumer_t *c;
+	pgo_error_t err;
+	bool done;
+	cli_t cli;
+	int rc;
+
+	cli_catch_signals_early(false);
+	rc = cli_parse(&cli, &cmd, argc, argv, &done);
+	if (rc != EXIT_OK || done)
+		return rc;
+	if (!consumer_opts(cli.conf, &o)) {
+		cli_free(&cli);
+		return EXIT_USAGE;
+	}
+	cli_log_setup(cli.conf);
+	c = pgo_consumer_new(&o, &err);
+	if (!c || pgo_consumer_monitor(c, cli.conf, &err) != PGO_OK) {
+		cli_error("consume", "%s", err.msg);
+		pgo_consumer_destroy(c);
+		cli_free(&cli);
+		return EXIT_USAGE;
+	}
+	rc = consume(c);
 	pgo_consumer_destroy(c);
 	cli_free(&cli);
-	if (rc == PGO_ERR_INVALID) /* refused at start: no such --sql */
-		return EXIT_USAGE;
-	if (rc != PGO_OK)
-		return EXIT_FAIL;
-	return st.drill_exit ? EXIT_DRILL : EXIT_OK;
+	return rc;
 }

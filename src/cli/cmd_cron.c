@@ -1,7 +1,7 @@
 /*
  * cmd_cron.c — `pgoutbox cron add|list|history|remove|run`: distributed
- * cron schedules and the scheduler.  Each subcommand parses its flags and
- * calls the library (cron.c).
+ * cron schedules and the scheduler.  A table maps each action to a short
+ * handler that checks its flags and calls the library (cron.c).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -44,74 +44,228 @@ static bool signed_dur(const char *flag, const char *text, int64_t *ms)
 	return true;
 }
 
+/* The options of `pgoutbox cron`, each for one action (the help says
+ * which); the text as given, checked by the action that uses it. */
+static struct {
+	const char *queue;	  /* add: the work queue the jobs go to */
+	const char *payload;	  /* add: each job's payload */
+	const char *tz;		  /* add: IANA time zone */
+	const char *overlap;	  /* add: skip or allow */
+	const char *missed;	  /* add: skip, run_once or catch_up */
+	const char *catch_up_max; /* add: catch_up's limit */
+	const char *limit;	  /* history: how many ticks */
+	const char *grace;	  /* run: later ticks count as missed */
+	const char *clock_offset; /* run, tests: wake up late or early */
+	const char *history_keep; /* run: delete older history */
+	const char *name;	  /* run: instance name in logs */
+} opt = {.payload = "{}", .limit = "50"};
+
+static const cli_opt_t opts[] = {
+	{"--queue", "NAME", "add: work queue the jobs go to", &opt.queue, NULL},
+	{"--payload", "JSON", "add: payload of each job (default {})",
+	 &opt.payload, NULL},
+	{"--tz", "ZONE", "add: IANA time zone (default UTC)", &opt.tz, NULL},
+	{"--overlap", "POLICY", "add: skip (default) or allow", &opt.overlap,
+	 NULL},
+	{"--missed", "POLICY", "add: skip, run_once (default) or catch_up",
+	 &opt.missed, NULL},
+	{"--catch-up-max", "N", "add: catch_up runs at most N missed ticks",
+	 &opt.catch_up_max, NULL},
+	{"--limit", "N", "history: how many ticks (default 50)", &opt.limit,
+	 NULL},
+	{"--grace", "DUR", "run: later ticks count as missed (default 10s)",
+	 &opt.grace, NULL},
+	{"--clock-offset", "DUR",
+	 "run, TEST ONLY: wake up this much late (+) or early (-)",
+	 &opt.clock_offset, NULL, .hidden = true},
+	{"--history-keep", "DUR",
+	 "run: delete older history (default 7 days = 168h)", &opt.history_keep,
+	 NULL},
+	{"--name", "NAME", "run: instance name in logs", &opt.name, NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+/* The end of an action: conn closed, rc the library's result, the error
+ * printed when it failed. */
+static int finish(PGconn *conn, int rc, const pgo_error_t *err)
+{
+	if (rc != PGO_OK)
+		cli_error("cron", "%s", err->msg);
+	PQfinish(conn);
+	return rc == PGO_OK ? EXIT_OK : EXIT_FAIL;
+}
+
+/* add's flags that can be checked without the database; 0 or
+ * EXIT_USAGE. */
+static int check_add(void)
+{
+	json_error_t jerr;
+	json_t *j;
+
+	if (!opt.queue) {
+		cli_error("cron", "add needs --queue");
+		return EXIT_USAGE;
+	}
+	j = json_loads(opt.payload, JSON_DECODE_ANY, &jerr);
+	if (!j) {
+		cli_error("cron",
+			  "--payload is not valid JSON: line %d, "
+			  "column %d: %s",
+			  jerr.line, jerr.column, jerr.text);
+		return EXIT_USAGE;
+	}
+	json_decref(j);
+	if (opt.catch_up_max &&
+	    (atoi(opt.catch_up_max) < 1 || atoi(opt.catch_up_max) > 1000)) {
+		cli_error("cron",
+			  "--catch-up-max must be 1 to 1000, not \"%s\"",
+			  opt.catch_up_max);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int cron_add(cli_t *cli)
+{
+	pgo_cron_schedule_t s = {
+		.size = sizeof(s),
+		.name = cli->args[1],
+		.expr = cli->args[2],
+		.tz = opt.tz,
+		.queue = opt.queue,
+		.payload = opt.payload,
+		.overlap = opt.overlap,
+		.missed = opt.missed,
+		.catch_up_max = opt.catch_up_max ? atoi(opt.catch_up_max) : 0,
+	};
+	pgo_error_t err;
+	PGconn *conn;
+	int rc;
+
+	if (check_add())
+		return EXIT_USAGE;
+	conn = cli_connect_schema(cli->conf, "pgoutbox cron", &rc);
+	if (!conn)
+		return rc;
+	if (pgo_cron_add(conn, &s, &err) != PGO_OK) {
+		cli_error("cron", "%s", err.msg);
+		PQfinish(conn);
+		return err.code == PGO_ERR_INVALID ? EXIT_USAGE : EXIT_FAIL;
+	}
+	printf("schedule %s added\n", s.name);
+	PQfinish(conn);
+	return EXIT_OK;
+}
+
+static int cron_list(cli_t *cli)
+{
+	pgo_error_t err;
+	PGconn *conn;
+	int rc;
+
+	conn = cli_connect_schema(cli->conf, "pgoutbox cron", &rc);
+	if (!conn)
+		return rc;
+	return finish(conn, pgo_cron_list(conn, stdout, &err), &err);
+}
+
+static int cron_history(cli_t *cli)
+{
+	pgo_error_t err;
+	PGconn *conn;
+	int rc;
+
+	conn = cli_connect_schema(cli->conf, "pgoutbox cron", &rc);
+	if (!conn)
+		return rc;
+	return finish(conn,
+		      pgo_cron_history(conn, cli->args[1], atoi(opt.limit),
+				       stdout, &err),
+		      &err);
+}
+
+static int cron_remove(cli_t *cli)
+{
+	pgo_error_t err;
+	PGconn *conn;
+	int rc;
+
+	conn = cli_connect_schema(cli->conf, "pgoutbox cron", &rc);
+	if (!conn)
+		return rc;
+	rc = pgo_cron_remove(conn, cli->args[1], &err);
+	if (rc == PGO_OK)
+		printf("schedule %s removed\n", cli->args[1]);
+	return finish(conn, rc, &err);
+}
+
+/* The scheduler, until SIGTERM or SIGINT. */
+static int cron_run(cli_t *cli)
+{
+	const struct sigaction stop = {.sa_handler = on_stop};
+	pgo_scheduler_opts_t o;
+	pgo_scheduler_t *s;
+	pgo_error_t err;
+	int rc;
+
+	cli_catch_signals_early(false);
+	pgo_scheduler_opts_init(&o, sizeof(o));
+	o.name = opt.name;
+	if (!signed_dur("--grace", opt.grace, &o.grace_ms) ||
+	    !signed_dur("--clock-offset", opt.clock_offset,
+			&o.clock_offset_ms) ||
+	    !signed_dur("--history-keep", opt.history_keep, &o.history_keep_ms))
+		return EXIT_USAGE;
+	s = pgo_scheduler_new(cli->conf, &o, &err);
+	if (!s) {
+		cli_error("cron", "%s", err.msg);
+		return EXIT_USAGE;
+	}
+	running = s;
+	sigaction(SIGTERM, &stop, NULL);
+	sigaction(SIGINT, &stop, NULL);
+	if (cli_stop_early)
+		pgo_scheduler_request_stop(s);
+	rc = cli_exit_code(pgo_scheduler_run(s));
+	running = NULL;
+	pgo_scheduler_destroy(s);
+	return rc;
+}
+
+static const cli_sub_t actions[] = {
+	{"add",
+	 "add NAME 'EXPR' --queue Q [--payload JSON] [--tz ZONE]\n"
+	 "              [--overlap skip|allow] [--missed "
+	 "skip|run_once|catch_up] [--catch-up-max N]",
+	 2, cron_add},
+	{"list", "list", 0, cron_list},
+	{"history", "history NAME [--limit N]", 1, cron_history},
+	{"remove", "remove NAME", 1, cron_remove},
+	{"run", "run [--grace DUR] [--metrics-listen ADDR]", 0, cron_run},
+	{NULL, NULL, 0, NULL},
+};
+
+static const cli_cmd_t cmd = {
+	.name = "cron",
+	.subs = actions,
+	.summary = "Distributed cron: each tick of a schedule is "
+		   "enqueued exactly once, however\nmany `cron run` "
+		   "instances are up.",
+	.details = "EXPR has 5 fields (min hour dom mon dow), 6 with "
+		   "seconds first, or is\n@yearly, @monthly, @weekly, "
+		   "@daily, @hourly.  Ticks are computed in --tz with\n"
+		   "daylight saving time handled (docs/cron.md).  "
+		   "Every tick's outcome is kept\nin the history: "
+		   "fired (with the job id) or skipped (with the "
+		   "reason).",
+	.opts = opts,
+	.flags = flags,
+	.min_args = 1,
+	.max_args = 3,
+};
+
 int cmd_cron(int argc, char **argv)
 {
-	const char *queue = NULL, *payload = "{}", *tz = NULL, *overlap = NULL;
-	const char *missed = NULL, *cmax = NULL, *limit = "50", *grace = NULL;
-	const char *offset = NULL, *name = NULL, *keep = NULL;
-	const cli_opt_t opts[] = {
-		{"--queue", "NAME", "add: work queue the jobs go to", &queue,
-		 NULL},
-		{"--payload", "JSON", "add: payload of each job (default {})",
-		 &payload, NULL},
-		{"--tz", "ZONE", "add: IANA time zone (default UTC)", &tz,
-		 NULL},
-		{"--overlap", "POLICY", "add: skip (default) or allow",
-		 &overlap, NULL},
-		{"--missed", "POLICY",
-		 "add: skip, run_once (default) or "
-		 "catch_up",
-		 &missed, NULL},
-		{"--catch-up-max", "N",
-		 "add: catch_up runs at most N missed "
-		 "ticks",
-		 &cmax, NULL},
-		{"--limit", "N", "history: how many ticks (default 50)", &limit,
-		 NULL},
-		{"--grace", "DUR",
-		 "run: later ticks count as missed (default "
-		 "10s)",
-		 &grace, NULL},
-		{"--clock-offset", "DUR",
-		 "run, TEST ONLY: wake up this much "
-		 "late (+) or early (-)",
-		 &offset, NULL},
-		{"--history-keep", "DUR",
-		 "run: delete older history (default "
-		 "7 days = 168h)",
-		 &keep, NULL},
-		{"--name", "NAME", "run: instance name in logs", &name, NULL},
-		{NULL, NULL, NULL, NULL, NULL},
-	};
-	const cli_cmd_t cmd = {
-		.name = "cron",
-		.usage = "usage: pgoutbox cron add NAME 'EXPR' --queue Q "
-			 "[--payload JSON] [--tz ZONE]\n"
-			 "              [--overlap skip|allow] [--missed "
-			 "skip|run_once|catch_up] [--catch-up-max N]\n"
-			 "       pgoutbox cron list\n"
-			 "       pgoutbox cron history NAME [--limit N]\n"
-			 "       pgoutbox cron remove NAME\n"
-			 "       pgoutbox cron run [--grace DUR] "
-			 "[--metrics-listen ADDR]",
-		.summary = "Distributed cron: each tick of a schedule is "
-			   "enqueued exactly once, however\nmany `cron run` "
-			   "instances are up.",
-		.details = "EXPR has 5 fields (min hour dom mon dow), 6 with "
-			   "seconds first, or is\n@yearly, @monthly, @weekly, "
-			   "@daily, @hourly.  Ticks are computed in --tz with\n"
-			   "daylight saving time handled (docs/cron.md).  "
-			   "Every tick's outcome is kept\nin the history: "
-			   "fired (with the job id) or skipped (with the "
-			   "reason).",
-		.opts = opts,
-		.flags = flags,
-		.min_args = 1,
-		.max_args = 3,
-	};
-	const char *sub;
-	pgo_error_t err;
-	PGconn *conn = NULL;
 	bool done;
 	cli_t cli;
 	int rc;
@@ -120,131 +274,7 @@ int cmd_cron(int argc, char **argv)
 	if (rc != EXIT_OK || done)
 		return rc;
 	cli_log_setup(cli.conf);
-	sub = cli.args[0];
-	rc = EXIT_USAGE;
-	if (strcmp(sub, "run") == 0) {
-		pgo_scheduler_opts_t o;
-		pgo_scheduler_t *s;
-		const struct sigaction stop = {.sa_handler = on_stop};
-
-		cli_catch_signals_early(false);
-		pgo_scheduler_opts_init(&o, sizeof(o));
-		o.name = name;
-		if (cli.nargs != 1 ||
-		    !signed_dur("--grace", grace, &o.grace_ms) ||
-		    !signed_dur("--clock-offset", offset, &o.clock_offset_ms) ||
-		    !signed_dur("--history-keep", keep, &o.history_keep_ms))
-			goto out;
-		s = pgo_scheduler_new(cli.conf, &o, &err);
-		if (!s) {
-			cli_error("cron", "%s", err.msg);
-			goto out;
-		}
-		running = s;
-		sigaction(SIGTERM, &stop, NULL);
-		sigaction(SIGINT, &stop, NULL);
-		if (cli_stop_early)
-			pgo_scheduler_request_stop(s);
-		rc = pgo_scheduler_run(s) == PGO_OK ? EXIT_OK : EXIT_FAIL;
-		running = NULL;
-		pgo_scheduler_destroy(s);
-		goto out;
-	}
-	if (strcmp(sub, "add") == 0) {
-		json_error_t jerr;
-		json_t *j;
-
-		if (cli.nargs != 3) {
-			cli_error("cron", "add needs NAME and 'EXPR'");
-			goto out;
-		}
-		if (!queue) {
-			cli_error("cron", "add needs --queue");
-			goto out;
-		}
-		j = json_loads(payload, JSON_DECODE_ANY, &jerr);
-		if (!j) {
-			cli_error("cron",
-				  "--payload is not valid JSON: line %d, "
-				  "column %d: %s",
-				  jerr.line, jerr.column, jerr.text);
-			goto out;
-		}
-		json_decref(j);
-	} else if (strcmp(sub, "list") == 0) {
-		if (cli.nargs != 1)
-			goto wrong;
-	} else if (strcmp(sub, "history") == 0 || strcmp(sub, "remove") == 0) {
-		if (cli.nargs != 2)
-			goto wrong;
-	} else {
-		cli_error("cron",
-			  "unknown subcommand \"%s\" (add, list, history, "
-			  "remove, run)",
-			  sub);
-		goto out;
-	}
-	rc = EXIT_FAIL;
-	conn = cli_connect(cli.conf, "pgoutbox cron");
-	if (!conn)
-		goto out;
-	if (pgo_schema_check(conn, &err) != PGO_OK) {
-		cli_error("cron", "%s", err.msg);
-		goto out;
-	}
-	if (strcmp(sub, "add") == 0) {
-		pgo_cron_schedule_t s = {
-			.size = sizeof(s),
-			.name = cli.args[1],
-			.expr = cli.args[2],
-			.tz = tz,
-			.queue = queue,
-			.payload = payload,
-			.overlap = overlap,
-			.missed = missed,
-			.catch_up_max = cmax ? atoi(cmax) : 0,
-		};
-
-		if (cmax && (s.catch_up_max < 1 || s.catch_up_max > 1000)) {
-			cli_error("cron",
-				  "--catch-up-max must be 1 to 1000, "
-				  "not \"%s\"",
-				  cmax);
-			rc = EXIT_USAGE;
-			goto out;
-		}
-		if (pgo_cron_add(conn, &s, &err) != PGO_OK) {
-			cli_error("cron", "%s", err.msg);
-			rc = err.code == PGO_ERR_INVALID ? EXIT_USAGE
-							 : EXIT_FAIL;
-			goto out;
-		}
-		printf("schedule %s added\n", cli.args[1]);
-	} else if (strcmp(sub, "list") == 0) {
-		if (pgo_cron_list(conn, stdout, &err) != PGO_OK) {
-			cli_error("cron", "%s", err.msg);
-			goto out;
-		}
-	} else if (strcmp(sub, "history") == 0) {
-		if (pgo_cron_history(conn, cli.args[1], atoi(limit), stdout,
-				     &err) != PGO_OK) {
-			cli_error("cron", "%s", err.msg);
-			goto out;
-		}
-	} else {
-		if (pgo_cron_remove(conn, cli.args[1], &err) != PGO_OK) {
-			cli_error("cron", "%s", err.msg);
-			goto out;
-		}
-		printf("schedule %s removed\n", cli.args[1]);
-	}
-	rc = EXIT_OK;
-	goto out;
-wrong:
-	cli_error("cron", "wrong arguments for \"%s\" (see --help)", sub);
-out:
-	if (conn)
-		PQfinish(conn);
+	rc = cli_run_sub(&cli, &cmd);
 	cli_free(&cli);
 	return rc;
 }

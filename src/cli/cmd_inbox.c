@@ -36,6 +36,7 @@ int cmd_inbox(int argc, char **argv)
 		.flags = flags,
 		.min_args = 1,
 		.max_args = 1,
+		.args_help = "ACTION (the one action is maintain)",
 	};
 	pgo_error_t err;
 	bool done;

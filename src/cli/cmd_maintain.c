@@ -92,7 +92,7 @@ int cmd_maintain(int argc, char **argv)
 	}
 	if (pgo_schema_check(conn, &err) != PGO_OK) {
 		cli_error("maintain", "%s", err.msg);
-		rc = EXIT_FAIL;
+		rc = cli_exit_code(err.code);
 	} else if (retention) {
 		const char *p[3] = {queue, retention, days};
 

@@ -67,7 +67,8 @@ int cmd_migrate(int argc, char **argv)
 	cli_free(&cli);
 	if (rc != PGO_OK) {
 		cli_error("migrate", "%s", err.msg);
-		return EXIT_FAIL;
+		/* A newer schema, left untouched: 2; a database error: 1. */
+		return cli_exit_code(rc);
 	}
 	if (from == to && target_arg && from > atoi(target_arg))
 		/* Migrations are never undone: say so rather than "up to

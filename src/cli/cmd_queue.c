@@ -1,7 +1,7 @@
 /*
  * cmd_queue.c — `pgoutbox queue create|list|stats|dead|retry|purge|enqueue`:
- * the operator's commands on work queues.  Each parses its flags and calls
- * the library (queue.c).
+ * the operator's commands on work queues.  A table maps each action to a
+ * short handler that checks its flags and calls the library (queue.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +12,46 @@
 #include "pgo_int.h"
 
 static const char *const flags[] = {"--db", "--db-file", "--log-level", NULL};
+
+/* The options of `pgoutbox queue`, each for one action (the help says
+ * which); the text as given, checked by the action that uses it. */
+static struct {
+	const char *shards;	/* create: shards of the queue */
+	const char *kind;	/* create: work or outbox */
+	const char *dead_queue; /* retry: the queue the dead letter was in */
+	const char *limit;	/* dead: how many to show */
+	const char *run_at;	/* enqueue: not before */
+	const char *priority;	/* enqueue: higher runs first */
+	const char *unique_key; /* enqueue: at most one queued job per key */
+	bool if_not_exists;	/* create: an existing queue as asked is fine */
+	bool dead_letters;	/* purge: the dead letters, not the jobs */
+	bool yes;		/* purge: confirmed */
+} opt = {.shards = "64", .kind = "work", .limit = "50", .priority = "0"};
+
+static const cli_opt_t opts[] = {
+	{"--shards", "N", "create: shards of the queue (1-4096)", &opt.shards,
+	 NULL},
+	{"--kind", "KIND",
+	 "create: work (the default: jobs for `pgoutbox worker`) or "
+	 "outbox (events for `pgoutbox relay --queue NAME`)",
+	 &opt.kind, NULL},
+	{"--if-not-exists", NULL,
+	 "create: exit 0 when the queue exists with this kind and shards", NULL,
+	 &opt.if_not_exists},
+	{"--queue", "NAME", "retry: the dead letter's queue", &opt.dead_queue,
+	 NULL},
+	{"--limit", "N", "dead: how many to show (newest first)", &opt.limit,
+	 NULL},
+	{"--run-at", "TIME", "enqueue: not before (timestamptz)", &opt.run_at,
+	 NULL},
+	{"--priority", "N", "enqueue: higher runs first", &opt.priority, NULL},
+	{"--unique-key", "KEY", "enqueue: at most one queued job per key",
+	 &opt.unique_key, NULL},
+	{"--dead", NULL, "purge: the dead letters instead of the jobs", NULL,
+	 &opt.dead_letters},
+	{"--yes", NULL, "purge: really delete", NULL, &opt.yes},
+	{NULL, NULL, NULL, NULL, NULL},
+};
 
 static int parse_int(const char *what, const char *s, long long lo,
 		     long long hi, long long *out)
@@ -30,213 +70,298 @@ static int parse_int(const char *what, const char *s, long long lo,
 	return 0;
 }
 
+/* A queue name given to stats, dead, purge and create. */
+static int check_name(const char *name)
+{
+	pgo_error_t err;
+
+	if (pgo_ident_check(name, &err) != PGO_OK) {
+		cli_error("queue", "queue %s", err.msg);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* The end of an action: conn closed, rc the library's result, the error
+ * printed when it failed. */
+static int finish(PGconn *conn, int rc, const pgo_error_t *err)
+{
+	if (rc != PGO_OK)
+		cli_error("queue", "%s", err->msg);
+	PQfinish(conn);
+	return rc == PGO_OK ? EXIT_OK : EXIT_FAIL;
+}
+
+/* create's flags and name, checked before connecting; 0 or EXIT_USAGE. */
+static int check_create(const char *name, long long *shards)
+{
+	pgo_error_t err;
+
+	if (check_name(name))
+		return EXIT_USAGE;
+	if (pgo_queue_name_check(name, &err) != PGO_OK) {
+		cli_error("queue", "%s", err.msg);
+		return EXIT_USAGE;
+	}
+	if (strcmp(opt.kind, "work") != 0 && strcmp(opt.kind, "outbox") != 0) {
+		cli_error("queue", "--kind is work or outbox, not \"%s\"",
+			  opt.kind);
+		return EXIT_USAGE;
+	}
+	return parse_int("--shards", opt.shards, 1, 4096, shards);
+}
+
+/* --if-not-exists: queue name as it exists against the kind and shards
+ * asked for.  EXIT_OK when it is as asked (said on stdout), EXIT_USAGE
+ * when it is not (another kind or shards: the command asked for
+ * something else), -1 when there is no such queue or it cannot be
+ * read. */
+static int queue_exists(PGconn *conn, const char *name, long long shards)
+{
+	const char *params[1] = {name};
+	PGresult *res = PQexecParams(conn,
+				     "SELECT kind, shards FROM pgoutbox.queues "
+				     "WHERE name = $1",
+				     1, NULL, params, NULL, NULL, 0);
+	int rc = -1;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+		const char *kind = PQgetvalue(res, 0, 0);
+		long long have = atoll(PQgetvalue(res, 0, 1));
+
+		if (strcmp(kind, opt.kind) == 0 && have == shards) {
+			printf("%s queue %s exists (table pgoutbox.%s, %lld "
+			       "shards): nothing done\n",
+			       kind, name, name, have);
+			rc = EXIT_OK;
+		} else {
+			cli_error(
+				"queue",
+				"queue %s exists with kind %s and %lld shards, "
+				"not kind %s and %lld shards as asked: "
+				"nothing done",
+				name, kind, have, opt.kind, shards);
+			rc = EXIT_USAGE;
+		}
+	}
+	PQclear(res);
+	return rc;
+}
+
+static int queue_create(cli_t *cli)
+{
+	const char *name = cli->args[1];
+	pgo_error_t err;
+	long long shards;
+	PGconn *conn;
+	int rc;
+
+	if (check_create(name, &shards))
+		return EXIT_USAGE;
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	if (opt.if_not_exists && (rc = queue_exists(conn, name, shards)) >= 0)
+		goto out;
+	rc = pgo_queue_create_kind(conn, name, (int)shards, opt.kind, &err);
+	if (rc == PGO_OK) {
+		printf("%s queue %s created (table pgoutbox.%s, %lld "
+		       "shards)\n",
+		       opt.kind, name, name, shards);
+		rc = EXIT_OK;
+	} else if (!opt.if_not_exists ||
+		   /* or another deploy created it meanwhile */
+		   (rc = queue_exists(conn, name, shards)) < 0) {
+		cli_error("queue", "%s", err.msg);
+		rc = EXIT_FAIL;
+	}
+out:
+	PQfinish(conn);
+	return rc;
+}
+
+static int queue_list(cli_t *cli)
+{
+	pgo_error_t err;
+	PGconn *conn;
+	int rc;
+
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	return finish(conn, pgo_queue_list(conn, stdout, &err), &err);
+}
+
+static int queue_stats(cli_t *cli)
+{
+	pgo_error_t err;
+	PGconn *conn;
+	int rc;
+
+	if (check_name(cli->args[1]))
+		return EXIT_USAGE;
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	return finish(conn, pgo_queue_stats(conn, cli->args[1], stdout, &err),
+		      &err);
+}
+
+static int queue_dead(cli_t *cli)
+{
+	pgo_error_t err;
+	long long limit;
+	PGconn *conn;
+	int rc;
+
+	if (check_name(cli->args[1]) ||
+	    parse_int("--limit", opt.limit, 1, 100000, &limit))
+		return EXIT_USAGE;
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	return finish(
+		conn,
+		pgo_queue_dead(conn, cli->args[1], (int)limit, stdout, &err),
+		&err);
+}
+
+static int queue_retry(cli_t *cli)
+{
+	pgo_error_t err;
+	long long id;
+	PGconn *conn;
+	int rc;
+
+	if (!opt.dead_queue) {
+		cli_error("queue", "retry: --queue is required (the queue "
+				   "the dead letter came from)");
+		return EXIT_USAGE;
+	}
+	if (parse_int("ID", cli->args[1], 1, INT64_MAX, &id))
+		return EXIT_USAGE;
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	rc = pgo_queue_retry(conn, opt.dead_queue, id, &err);
+	if (rc == PGO_OK)
+		printf("dead letter %lld moved back into queue %s\n", id,
+		       opt.dead_queue);
+	return finish(conn, rc, &err);
+}
+
+static int queue_purge(cli_t *cli)
+{
+	const char *name = cli->args[1];
+	pgo_error_t err;
+	int64_t count = 0;
+	PGconn *conn;
+	int rc;
+
+	if (check_name(name))
+		return EXIT_USAGE;
+	if (!opt.yes) {
+		cli_error("queue",
+			  "purge deletes every %s of queue %s: add "
+			  "--yes to confirm",
+			  opt.dead_letters ? "dead letter" : "job", name);
+		return EXIT_USAGE;
+	}
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	rc = pgo_queue_purge(conn, name, opt.dead_letters, &count, &err);
+	if (rc == PGO_OK)
+		printf("purged %lld %s from queue %s\n", (long long)count,
+		       opt.dead_letters ? "dead letter(s)" : "job(s)", name);
+	return finish(conn, rc, &err);
+}
+
+static int queue_enqueue(cli_t *cli)
+{
+	pgo_job_opts_t job = {.size = sizeof(job),
+			      .run_at = opt.run_at,
+			      .unique_key = opt.unique_key};
+	pgo_enqueuer_t *q;
+	pgo_error_t err;
+	long long priority;
+	int64_t id = 0;
+	PGconn *conn;
+	int rc;
+
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	rc = EXIT_USAGE; /* a bad name or --priority */
+	q = pgo_enqueuer_new(conn, cli->args[1], &err);
+	if (!q)
+		cli_error("queue", "%s", err.msg);
+	else if (parse_int("--priority", opt.priority, -1000000, 1000000,
+			   &priority) == 0) {
+		job.priority = (int)priority;
+		if (pgo_enqueue(q, cli->args[2], &job, &id) == PGO_OK) {
+			printf("%lld\n", (long long)id);
+			rc = EXIT_OK;
+		} else {
+			cli_error("queue", "%s", pgo_enqueuer_errmsg(q));
+			rc = EXIT_FAIL;
+		}
+	}
+	pgo_enqueuer_destroy(q);
+	PQfinish(conn);
+	return rc;
+}
+
+static const cli_sub_t actions[] = {
+	{"create",
+	 "create NAME [--shards N] [--kind work|outbox] [--if-not-exists]", 1,
+	 queue_create},
+	{"list", "list", 0, queue_list},
+	{"stats", "stats NAME", 1, queue_stats},
+	{"dead", "dead NAME [--limit N]", 1, queue_dead},
+	{"retry", "retry ID --queue NAME", 1, queue_retry},
+	{"purge", "purge NAME [--dead] --yes", 1, queue_purge},
+	{"enqueue",
+	 "enqueue NAME PAYLOAD [--run-at T] [--priority N] [--unique-key K]", 2,
+	 queue_enqueue},
+	{NULL, NULL, 0, NULL},
+};
+
+static const cli_cmd_t cmd = {
+	.name = "queue",
+	.subs = actions,
+	.summary = "Manages work queues: tables pgoutbox.NAME drained "
+		   "by `pgoutbox worker`.",
+	.details = "Applications enqueue in their own transaction with\n"
+		   "  SELECT pgoutbox.enqueue('NAME', '{...}'::jsonb "
+		   "[, run_at, priority, unique_key]);\n"
+		   "`create --kind outbox` makes an outbox of its own "
+		   "instead (one per service\nsharing a database): "
+		   "producers write it with\n"
+		   "  SELECT pgoutbox.send_to('NAME', topic, key, type, "
+		   "payload [, headers]);\n"
+		   "and `pgoutbox relay --queue NAME` relays it.\n"
+		   "`retry` moves a dead letter back into its queue "
+		   "with its attempts reset.\n`purge` deletes every "
+		   "job of a queue (or with --dead its dead letters) "
+		   "and\nasks nothing: it requires --yes.",
+	.opts = opts,
+	.flags = flags,
+	.min_args = 1,
+	.max_args = 3,
+};
+
 int cmd_queue(int argc, char **argv)
 {
-	const char *shards_s = "64", *queue = NULL, *limit_s = "50";
-	const char *kind = "work";
-	const char *run_at = NULL, *prio_s = "0", *unique = NULL;
-	bool yes = false, dead = false, x1 = false, x2 = false, x3 = false;
-	bool x4 = false, x5 = false, x6 = false, x7 = false;
-	const cli_opt_t opts[] = {
-		{"--shards", "N", "create: shards of the queue (1-4096)",
-		 &shards_s, &x1},
-		{"--kind", "KIND",
-		 "create: work (the default: jobs for `pgoutbox worker`) or "
-		 "outbox (events for `pgoutbox relay --queue NAME`)",
-		 &kind, &x7},
-		{"--queue", "NAME", "retry: the dead letter's queue", &queue,
-		 &x2},
-		{"--limit", "N", "dead: how many to show (newest first)",
-		 &limit_s, &x3},
-		{"--run-at", "TIME", "enqueue: not before (timestamptz)",
-		 &run_at, &x4},
-		{"--priority", "N", "enqueue: higher runs first", &prio_s, &x5},
-		{"--unique-key", "KEY",
-		 "enqueue: at most one queued job per key", &unique, &x6},
-		{"--dead", NULL, "purge: the dead letters instead of the jobs",
-		 NULL, &dead},
-		{"--yes", NULL, "purge: really delete", NULL, &yes},
-		{NULL, NULL, NULL, NULL, NULL},
-	};
-	const cli_cmd_t cmd = {
-		.name = "queue",
-		.usage = "usage: pgoutbox queue create NAME [--shards N] "
-			 "[--kind work|outbox]\n"
-			 "       pgoutbox queue list\n"
-			 "       pgoutbox queue stats NAME\n"
-			 "       pgoutbox queue dead NAME [--limit N]\n"
-			 "       pgoutbox queue retry ID --queue NAME\n"
-			 "       pgoutbox queue purge NAME [--dead] --yes\n"
-			 "       pgoutbox queue enqueue NAME PAYLOAD "
-			 "[--run-at T] [--priority N] [--unique-key K]",
-		.summary = "Manages work queues: tables pgoutbox.NAME drained "
-			   "by `pgoutbox worker`.",
-		.details =
-			"Applications enqueue in their own transaction with\n"
-			"  SELECT pgoutbox.enqueue('NAME', '{...}'::jsonb "
-			"[, run_at, priority, unique_key]);\n"
-			"`create --kind outbox` makes an outbox of its own "
-			"instead (one per service\nsharing a database): "
-			"producers write it with\n"
-			"  SELECT pgoutbox.send_to('NAME', topic, key, type, "
-			"payload [, headers]);\n"
-			"and `pgoutbox relay --queue NAME` relays it.\n"
-			"`retry` moves a dead letter back into its queue "
-			"with its attempts reset.\n`purge` deletes every "
-			"job of a queue (or with --dead its dead letters) "
-			"and\nasks nothing: it requires --yes.",
-		.opts = opts,
-		.flags = flags,
-		.min_args = 1,
-		.max_args = 3,
-	};
-	const char *sub;
-	pgo_error_t err;
-	PGconn *conn = NULL;
 	bool done;
 	cli_t cli;
-	long long num = 0;
 	int rc;
 
 	rc = cli_parse(&cli, &cmd, argc, argv, &done);
 	if (rc != EXIT_OK || done)
 		return rc;
 	cli_log_setup(cli.conf);
-	sub = cli.args[0];
-	rc = EXIT_USAGE;
-	if (strcmp(sub, "list") == 0) {
-		if (cli.nargs != 1)
-			goto usage;
-	} else if (strcmp(sub, "create") == 0 || strcmp(sub, "stats") == 0 ||
-		   strcmp(sub, "dead") == 0 || strcmp(sub, "purge") == 0) {
-		if (cli.nargs != 2)
-			goto usage;
-		if (pgo_ident_check(cli.args[1], &err) != PGO_OK) {
-			cli_error("queue", "queue %s", err.msg);
-			goto out;
-		}
-		if (strcmp(sub, "create") == 0 &&
-		    pgo_queue_name_check(cli.args[1], &err) != PGO_OK) {
-			cli_error("queue", "%s", err.msg);
-			goto out;
-		}
-		if (strcmp(sub, "create") == 0 && strcmp(kind, "work") != 0 &&
-		    strcmp(kind, "outbox") != 0) {
-			cli_error("queue",
-				  "--kind is work or outbox, not \"%s\"", kind);
-			goto out;
-		}
-	} else if (strcmp(sub, "retry") == 0) {
-		if (cli.nargs != 2 || !queue)
-			goto usage;
-		if (parse_int("ID", cli.args[1], 1, INT64_MAX, &num))
-			goto out;
-	} else if (strcmp(sub, "enqueue") == 0) {
-		if (cli.nargs != 3)
-			goto usage;
-	} else {
-		cli_error("queue",
-			  "unknown subcommand \"%s\" (create, list, "
-			  "stats, dead, retry, purge, enqueue)",
-			  sub);
-		goto out;
-	}
-	if (strcmp(sub, "purge") == 0 && !yes) {
-		cli_error("queue",
-			  "purge deletes every %s of queue %s: add "
-			  "--yes to confirm",
-			  dead ? "dead letter" : "job", cli.args[1]);
-		goto out;
-	}
-	rc = EXIT_FAIL;
-	conn = cli_connect(cli.conf, "pgoutbox queue");
-	if (!conn)
-		goto out;
-	if (pgo_schema_check(conn, &err) != PGO_OK) {
-		cli_error("queue", "%s", err.msg);
-		goto out;
-	}
-	if (strcmp(sub, "create") == 0) {
-		if (parse_int("--shards", shards_s, 1, 4096, &num)) {
-			rc = EXIT_USAGE;
-			goto out;
-		}
-		if (pgo_queue_create_kind(conn, cli.args[1], (int)num, kind,
-					  &err)) {
-			cli_error("queue", "%s", err.msg);
-			goto out;
-		}
-		printf("%s queue %s created (table pgoutbox.%s, %lld "
-		       "shards)\n",
-		       kind, cli.args[1], cli.args[1], num);
-	} else if (strcmp(sub, "list") == 0) {
-		if (pgo_queue_list(conn, stdout, &err)) {
-			cli_error("queue", "%s", err.msg);
-			goto out;
-		}
-	} else if (strcmp(sub, "stats") == 0) {
-		if (pgo_queue_stats(conn, cli.args[1], stdout, &err)) {
-			cli_error("queue", "%s", err.msg);
-			goto out;
-		}
-	} else if (strcmp(sub, "dead") == 0) {
-		if (parse_int("--limit", limit_s, 1, 100000, &num)) {
-			rc = EXIT_USAGE;
-			goto out;
-		}
-		if (pgo_queue_dead(conn, cli.args[1], (int)num, stdout, &err)) {
-			cli_error("queue", "%s", err.msg);
-			goto out;
-		}
-	} else if (strcmp(sub, "retry") == 0) {
-		if (pgo_queue_retry(conn, queue, num, &err)) {
-			cli_error("queue", "%s", err.msg);
-			goto out;
-		}
-		printf("dead letter %lld moved back into queue %s\n", num,
-		       queue);
-	} else if (strcmp(sub, "purge") == 0) {
-		int64_t count = 0;
-
-		if (pgo_queue_purge(conn, cli.args[1], dead, &count, &err)) {
-			cli_error("queue", "%s", err.msg);
-			goto out;
-		}
-		printf("purged %lld %s from queue %s\n", (long long)count,
-		       dead ? "dead letter(s)" : "job(s)", cli.args[1]);
-	} else {
-		pgo_enqueuer_t *q = pgo_enqueuer_new(conn, cli.args[1], &err);
-		pgo_job_opts_t jo = {.size = sizeof(jo),
-				     .run_at = run_at,
-				     .unique_key = unique};
-		int64_t id = 0;
-
-		if (!q) {
-			cli_error("queue", "%s", err.msg);
-			rc = EXIT_USAGE;
-			goto out;
-		}
-		if (parse_int("--priority", prio_s, -1000000, 1000000, &num)) {
-			pgo_enqueuer_destroy(q);
-			rc = EXIT_USAGE;
-			goto out;
-		}
-		jo.priority = (int)num;
-		if (pgo_enqueue(q, cli.args[2], &jo, &id) != PGO_OK) {
-			cli_error("queue", "%s", pgo_enqueuer_errmsg(q));
-			pgo_enqueuer_destroy(q);
-			goto out;
-		}
-		pgo_enqueuer_destroy(q);
-		printf("%lld\n", (long long)id);
-	}
-	rc = EXIT_OK;
-	goto out;
-usage:
-	cli_error("queue", "wrong arguments for \"%s\" (see --help)", sub);
-out:
-	if (conn)
-		PQfinish(conn);
+	rc = cli_run_sub(&cli, &cmd);
 	cli_free(&cli);
 	return rc;
 }

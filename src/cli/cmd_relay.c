@@ -145,8 +145,6 @@ int cmd_relay(int argc, char **argv)
 	cli_free(&cli);
 	/* A refusal at start (a queue of the wrong kind, the ordered modes
 	 * through a transaction pooler, no such database or queue, never
-	 * migrated) is configuration. */
-	return rc == PGO_OK				       ? EXIT_OK
-	       : rc == PGO_ERR_INVALID || rc == PGO_ERR_CONFIG ? EXIT_USAGE
-							       : EXIT_FAIL;
+	 * migrated, a newer schema) is configuration. */
+	return cli_exit_code(rc);
 }

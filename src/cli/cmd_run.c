@@ -99,83 +99,115 @@ static void child_notify(int role)
 	}
 }
 
+/* A relay name unique to this process unless relay.name is set. */
+static void child_relay_name(pgo_conf_t *conf)
+{
+	char name[96], host[64];
+
+	if (*pgo_conf_get(conf, "relay.name"))
+		return;
+	if (gethostname(host, sizeof(host)) != 0)
+		strcpy(host, "relay");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(name, sizeof(name), "%s-%d", host, (int)getpid());
+	pgo_conf_set(conf, "relay.name", name, PGO_CONF_FLAG, "--name");
+}
+
+/* The child's role until it stops: a PGO_* result, or an exit code
+ * (*exit_now set) when it could not start. */
+static int child_relay_run(pgo_conf_t *conf, bool *exit_now)
+{
+	pgo_error_t err;
+	pgo_sink_t *sink;
+	int rc;
+
+	child_relay_name(conf);
+	sink = pgo_sink_new(pgo_conf_get(conf, "relay.sink"), conf, &err);
+	if (!sink) {
+		cli_error("run", "relay: %s", err.msg);
+		*exit_now = true;
+		return EXIT_USAGE;
+	}
+	child_relay = pgo_relay_new(conf, sink, &err);
+	if (!child_relay) {
+		cli_error("run", "relay: %s", err.msg);
+		pgo_sink_destroy(sink);
+		*exit_now = true;
+		return err.code == PGO_ERR_NOMEM ? EXIT_FAIL : EXIT_USAGE;
+	}
+	rc = pgo_relay_run(child_relay);
+	if (rc != PGO_OK)
+		cli_error("run", "relay: %s", pgo_relay_errmsg(child_relay));
+	pgo_relay_destroy(child_relay);
+	pgo_sink_destroy(sink);
+	return rc;
+}
+
+static int child_worker_run(pgo_conf_t *conf, bool *exit_now)
+{
+	pgo_worker_opts_t o;
+	pgo_error_t err;
+	int rc;
+
+	cli_worker_opts(conf, &o);
+	child_worker = pgo_worker_new(conf, &o, &err);
+	if (!child_worker) {
+		cli_error("run", "worker: %s", err.msg);
+		*exit_now = true;
+		return EXIT_USAGE;
+	}
+	rc = pgo_worker_run(child_worker);
+	if (rc != PGO_OK)
+		cli_error("run", "worker: %s", pgo_worker_errmsg(child_worker));
+	pgo_worker_destroy(child_worker);
+	return rc;
+}
+
+static int child_cron_run(pgo_conf_t *conf, bool *exit_now)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(conf);
+	pgo_scheduler_opts_t o;
+	pgo_error_t err;
+	int rc;
+
+	pgo_scheduler_opts_init(&o, sizeof(o));
+	o.grace_ms = v->cron_grace;
+	o.history_keep_ms = v->cron_history_keep;
+	child_cron = pgo_scheduler_new(conf, &o, &err);
+	if (!child_cron) {
+		cli_error("run", "cron: %s", err.msg);
+		*exit_now = true;
+		return EXIT_USAGE;
+	}
+	rc = pgo_scheduler_run(child_cron);
+	pgo_scheduler_destroy(child_cron);
+	return rc;
+}
+
 static int child_main(int role, pgo_conf_t *conf)
 {
+	static int (*const run_role[NROLES])(pgo_conf_t *, bool *) = {
+		[ROLE_RELAY] = child_relay_run,
+		[ROLE_WORKER] = child_worker_run,
+		[ROLE_CRON] = child_cron_run,
+	};
 	const struct sigaction sa = {.sa_handler = on_child};
-	pgo_error_t err;
-	int rc = PGO_OK;
+	bool exit_now = false;
+	int rc;
 
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	child_listen(role, conf);
 	child_notify(role);
-	if (role == ROLE_RELAY && !*pgo_conf_get(conf, "relay.name")) {
-		char name[96], host[64];
-
-		if (gethostname(host, sizeof(host)) != 0)
-			strcpy(host, "relay");
-		host[sizeof(host) - 1] = '\0';
-		snprintf(name, sizeof(name), "%s-%d", host, (int)getpid());
-		pgo_conf_set(conf, "relay.name", name, PGO_CONF_FLAG, "--name");
-	}
-	if (role == ROLE_RELAY) {
-		pgo_sink_t *sink = pgo_sink_new(
-			pgo_conf_get(conf, "relay.sink"), conf, &err);
-
-		if (!sink) {
-			cli_error("run", "relay: %s", err.msg);
-			return EXIT_USAGE;
-		}
-		child_relay = pgo_relay_new(conf, sink, &err);
-		if (!child_relay) {
-			cli_error("run", "relay: %s", err.msg);
-			pgo_sink_destroy(sink);
-			return err.code == PGO_ERR_NOMEM ? EXIT_FAIL
-							 : EXIT_USAGE;
-		}
-		rc = pgo_relay_run(child_relay);
-		if (rc != PGO_OK)
-			cli_error("run", "relay: %s",
-				  pgo_relay_errmsg(child_relay));
-		pgo_relay_destroy(child_relay);
-		pgo_sink_destroy(sink);
-	} else if (role == ROLE_WORKER) {
-		pgo_worker_opts_t o;
-
-		cli_worker_opts(conf, &o);
-		child_worker = pgo_worker_new(conf, &o, &err);
-		if (!child_worker) {
-			cli_error("run", "worker: %s", err.msg);
-			return EXIT_USAGE;
-		}
-		rc = pgo_worker_run(child_worker);
-		if (rc != PGO_OK)
-			cli_error("run", "worker: %s",
-				  pgo_worker_errmsg(child_worker));
-		pgo_worker_destroy(child_worker);
-	} else {
-		const struct pgo_conf_values *v = pgo_conf_values(conf);
-		pgo_scheduler_opts_t o;
-
-		pgo_scheduler_opts_init(&o, sizeof(o));
-		o.grace_ms = v->cron_grace;
-		o.history_keep_ms = v->cron_history_keep;
-		child_cron = pgo_scheduler_new(conf, &o, &err);
-		if (!child_cron) {
-			cli_error("run", "cron: %s", err.msg);
-			return EXIT_USAGE;
-		}
-		rc = pgo_scheduler_run(child_cron);
-		pgo_scheduler_destroy(child_cron);
-	}
+	rc = run_role[role](conf, &exit_now);
+	if (exit_now)
+		return rc;
 	/* EXIT_USAGE: run stops instead of restarting the child (a queue
 	 * or database that does not exist, a schema never migrated, a
 	 * queue of the wrong kind, relays of another mode on the queue),
 	 * as `pgoutbox relay` and `worker` exit 2 for them. */
-	return rc == PGO_OK				       ? EXIT_OK
-	       : rc == PGO_ERR_CONFIG || rc == PGO_ERR_INVALID ? EXIT_USAGE
-							       : EXIT_FAIL;
+	return cli_exit_code(rc);
 }
 
 static pid_t start(int role, pgo_conf_t *conf)
@@ -196,39 +228,161 @@ static pid_t start(int role, pgo_conf_t *conf)
 	return pid;
 }
 
+/* The children run supervises: one per role wanted. */
+typedef struct supervisor {
+	pgo_conf_t *conf;
+	bool want[NROLES];
+	pid_t pids[NROLES];	    /* 0: not running */
+	int64_t restart_at[NROLES]; /* when to start it again, 0: never */
+	int failed;		    /* children that ended badly */
+	bool refused; /* one could not run with this configuration */
+} supervisor_t;
+
+/* Child pid of role r ended with status: stopped, refused (which stops
+ * run), or restarted in a second. */
+static void child_ended(supervisor_t *sv, int r, pid_t pid, int status)
+{
+	sv->pids[r] = 0;
+	if (got_stop) {
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			sv->failed++;
+		pgo_log(PGO_LOG_INFO, "run", "%s stopped", role_names[r]);
+	} else if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_USAGE) {
+		pgo_log(PGO_LOG_ERROR, "run",
+			"%s cannot run with this configuration; stopping",
+			role_names[r]);
+		got_stop = 1;
+		sv->failed++;
+		sv->refused = true;
+	} else {
+		pgo_log(PGO_LOG_WARN, "run",
+			"%s (pid %d) ended (%s %d); restarting it in 1 s",
+			role_names[r], (int)pid,
+			WIFEXITED(status) ? "exit" : "signal",
+			WIFEXITED(status) ? WEXITSTATUS(status)
+					  : WTERMSIG(status));
+		sv->restart_at[r] = pgo_now_ms() + 1000;
+	}
+}
+
+/* Starts the children whose restart is due; true while any runs. */
+static bool restart_due(supervisor_t *sv)
+{
+	bool any = false;
+
+	for (int r = 0; r < NROLES; r++) {
+		if (!got_stop && sv->want[r] && sv->pids[r] == 0 &&
+		    sv->restart_at[r] && pgo_now_ms() >= sv->restart_at[r]) {
+			sv->restart_at[r] = 0;
+			sv->pids[r] = start(r, sv->conf);
+		}
+		any |= sv->pids[r] > 0;
+	}
+	return any;
+}
+
+/* Runs the children until a stop request and all of them ended. */
+static void supervise(supervisor_t *sv)
+{
+	for (int r = 0; r < NROLES; r++)
+		if (sv->want[r])
+			sv->pids[r] = start(r, sv->conf);
+	for (bool stop_sent = false;;) {
+		const struct timespec pause = {0, 50 * 1000 * 1000};
+		int status;
+		pid_t pid;
+
+		if (got_stop && !stop_sent) {
+			for (int r = 0; r < NROLES; r++)
+				if (sv->pids[r] > 0)
+					kill(sv->pids[r], SIGTERM);
+			stop_sent = true;
+		}
+		if (got_hup) {
+			got_hup = 0;
+			if (sv->pids[ROLE_RELAY] > 0)
+				kill(sv->pids[ROLE_RELAY], SIGHUP);
+		}
+		pid = waitpid(-1, &status, WNOHANG);
+		if (pid > 0) {
+			for (int r = 0; r < NROLES; r++)
+				if (sv->pids[r] == pid)
+					child_ended(sv, r, pid, status);
+			continue;
+		}
+		if (!restart_due(sv) && got_stop)
+			break;
+		nanosleep(&pause, NULL);
+	}
+}
+
+/* Which roles the configuration asks for; EXIT_USAGE (the error
+ * printed) when none, or when the worker's settings cannot work. */
+static int roles_wanted(const pgo_conf_t *conf, bool no_relay,
+			bool want[NROLES])
+{
+	const struct pgo_conf_values *v = pgo_conf_values(conf);
+
+	want[ROLE_RELAY] = !no_relay;
+	want[ROLE_WORKER] = v->worker_queue && *v->worker_queue;
+	want[ROLE_CRON] = v->cron_enabled;
+	if (want[ROLE_WORKER]) {
+		pgo_worker_opts_t o;
+		pgo_worker_t *w;
+		pgo_error_t err;
+
+		cli_worker_opts(conf, &o);
+		w = pgo_worker_new(conf, &o, &err); /* check it now */
+		if (!w) {
+			cli_error("run", "[worker]: %s", err.msg);
+			return EXIT_USAGE;
+		}
+		pgo_worker_destroy(w);
+	}
+	if (!want[ROLE_RELAY] && !want[ROLE_WORKER] && !want[ROLE_CRON]) {
+		cli_error("run", "nothing to run: set worker.queue or "
+				 "cron.enabled, or drop --no-relay");
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static bool no_relay;
+
+static const cli_opt_t opts[] = {
+	{"--no-relay", NULL, "run only the worker and the scheduler", NULL,
+	 &no_relay},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static const char *const flags[] = {"--db", "--db-file", "--log-level",
+				    "--metrics-listen", NULL};
+
+static const cli_cmd_t cmd = {
+	.name = "run",
+	.usage = "usage: pgoutbox run --config FILE [--no-relay]",
+	.summary = "Runs the relay ([relay], [sink]), a worker ([worker], "
+		   "when worker.queue is set)\nand a cron scheduler "
+		   "([cron], when cron.enabled is on) from one "
+		   "configuration,\neach in a supervised child "
+		   "process.",
+	.details = "A child that dies is restarted after a second.  "
+		   "SIGTERM is forwarded to every\nchild, which "
+		   "finishes its work in flight; run exits 0 when all "
+		   "did.  SIGHUP\nis forwarded to the relay.  A child that "
+		   "cannot run with this configuration\n(exit 2) stops them "
+		   "all, and run exits 2.",
+	.opts = opts,
+	.flags = flags,
+};
+
 int cmd_run(int argc, char **argv)
 {
-	static const char *const flags[] = {"--db", "--db-file", "--log-level",
-					    "--metrics-listen", NULL};
-	bool no_relay = false, done;
-	const cli_opt_t opts[] = {
-		{"--no-relay", NULL, "run only the worker and the scheduler",
-		 NULL, &no_relay},
-		{NULL, NULL, NULL, NULL, NULL},
-	};
-	const cli_cmd_t cmd = {
-		.name = "run",
-		.usage = "usage: pgoutbox run --config FILE [--no-relay]",
-		.summary =
-			"Runs the relay ([relay], [sink]), a worker ([worker], "
-			"when worker.queue is set)\nand a cron scheduler "
-			"([cron], when cron.enabled is on) from one "
-			"configuration,\neach in a supervised child "
-			"process.",
-		.details = "A child that dies is restarted after a second.  "
-			   "SIGTERM is forwarded to every\nchild, which "
-			   "finishes its work in flight; run exits 0 when all "
-			   "did.  SIGHUP\nis forwarded to the relay.",
-		.opts = opts,
-		.flags = flags,
-	};
 	const struct sigaction sa = {.sa_handler = on_parent};
-	pid_t pids[NROLES] = {0};
-	bool want[NROLES];
-	int64_t restart_at[NROLES] = {0};
+	supervisor_t sv = {0};
+	bool done;
 	cli_t cli;
-	int rc, failed = 0, nwant = 0;
-	const struct pgo_conf_values *v;
+	int rc;
 
 	rc = cli_parse(&cli, &cmd, argc, argv, &done);
 	if (rc != EXIT_OK || done)
@@ -238,29 +392,7 @@ int cmd_run(int argc, char **argv)
 		cli_free(&cli);
 		return EXIT_USAGE;
 	}
-	v = pgo_conf_values(cli.conf);
-	want[ROLE_RELAY] = !no_relay;
-	want[ROLE_WORKER] = v->worker_queue && *v->worker_queue;
-	want[ROLE_CRON] = v->cron_enabled;
-	if (want[ROLE_WORKER]) {
-		pgo_worker_opts_t o;
-		pgo_worker_t *w;
-		pgo_error_t err;
-
-		cli_worker_opts(cli.conf, &o);
-		w = pgo_worker_new(cli.conf, &o, &err); /* check it now */
-		if (!w) {
-			cli_error("run", "[worker]: %s", err.msg);
-			cli_free(&cli);
-			return EXIT_USAGE;
-		}
-		pgo_worker_destroy(w);
-	}
-	for (int r = 0; r < NROLES; r++)
-		nwant += want[r];
-	if (nwant == 0) {
-		cli_error("run", "nothing to run: set worker.queue or "
-				 "cron.enabled, or drop --no-relay");
+	if (roles_wanted(cli.conf, no_relay, sv.want) != 0) {
 		cli_free(&cli);
 		return EXIT_USAGE;
 	}
@@ -270,78 +402,11 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	for (int r = 0; r < NROLES && notify_role < 0; r++)
-		if (want[r])
+		if (sv.want[r])
 			notify_role = r;
-	for (int r = 0; r < NROLES; r++)
-		if (want[r])
-			pids[r] = start(r, cli.conf);
-	for (bool stop_sent = false;;) {
-		bool any = false;
-		int status;
-		pid_t pid;
-
-		if (got_stop && !stop_sent) {
-			for (int r = 0; r < NROLES; r++)
-				if (pids[r] > 0)
-					kill(pids[r], SIGTERM);
-			stop_sent = true;
-		}
-		if (got_hup) {
-			got_hup = 0;
-			if (pids[ROLE_RELAY] > 0)
-				kill(pids[ROLE_RELAY], SIGHUP);
-		}
-		pid = waitpid(-1, &status, WNOHANG);
-		if (pid > 0) {
-			for (int r = 0; r < NROLES; r++) {
-				if (pids[r] != pid)
-					continue;
-				pids[r] = 0;
-				if (got_stop) {
-					if (!WIFEXITED(status) ||
-					    WEXITSTATUS(status) != 0)
-						failed++;
-					pgo_log(PGO_LOG_INFO, "run",
-						"%s stopped", role_names[r]);
-				} else if (WIFEXITED(status) &&
-					   WEXITSTATUS(status) == EXIT_USAGE) {
-					pgo_log(PGO_LOG_ERROR, "run",
-						"%s cannot run with this "
-						"configuration; stopping",
-						role_names[r]);
-					got_stop = 1;
-					failed++;
-				} else {
-					pgo_log(PGO_LOG_WARN, "run",
-						"%s (pid %d) ended (%s %d); "
-						"restarting it in 1 s",
-						role_names[r], (int)pid,
-						WIFEXITED(status) ? "exit"
-								  : "signal",
-						WIFEXITED(status)
-							? WEXITSTATUS(status)
-							: WTERMSIG(status));
-					restart_at[r] = pgo_now_ms() + 1000;
-				}
-			}
-			continue;
-		}
-		for (int r = 0; r < NROLES; r++) {
-			if (!got_stop && want[r] && pids[r] == 0 &&
-			    restart_at[r] && pgo_now_ms() >= restart_at[r]) {
-				restart_at[r] = 0;
-				pids[r] = start(r, cli.conf);
-			}
-			any |= pids[r] > 0;
-		}
-		if (got_stop && !any)
-			break;
-		{
-			struct timespec ts = {0, 50 * 1000 * 1000};
-
-			nanosleep(&ts, NULL);
-		}
-	}
+	sv.conf = cli.conf;
+	supervise(&sv);
 	cli_free(&cli);
-	return failed ? EXIT_FAIL : EXIT_OK;
+	/* 2 when a child refused: restarting run would refuse again. */
+	return sv.refused ? EXIT_USAGE : sv.failed ? EXIT_FAIL : EXIT_OK;
 }

@@ -63,39 +63,53 @@ static int check_json(const char *what, const char *text, bool object_only)
 	return 0;
 }
 
+/* The producer's message without its "event 0: ": the index names the
+ * event of a batch; a single send has one. */
+static const char *one_event(const char *msg)
+{
+	return strncmp(msg, "event 0: ", 9) == 0 ? msg + 9 : msg;
+}
+
+/* The event's fields as given; the payload is the argument. */
+static struct {
+	const char *topic, *key, *type, *headers;
+} ev = {.type = ""};
+
+static const char *const flags[] = {"--db", "--db-file", "--queue", NULL};
+
+static const cli_opt_t opts[] = {
+	{"--topic", "TOPIC", "routing topic (required)", &ev.topic, NULL},
+	{"--key", "KEY", "aggregate id: events of one key keep order", &ev.key,
+	 NULL},
+	{"--type", "TYPE", "event type, e.g. order.created", &ev.type, NULL},
+	{"--headers", "JSON", "headers object (trace context, ...)",
+	 &ev.headers, NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static const cli_cmd_t cmd = {
+	.name = "send",
+	.usage = "usage: pgoutbox send --topic TOPIC [--key KEY] "
+		 "[--type TYPE] [--headers JSON] PAYLOAD|-",
+	.summary = "Writes one event into the outbox in its own "
+		   "transaction and prints its id.\nPAYLOAD is JSON; "
+		   "- reads it from standard input.  Applications "
+		   "send in\ntheir own transaction with SELECT "
+		   "pgoutbox.send(topic, key, type, payload, "
+		   "headers).\n--queue NAME writes an outbox of its "
+		   "own (`pgoutbox queue create --kind outbox\nNAME`), "
+		   "as SELECT pgoutbox.send_to('NAME', topic, key, "
+		   "type, payload, headers)\ndoes.",
+	.opts = opts,
+	.flags = flags,
+	.min_args = 1,
+	.max_args = 1,
+	.args_help = "PAYLOAD: the event as JSON, or - to read it from "
+		     "standard input",
+};
+
 int cmd_send(int argc, char **argv)
 {
-	const char *topic = NULL, *key = NULL, *type = "", *headers = NULL;
-	static const char *const flags[] = {"--db", "--db-file", "--queue",
-					    NULL};
-	const cli_opt_t opts[] = {
-		{"--topic", "TOPIC", "routing topic (required)", &topic, NULL},
-		{"--key", "KEY", "aggregate id: events of one key keep order",
-		 &key, NULL},
-		{"--type", "TYPE", "event type, e.g. order.created", &type,
-		 NULL},
-		{"--headers", "JSON", "headers object (trace context, ...)",
-		 &headers, NULL},
-		{NULL, NULL, NULL, NULL, NULL},
-	};
-	const cli_cmd_t cmd = {
-		.name = "send",
-		.usage = "usage: pgoutbox send --topic TOPIC [--key KEY] "
-			 "[--type TYPE] [--headers JSON] PAYLOAD|-",
-		.summary = "Writes one event into the outbox in its own "
-			   "transaction and prints its id.\nPAYLOAD is JSON; "
-			   "- reads it from standard input.  Applications "
-			   "send in\ntheir own transaction with SELECT "
-			   "pgoutbox.send(topic, key, type, payload, "
-			   "headers).\n--queue NAME writes an outbox of its "
-			   "own (`pgoutbox queue create --kind outbox\nNAME`), "
-			   "as SELECT pgoutbox.send_to('NAME', topic, key, "
-			   "type, payload, headers)\ndoes.",
-		.opts = opts,
-		.flags = flags,
-		.min_args = 1,
-		.max_args = 1,
-	};
 	pgo_error_t err;
 	pgo_producer_t *p = NULL;
 	char *input = NULL;
@@ -110,7 +124,7 @@ int cmd_send(int argc, char **argv)
 	if (rc != EXIT_OK || done)
 		return rc;
 	rc = EXIT_USAGE;
-	if (!topic || !*topic) {
+	if (!ev.topic || !*ev.topic) {
 		cli_error("send", "--topic is required");
 		goto out;
 	}
@@ -127,7 +141,7 @@ int cmd_send(int argc, char **argv)
 		goto out;
 	}
 	if (check_json("payload", payload, false) ||
-	    (headers && check_json("--headers", headers, true)))
+	    (ev.headers && check_json("--headers", ev.headers, true)))
 		goto out;
 	rc = EXIT_FAIL;
 	conn = cli_connect(cli.conf, "pgoutbox send");
@@ -141,11 +155,11 @@ int cmd_send(int argc, char **argv)
 	}
 	rc = pgo_send(p,
 		      &(pgo_msg_t){.size = sizeof(pgo_msg_t),
-				   .topic = topic,
-				   .key = key,
-				   .type = type,
+				   .topic = ev.topic,
+				   .key = ev.key,
+				   .type = ev.type,
 				   .payload = payload,
-				   .headers = headers},
+				   .headers = ev.headers},
 		      &id);
 	if (rc != PGO_OK) {
 		/* A queue that is no outbox, a field over its cap: the
@@ -155,10 +169,12 @@ int cmd_send(int argc, char **argv)
 		 * never migrated, which the schema check says with what to
 		 * do (it runs only now, on the failure path). */
 		if (strstr(pgo_producer_errmsg(p), "does not exist") &&
-		    pgo_schema_check(conn, &err) != PGO_OK)
+		    pgo_schema_check(conn, &err) != PGO_OK) {
 			cli_error("send", "%s", err.msg);
-		else
-			cli_error("send", "%s", pgo_producer_errmsg(p));
+			rc = cli_exit_code(err.code); /* as relay exits */
+		} else
+			cli_error("send", "%s",
+				  one_event(pgo_producer_errmsg(p)));
 		goto out;
 	}
 	printf("%lld\n", (long long)id);

@@ -88,9 +88,8 @@ int cmd_status(int argc, char **argv)
 	} while (watch && !stop_watch);
 	PQfinish(conn);
 	cli_free(&cli);
-	if (rc != PGO_OK) {
+	if (rc != PGO_OK)
 		cli_error("status", "%s", err.msg);
-		return EXIT_FAIL;
-	}
-	return EXIT_OK;
+	/* Never migrated, or another version: 2, as `relay` exits. */
+	return cli_exit_code(rc == PGO_OK ? PGO_OK : err.code);
 }

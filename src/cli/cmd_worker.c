@@ -78,89 +78,126 @@ void cli_worker_opts(const pgo_conf_t *conf, pgo_worker_opts_t *o)
 	o->poll_interval_ms = v->worker_poll_interval;
 }
 
+/* The options of `pgoutbox worker`, as given; each overrides its
+ * [worker] key. */
+static struct {
+	const char *queue, *exec, *sql, *name;
+	const char *concurrency, *batch, *max_attempts;	      /* numbers */
+	const char *lease, *timeout, *retry_base, *retry_max; /* durations */
+	const char *poll_interval, *reap_interval, *stats_interval;
+} opt;
+
+static const cli_opt_t opts[] = {
+	{"--queue", "NAME", "work queue to drain (required)", &opt.queue, NULL},
+	{"--exec", "CMD",
+	 "handler: sh -c CMD per job, payload on stdin, "
+	 "exit 0 = done",
+	 &opt.exec, NULL},
+	{"--sql", "FUNC",
+	 "handler: FUNC(payload jsonb) in the claim "
+	 "transaction",
+	 &opt.sql, NULL},
+	{"--concurrency", "N",
+	 "jobs at once (exec) or connections "
+	 "(sql); default 1",
+	 &opt.concurrency, NULL},
+	{"--batch", "N", "sql: jobs per transaction (default 100)", &opt.batch,
+	 NULL},
+	{"--lease", "DUR",
+	 "exec: lease length, heartbeat every third "
+	 "(default 30s)",
+	 &opt.lease, NULL},
+	{"--timeout", "DUR",
+	 "exec: kill the job's process group after "
+	 "(default 25s)",
+	 &opt.timeout, NULL},
+	{"--max-attempts", "N", "then dead letters (default 10)",
+	 &opt.max_attempts, NULL},
+	{"--retry-base", "DUR", "first backoff, doubling (default 1s)",
+	 &opt.retry_base, NULL},
+	{"--retry-max", "DUR", "backoff ceiling (default 5m)", &opt.retry_max,
+	 NULL},
+	{"--poll-interval", "DUR",
+	 "poll when no wake-up came "
+	 "(default 5s)",
+	 &opt.poll_interval, NULL},
+	{"--reap-interval", "DUR",
+	 "return expired leases this often "
+	 "(default 5s)",
+	 &opt.reap_interval, NULL},
+	{"--stats-interval", "DUR", "log a stats line (default off)",
+	 &opt.stats_interval, NULL},
+	{"--name", "NAME", "locked_by of this worker (default host-pid)",
+	 &opt.name, NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static const cli_cmd_t cmd = {
+	.name = "worker",
+	.usage = "usage: pgoutbox worker --queue NAME (--exec CMD | "
+		 "--sql FUNC) [--concurrency N] [options]",
+	.summary = "Runs the jobs of a work queue until SIGTERM.",
+	.details = "--exec: each job is leased (locked_by, locked_until, "
+		   "a "
+		   "new epoch) in a short\ntransaction, then runs as "
+		   "`sh -c CMD` in its own process group with "
+		   "the\npayload "
+		   "on stdin and PGOUTBOX_JOB_ID, PGOUTBOX_JOB_ATTEMPT, "
+		   "PGOUTBOX_QUEUE set.\nExit 0 completes it; anything "
+		   "else "
+		   "retries it after a backoff, with the\nstderr tail as "
+		   "its error, and after --max-attempts it goes to dead "
+		   "letters.\nA job whose lease expired (its worker died "
+		   "or froze) runs again elsewhere;\nthe old worker "
+		   "cannot "
+		   "complete it then (the epoch fences it).\n"
+		   "--sql: FUNC(payload jsonb) runs inside the "
+		   "transaction "
+		   "that claims and\ndeletes the job: its effects commit "
+		   "exactly once.\nSIGTERM stops claiming, lets running "
+		   "jobs finish and exits 0.",
+	.opts = opts,
+	.flags = flags,
+};
+
+/* The worker's options: the [worker] keys, then the flags; false (the
+ * error printed) when one is missing or malformed. */
+static bool worker_opts(const pgo_conf_t *conf, pgo_worker_opts_t *o)
+{
+	cli_worker_opts(conf, o);
+	if (opt.queue)
+		o->queue = opt.queue;
+	if (opt.exec || opt.sql) { /* a flag's handler replaces the file's */
+		o->exec_command = opt.exec;
+		o->sql_function = opt.sql;
+	}
+	o->name = opt.name;
+	if (!o->queue) {
+		cli_error("worker", "--queue is required");
+		return false;
+	}
+	return num("--concurrency", opt.concurrency, 1, 256, &o->concurrency) &&
+	       num("--batch", opt.batch, 1, 10000, &o->batch) &&
+	       num("--max-attempts", opt.max_attempts, 1, 1000,
+		   &o->max_attempts) &&
+	       dur("--lease", opt.lease, &o->lease_ms) &&
+	       dur("--timeout", opt.timeout, &o->timeout_ms) &&
+	       dur("--retry-base", opt.retry_base, &o->retry_base_ms) &&
+	       dur("--retry-max", opt.retry_max, &o->retry_max_ms) &&
+	       dur("--poll-interval", opt.poll_interval,
+		   &o->poll_interval_ms) &&
+	       dur("--reap-interval", opt.reap_interval,
+		   &o->reap_interval_ms) &&
+	       dur("--stats-interval", opt.stats_interval,
+		   &o->stats_interval_ms);
+}
+
 int cmd_worker(int argc, char **argv)
 {
-	const char *queue = NULL, *exec_cmd = NULL, *sql = NULL, *name = NULL;
-	const char *conc = NULL, *batch = NULL, *lease = NULL, *timeout = NULL;
-	const char *maxa = NULL, *poll_s = NULL, *rbase = NULL, *rmax = NULL;
-	const char *reap = NULL, *stats = NULL;
-	const cli_opt_t opts[] = {
-		{"--queue", "NAME", "work queue to drain (required)", &queue,
-		 NULL},
-		{"--exec", "CMD",
-		 "handler: sh -c CMD per job, payload on stdin, "
-		 "exit 0 = done",
-		 &exec_cmd, NULL},
-		{"--sql", "FUNC",
-		 "handler: FUNC(payload jsonb) in the claim "
-		 "transaction",
-		 &sql, NULL},
-		{"--concurrency", "N",
-		 "jobs at once (exec) or connections "
-		 "(sql); default 1",
-		 &conc, NULL},
-		{"--batch", "N", "sql: jobs per transaction (default 100)",
-		 &batch, NULL},
-		{"--lease", "DUR",
-		 "exec: lease length, heartbeat every third "
-		 "(default 30s)",
-		 &lease, NULL},
-		{"--timeout", "DUR",
-		 "exec: kill the job's process group after "
-		 "(default 25s)",
-		 &timeout, NULL},
-		{"--max-attempts", "N", "then dead letters (default 10)", &maxa,
-		 NULL},
-		{"--retry-base", "DUR", "first backoff, doubling (default 1s)",
-		 &rbase, NULL},
-		{"--retry-max", "DUR", "backoff ceiling (default 5m)", &rmax,
-		 NULL},
-		{"--poll-interval", "DUR",
-		 "poll when no wake-up came "
-		 "(default 5s)",
-		 &poll_s, NULL},
-		{"--reap-interval", "DUR",
-		 "return expired leases this often "
-		 "(default 5s)",
-		 &reap, NULL},
-		{"--stats-interval", "DUR", "log a stats line (default off)",
-		 &stats, NULL},
-		{"--name", "NAME",
-		 "locked_by of this worker (default host-pid)", &name, NULL},
-		{NULL, NULL, NULL, NULL, NULL},
-	};
-	const cli_cmd_t cmd = {
-		.name = "worker",
-		.usage = "usage: pgoutbox worker --queue NAME (--exec CMD | "
-			 "--sql FUNC) [--concurrency N] [options]",
-		.summary = "Runs the jobs of a work queue until SIGTERM.",
-		.details =
-			"--exec: each job is leased (locked_by, locked_until, "
-			"a "
-			"new epoch) in a short\ntransaction, then runs as "
-			"`sh -c CMD` in its own process group with "
-			"the\npayload "
-			"on stdin and PGOUTBOX_JOB_ID, PGOUTBOX_JOB_ATTEMPT, "
-			"PGOUTBOX_QUEUE set.\nExit 0 completes it; anything "
-			"else "
-			"retries it after a backoff, with the\nstderr tail as "
-			"its error, and after --max-attempts it goes to dead "
-			"letters.\nA job whose lease expired (its worker died "
-			"or froze) runs again elsewhere;\nthe old worker "
-			"cannot "
-			"complete it then (the epoch fences it).\n"
-			"--sql: FUNC(payload jsonb) runs inside the "
-			"transaction "
-			"that claims and\ndeletes the job: its effects commit "
-			"exactly once.\nSIGTERM stops claiming, lets running "
-			"jobs finish and exits 0.",
-		.opts = opts,
-		.flags = flags,
-	};
+	const struct sigaction stop = {.sa_handler = on_stop};
 	pgo_worker_opts_t o;
 	pgo_worker_t *w;
 	pgo_error_t err;
-	const struct sigaction stop = {.sa_handler = on_stop};
 	bool done;
 	cli_t cli;
 	int rc;
@@ -169,29 +206,7 @@ int cmd_worker(int argc, char **argv)
 	rc = cli_parse(&cli, &cmd, argc, argv, &done);
 	if (rc != EXIT_OK || done)
 		return rc;
-	cli_worker_opts(cli.conf, &o);
-	if (queue)
-		o.queue = queue;
-	if (exec_cmd || sql) { /* a flag's handler replaces the file's */
-		o.exec_command = exec_cmd;
-		o.sql_function = sql;
-	}
-	o.name = name;
-	if (!o.queue) {
-		cli_error("worker", "--queue is required");
-		cli_free(&cli);
-		return EXIT_USAGE;
-	}
-	if (!num("--concurrency", conc, 1, 256, &o.concurrency) ||
-	    !num("--batch", batch, 1, 10000, &o.batch) ||
-	    !num("--max-attempts", maxa, 1, 1000, &o.max_attempts) ||
-	    !dur("--lease", lease, &o.lease_ms) ||
-	    !dur("--timeout", timeout, &o.timeout_ms) ||
-	    !dur("--retry-base", rbase, &o.retry_base_ms) ||
-	    !dur("--retry-max", rmax, &o.retry_max_ms) ||
-	    !dur("--poll-interval", poll_s, &o.poll_interval_ms) ||
-	    !dur("--reap-interval", reap, &o.reap_interval_ms) ||
-	    !dur("--stats-interval", stats, &o.stats_interval_ms)) {
+	if (!worker_opts(cli.conf, &o)) {
 		cli_free(&cli);
 		return EXIT_USAGE;
 	}
@@ -217,7 +232,5 @@ int cmd_worker(int argc, char **argv)
 	/* A refusal at start (a queue of the wrong kind, the ordered modes
 	 * through a transaction pooler, no such database or queue, never
 	 * migrated) is configuration. */
-	return rc == PGO_OK				       ? EXIT_OK
-	       : rc == PGO_ERR_INVALID || rc == PGO_ERR_CONFIG ? EXIT_USAGE
-							       : EXIT_FAIL;
+	return cli_exit_code(rc);
 }

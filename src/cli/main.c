@@ -40,6 +40,22 @@ static void usage(FILE *out)
 			commands[i].summary);
 	fprintf(out, "\n`pgoutbox COMMAND --help` describes a command.\n"
 		     "  --version  print the version and schema version\n");
+	fprintf(out,
+		"\nExit status:\n"
+		"  0  done; a long-running command stopped by SIGTERM or "
+		"SIGINT\n"
+		"  1  the operation failed: PostgreSQL or a broker "
+		"unreachable or failing, or the\n"
+		"     database refused it (a queue that exists already, no "
+		"such schedule, ...)\n"
+		"  2  it cannot work until something is fixed: bad flags, "
+		"input or configuration;\n"
+		"     the schema missing or of another version (`pgoutbox "
+		"migrate`, or upgrade\n"
+		"     pgoutbox); a relay, worker or run started on a database "
+		"or queue that\n"
+		"     does not exist or is of the wrong kind, or next to "
+		"relays of another mode\n");
 }
 
 int main(int argc, char **argv)

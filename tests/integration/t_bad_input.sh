@@ -51,16 +51,16 @@ rc=0; out=$(q "SELECT pgoutbox.send('t', NULL, 'x', '{}', '[]')" 2>&1) || rc=$?
 # relay and send refuse too.
 q "INSERT INTO pgoutbox.migrations (version, name) VALUES (999, '999_future')"
 before=$(q "SELECT count(*) FROM pg_class WHERE relnamespace = 'pgoutbox'::regnamespace")
-expect_err 1 'schema is version 999' "$PGO_BIN" migrate
+expect_err 2 'schema is version 999' "$PGO_BIN" migrate
 grep -q 'upgrade pgoutbox' "$T_TMP/stderr" || fail "no advice: $(cat "$T_TMP/stderr")"
 [ "$(q "SELECT count(*) FROM pg_class WHERE relnamespace = 'pgoutbox'::regnamespace")" = "$before" ] || fail "migrate changed a newer schema"
-expect_err 1 'schema is version 999' timeout 20 "$PGO_BIN" relay
-expect_err 1 'schema is version 999' "$PGO_BIN" status
+expect_err 2 'schema is version 999' timeout 20 "$PGO_BIN" relay
+expect_err 2 'schema is version 999' "$PGO_BIN" status
 q "DELETE FROM pgoutbox.migrations WHERE version = 999"
 
 # A database without the schema: status says to migrate.
 psql -XAtq "$(pg_url postgres)" -c "DROP DATABASE IF EXISTS t_bad_input_empty" -c "CREATE DATABASE t_bad_input_empty"
-expect_err 1 'run `pgoutbox migrate`' "$PGO_BIN" status --db "$(pg_url t_bad_input_empty)"
+expect_err 2 'run `pgoutbox migrate`' "$PGO_BIN" status --db "$(pg_url t_bad_input_empty)"
 
 # The bullmq sink from the command line (issue 20 item 9): its keys have
 # flags, listed by relay --help with --claim-floor; a missing script names

@@ -47,7 +47,7 @@ refused "concurrent after ordered" concurrent \
 # Under `pgoutbox run` the refusal is not restarted either.
 printf '[relay]\nmode = concurrent\nname = runconc\nsink = stdout\n' >"$T_TMP/run.ini"
 rc=0; timeout 30 "$PGO_BIN" run --config "$T_TMP/run.ini" >"$T_TMP/run.out" 2>"$T_TMP/run.err" || rc=$?
-[ "$rc" = 1 ] && grep -q 'relay cannot run with this configuration; stopping' "$T_TMP/run.err" ||
+[ "$rc" = 2 ] && grep -q 'relay cannot run with this configuration; stopping' "$T_TMP/run.err" ||
 	fail "run: exit $rc: $(cat "$T_TMP/run.err")"
 [ "$(grep -c 'relay started' "$T_TMP/run.err")" = 1 ] && grep -q 'has relays in ordered mode' "$T_TMP/run.err" || fail "run restarted the refused relay: $(cat "$T_TMP/run.err")"
 "$PGO_BIN" status >"$T_TMP/status" || fail "status"

@@ -42,7 +42,7 @@ expect_err 2 'did you mean --concurrency?' "$PGO_BIN" worker --queue q --exec tr
 
 # send before migrate says to migrate.
 psql -XAtq "$(pg_url postgres)" -c "DROP DATABASE IF EXISTS t_small_empty" -c "CREATE DATABASE t_small_empty" >/dev/null 2>&1
-expect_err 1 'run `pgoutbox migrate`' "$PGO_BIN" send --db "$(pg_url t_small_empty)" --topic t '{}'
+expect_err 2 'run `pgoutbox migrate`' "$PGO_BIN" send --db "$(pg_url t_small_empty)" --topic t '{}'
 
 # The server's notices are log lines of the command, not libpq's raw
 # "NOTICE:  ..." lines (here DEBUG ones, which creating a table gives).

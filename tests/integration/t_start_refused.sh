@@ -33,7 +33,7 @@ expect_exit 2 'no database is configured' env -u DATABASE_URL -u PGHOST -u PGPOR
 
 # run: a worker whose queue does not exist is not restarted.
 printf '[worker]\nqueue = nosuch\nexec_command = true\n' >"$T_TMP/run.ini"
-expect_exit 1 'cannot run with this configuration' "$PGO_BIN" run --no-relay --config "$T_TMP/run.ini"
+expect_exit 2 'cannot run with this configuration' "$PGO_BIN" run --no-relay --config "$T_TMP/run.ini"
 [ "$(grep -c 'worker started' "$T_TMP/stderr")" = 1 ] || fail "run restarted the worker: $(cat "$T_TMP/stderr")"
 
 # An unreachable server is an outage: retried, and said again while it
