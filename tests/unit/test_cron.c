@@ -4,8 +4,8 @@
  * database's now, in UTC and across both DST changes of a zone; which of
  * them were missed and what each missed policy makes of them (run,
  * skipped, not recorded); how long the scheduler sleeps after a pass,
- * with and without a skewed clock.  The next tick itself is
- * test_cronexpr.c's.
+ * with and without a skewed clock; the fields a cron add writes over an
+ * existing schedule.  The next tick itself is test_cronexpr.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -326,6 +326,76 @@ static void test_sleep(void **state)
 	}
 }
 
+/* A cron add's fields: the given over the existing schedule's over the
+ * defaults (issue 44: adding again kept no zone). */
+static void test_merge(void **state)
+{
+	static const pgo_cron_def_t berlin_daily = {
+		"Europe/Berlin", "{\"k\": 1}", "allow", "catch_up", 5};
+	static const struct {
+		const char *why;
+		pgo_cron_schedule_t s;
+		bool exists;
+		pgo_cron_def_t want;
+	} cases[] = {
+		{"new, nothing given",
+		 {.size = 0},
+		 false,
+		 {"UTC", "{}", "skip", "run_once", 1}},
+		{"new, an empty zone is UTC",
+		 {.tz = ""},
+		 false,
+		 {"UTC", "{}", "skip", "run_once", 1}},
+		{"new, all given",
+		 {.tz = "Asia/Tokyo",
+		  .payload = "[]",
+		  .overlap = "allow",
+		  .missed = "skip",
+		  .catch_up_max = 7},
+		 false,
+		 {"Asia/Tokyo", "[]", "allow", "skip", 7}},
+		{"replaced, nothing given: all kept",
+		 {.size = 0},
+		 true,
+		 {"Europe/Berlin", "{\"k\": 1}", "allow", "catch_up", 5}},
+		{"replaced, an empty zone keeps it",
+		 {.tz = ""},
+		 true,
+		 {"Europe/Berlin", "{\"k\": 1}", "allow", "catch_up", 5}},
+		{"replaced, a zone given",
+		 {.tz = "UTC"},
+		 true,
+		 {"UTC", "{\"k\": 1}", "allow", "catch_up", 5}},
+		{"replaced, policies given",
+		 {.overlap = "skip", .missed = "run_once", .catch_up_max = 2},
+		 true,
+		 {"Europe/Berlin", "{\"k\": 1}", "skip", "run_once", 2}},
+		{"replaced, a payload given",
+		 {.payload = "{}"},
+		 true,
+		 {"Europe/Berlin", "{}", "allow", "catch_up", 5}},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < N(cases); i++) {
+		pgo_cron_def_t got;
+		const pgo_cron_def_t *w = &cases[i].want;
+
+		pgo_cron_merge(&cases[i].s,
+			       cases[i].exists ? &berlin_daily : NULL, &got);
+		if (strcmp(got.tz, w->tz) != 0 ||
+		    strcmp(got.payload, w->payload) != 0 ||
+		    strcmp(got.overlap, w->overlap) != 0 ||
+		    strcmp(got.missed, w->missed) != 0 ||
+		    got.catch_up_max != w->catch_up_max)
+			fail_msg("%s: %s %s %s %s %d, want %s %s %s %s %d",
+				 cases[i].why, got.tz, got.payload, got.overlap,
+				 got.missed, got.catch_up_max, w->tz,
+				 w->payload, w->overlap, w->missed,
+				 w->catch_up_max);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -333,6 +403,7 @@ int main(void)
 		cmocka_unit_test(test_due_collect),
 		cmocka_unit_test(test_plan),
 		cmocka_unit_test(test_sleep),
+		cmocka_unit_test(test_merge),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,6 +2,11 @@
  * cron.c — distributed cron's schedules in pgoutbox.cron_schedules: the
  * operator's add, remove, list and history.  The scheduler that fires
  * them is scheduler.c (cron_int.h lists the files).
+ *
+ * Adding a schedule of an existing name replaces it: the fields given
+ * replace its own, the others (zone, payload, policies) stay as they
+ * were, and its ticks count from then.  Until it ticks, `cron list`
+ * shows no last tick.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -34,96 +39,128 @@ const char *pgo_cron_iso(int64_t t, char *buf, size_t len)
 	return buf;
 }
 
-int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *schedule,
-		 pgo_error_t *err)
+/* The checks that need no database: the name, the expression (one that
+ * never fires included), the queue's name, and the policies given. */
+static int check_schedule(const pgo_cron_schedule_t *s, pgo_cron_expr_t *e,
+			  pgo_error_t *err)
 {
-	pgo_cron_schedule_t full = {0}; /* the caller's; absent fields 0 */
-	const pgo_cron_schedule_t *s = &full;
-	const char *overlap, *missed, *tz;
-	pgo_cron_expr_t e;
-	char cmax[16];
-	const char *p[8];
-	PGresult *res;
-	int rc;
+	int64_t next;
+	pgo_error_t why;
 
-	if (pgo_abi_copy(PGO_ABI_CRON_SCHEDULE, &full, schedule, err) != PGO_OK)
-		return PGO_ERR_INVALID;
-	overlap = s->overlap ? s->overlap : "skip";
-	missed = s->missed ? s->missed : "run_once";
-	tz = s->tz && *s->tz ? s->tz : "UTC";
 	if (!name_ok(s->name))
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
 				     "schedule name \"%s\": use 1 to 100 "
 				     "characters of A-Z a-z 0-9 _ . : -",
 				     s->name ? s->name : "");
-	if (pgo_cron_parse(s->expr, &e, err) != PGO_OK)
+	if (pgo_cron_parse(s->expr, e, err) != PGO_OK)
 		return PGO_ERR_INVALID;
-	{
-		/* "0 3 31 2 *" parses but never fires: say so now, not by
-		 * silence.  No zone makes a missing day exist. */
-		int64_t next;
-		pgo_error_t why;
-
-		if (pgo_cron_next(&e, NULL, pgo_wall_us() / 1000000, &next,
-				  &why) != PGO_OK)
-			return pgo_error_set(err, PGO_ERR_INVALID, 0,
-					     "cron \"%s\" never fires: %s",
-					     e.text, why.msg);
-	}
-	rc = pgo_cron_tz_check(conn, tz, err);
-	if (rc != PGO_OK)
-		return rc;
+	/* "0 3 31 2 *" parses but never fires: say so now, not by silence.
+	 * No zone makes a missing day exist. */
+	if (pgo_cron_next(e, NULL, pgo_wall_us() / 1000000, &next, &why) !=
+	    PGO_OK)
+		return pgo_error_set(err, PGO_ERR_INVALID, 0,
+				     "cron \"%s\" never fires: %s", e->text,
+				     why.msg);
 	if (pgo_ident_check(s->queue, err) != PGO_OK) {
 		char m[sizeof(err->msg)];
 
 		snprintf(m, sizeof(m), "%s", err->msg);
 		return pgo_error_set(err, PGO_ERR_INVALID, 0, "queue %s", m);
 	}
-	if (strcmp(overlap, "skip") != 0 && strcmp(overlap, "allow") != 0)
+	if (s->overlap && strcmp(s->overlap, "skip") != 0 &&
+	    strcmp(s->overlap, "allow") != 0)
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
 				     "overlap \"%s\": use skip or allow",
-				     overlap);
-	if (strcmp(missed, "skip") != 0 && strcmp(missed, "run_once") != 0 &&
-	    strcmp(missed, "catch_up") != 0)
+				     s->overlap);
+	if (s->missed && strcmp(s->missed, "skip") != 0 &&
+	    strcmp(s->missed, "run_once") != 0 &&
+	    strcmp(s->missed, "catch_up") != 0)
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
 				     "missed \"%s\": use skip, run_once or "
 				     "catch_up",
-				     missed);
+				     s->missed);
 	if (s->catch_up_max < 0 || s->catch_up_max > 1000)
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
 				     "catch-up-max must be 1 to 1000, not %d",
 				     s->catch_up_max);
-	if (s->catch_up_max > 1 && strcmp(missed, "catch_up") != 0)
-		pgo_log(PGO_LOG_WARN, "cron",
-			"schedule %s: catch-up-max %d is ignored with missed "
-			"%s (it bounds missed catch_up)",
-			s->name, s->catch_up_max, missed);
-	res = pgo_pq_run(
-		conn, "checking the queue",
-		"SELECT 1 FROM pgoutbox.queues WHERE name = $1 AND kind = "
-		"'work'",
-		1, &s->queue, err);
+	return PGO_OK;
+}
+
+void pgo_cron_merge(const pgo_cron_schedule_t *s, const pgo_cron_def_t *old,
+		    pgo_cron_def_t *out)
+{
+	static const pgo_cron_def_t dflt = {"UTC", "{}", "skip", "run_once", 1};
+	const pgo_cron_def_t *base = old ? old : &dflt;
+
+	out->tz = s->tz && *s->tz ? s->tz : base->tz;
+	out->payload = s->payload ? s->payload : base->payload;
+	out->overlap = s->overlap ? s->overlap : base->overlap;
+	out->missed = s->missed ? s->missed : base->missed;
+	out->catch_up_max =
+		s->catch_up_max > 0 ? s->catch_up_max : base->catch_up_max;
+}
+
+/* The schedule named name as stored, into *old (its strings in *res, to
+ * clear), or *res NULL when there is none.  PGO_ERR_DB on failure. */
+static int read_old(PGconn *conn, const char *name, PGresult **res,
+		    pgo_cron_def_t *old, pgo_error_t *err)
+{
+	*res = pgo_pq_run(conn, "reading the schedule",
+			  "SELECT tz, payload::text, overlap, missed, "
+			  "catch_up_max FROM pgoutbox.cron_schedules "
+			  "WHERE name = $1",
+			  1, &name, err);
+	if (!*res)
+		return PGO_ERR_DB;
+	if (PQntuples(*res) == 0) {
+		PQclear(*res);
+		*res = NULL;
+		return PGO_OK;
+	}
+	old->tz = PQgetvalue(*res, 0, 0);
+	old->payload = PQgetvalue(*res, 0, 1);
+	old->overlap = PQgetvalue(*res, 0, 2);
+	old->missed = PQgetvalue(*res, 0, 3);
+	old->catch_up_max = atoi(PQgetvalue(*res, 0, 4));
+	return PGO_OK;
+}
+
+/* PGO_OK when queue is a work queue, else PGO_ERR_INVALID saying how to
+ * make it (PGO_ERR_DB when the question failed). */
+static int check_queue(PGconn *conn, const char *queue, pgo_error_t *err)
+{
+	PGresult *res = pgo_pq_run(conn, "checking the queue",
+				   "SELECT 1 FROM pgoutbox.queues WHERE name = "
+				   "$1 AND kind = 'work'",
+				   1, &queue, err);
+	int n;
+
 	if (!res)
 		return PGO_ERR_DB;
-	if (PQntuples(res) == 0) {
-		PQclear(res);
+	n = PQntuples(res);
+	PQclear(res);
+	if (n == 0)
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
 				     "no work queue named \"%s\" (create it "
 				     "with `pgoutbox queue create %s`)",
-				     s->queue, s->queue);
-	}
-	PQclear(res);
-	snprintf(cmax, sizeof(cmax), "%d",
-		 s->catch_up_max ? s->catch_up_max : 1);
-	p[0] = s->name;
-	p[1] = e.text;
-	p[2] = tz;
-	p[3] = s->queue;
-	p[4] = s->payload ? s->payload : "{}";
-	p[5] = overlap;
-	p[6] = missed;
-	p[7] = cmax;
-	/* Adding again replaces the definition; ticks count from now. */
+				     queue, queue);
+	return PGO_OK;
+}
+
+/* Writes the schedule: a new row, or the existing one replaced, its
+ * ticks counting from now: last_tick is the second of created_at (set
+ * again on a replace) until the first tick, which is how `cron list`
+ * knows a schedule that has not ticked. */
+static int upsert(PGconn *conn, const pgo_cron_schedule_t *s,
+		  const pgo_cron_expr_t *e, const pgo_cron_def_t *d,
+		  pgo_error_t *err)
+{
+	char cmax[16];
+	const char *p[8] = {s->name,	e->text,    d->tz,     s->queue,
+			    d->payload, d->overlap, d->missed, cmax};
+	PGresult *res;
+
+	snprintf(cmax, sizeof(cmax), "%d", d->catch_up_max);
 	res = pgo_pq_run(
 		conn, "adding the schedule",
 		"INSERT INTO pgoutbox.cron_schedules AS c (name, expr, tz, "
@@ -134,13 +171,59 @@ int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *schedule,
 		"tz = EXCLUDED.tz, queue = EXCLUDED.queue, payload = "
 		"EXCLUDED.payload, overlap = EXCLUDED.overlap, missed = "
 		"EXCLUDED.missed, catch_up_max = EXCLUDED.catch_up_max, "
-		"last_tick = EXCLUDED.last_tick, enabled = true",
+		"last_tick = EXCLUDED.last_tick, created_at = now(), "
+		"enabled = true",
 		8, p, err);
 	if (!res)
 		return PGO_ERR_DB;
 	PQclear(res);
-	pgo_error_clear(err);
 	return PGO_OK;
+}
+
+int pgo_cron_put(PGconn *conn, const pgo_cron_schedule_t *schedule,
+		 bool *replaced, pgo_error_t *err)
+{
+	pgo_cron_schedule_t s = {0}; /* the caller's; absent fields 0 */
+	pgo_cron_def_t old, d;
+	PGresult *old_res = NULL;
+	pgo_cron_expr_t e;
+	int rc;
+
+	if (replaced)
+		*replaced = false;
+	if (pgo_abi_copy(PGO_ABI_CRON_SCHEDULE, &s, schedule, err) != PGO_OK)
+		return PGO_ERR_INVALID;
+	rc = check_schedule(&s, &e, err);
+	if (rc == PGO_OK)
+		rc = read_old(conn, s.name, &old_res, &old, err);
+	if (rc != PGO_OK)
+		return rc;
+	pgo_cron_merge(&s, old_res ? &old : NULL, &d);
+	/* A zone given is checked; one kept was checked when it was. */
+	if (s.tz && *s.tz)
+		rc = pgo_cron_tz_check(conn, s.tz, err);
+	if (rc == PGO_OK)
+		rc = check_queue(conn, s.queue, err);
+	if (rc == PGO_OK && s.catch_up_max > 1 &&
+	    strcmp(d.missed, "catch_up") != 0)
+		pgo_log(PGO_LOG_WARN, "cron",
+			"schedule %s: catch-up-max %d is ignored with missed "
+			"%s (it bounds missed catch_up)",
+			s.name, s.catch_up_max, d.missed);
+	if (rc == PGO_OK)
+		rc = upsert(conn, &s, &e, &d, err);
+	if (rc == PGO_OK && replaced)
+		*replaced = old_res != NULL;
+	PQclear(old_res);
+	if (rc == PGO_OK)
+		pgo_error_clear(err);
+	return rc;
+}
+
+int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *schedule,
+		 pgo_error_t *err)
+{
+	return pgo_cron_put(conn, schedule, NULL, err);
 }
 
 int pgo_cron_remove(PGconn *conn, const char *name, pgo_error_t *err)
@@ -166,8 +249,10 @@ int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err)
 	PGresult *res = pgo_pq_run(
 		conn, "cron list",
 		"SELECT name, expr, tz, queue, overlap, missed, catch_up_max, "
-		"extract(epoch FROM last_tick)::bigint, enabled "
-		"FROM pgoutbox.cron_schedules ORDER BY name",
+		"extract(epoch FROM last_tick)::bigint, enabled, "
+		"last_tick <> date_trunc('second', created_at) "
+		"FROM pgoutbox.cron_schedules "
+		"ORDER BY name",
 		0, NULL, err);
 
 	if (!res)
@@ -181,7 +266,10 @@ int pgo_cron_list(PGconn *conn, FILE *out, pgo_error_t *err)
 		char last[32] = "-", next[32] = "?", pol[64];
 		int64_t lt = strtoll(PQgetvalue(res, i, 7), NULL, 10), nt;
 
-		if (!PQgetisnull(res, i, 7))
+		/* Until its first tick, last_tick is the second the
+		 * schedule was added in (its ticks count from then, and
+		 * every tick is after it): no tick to show. */
+		if (strcmp(PQgetvalue(res, i, 9), "t") == 0)
 			pgo_cron_iso(lt, last, sizeof(last));
 		if (pgo_cron_parse(PQgetvalue(res, i, 1), &e, NULL) == PGO_OK &&
 		    pgo_cron_zone_get(&zones, conn, tz, lt,

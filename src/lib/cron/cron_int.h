@@ -18,6 +18,7 @@
 
 #include <signal.h>
 
+#include "cron/cron.h"
 #include "cron/cronexpr.h"
 #include "loop/loop.h"
 #include "metrics/metrics.h"
@@ -30,6 +31,24 @@
 
 /* Seconds since the epoch -> "2026-11-30T17:00:00Z" in buf. */
 const char *pgo_cron_iso(int64_t t, char *buf, size_t len);
+
+/* --- schedules (cron.c) --- */
+
+/* A schedule's fields that may be left out of a cron add. */
+typedef struct pgo_cron_def {
+	const char *tz;	     /* IANA zone */
+	const char *payload; /* JSON of the jobs */
+	const char *overlap; /* skip, allow */
+	const char *missed;  /* skip, run_once, catch_up */
+	int catch_up_max;    /* 1..1000 */
+} pgo_cron_def_t;
+
+/* The fields a cron add writes: those s gives (a tz neither NULL nor "",
+ * a catch_up_max above 0, other fields not NULL) over the existing
+ * schedule's (old; NULL when there is none) over the defaults (UTC, {},
+ * skip, run_once, 1).  out's strings point into s, old or constants. */
+void pgo_cron_merge(const pgo_cron_schedule_t *s, const pgo_cron_def_t *old,
+		    pgo_cron_def_t *out);
 
 /* --- zones (zones.c) --- */
 
