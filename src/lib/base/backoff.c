@@ -3,7 +3,7 @@
  */
 #include <stdint.h>
 
-#include "pgo_int.h"
+#include "base/backoff.h"
 
 int64_t pgo_backoff_ms(int attempt, int64_t base, int64_t max, double rnd)
 {

@@ -1,0 +1,147 @@
+/*
+ * consume_db.c — the consumer's PostgreSQL session: one blocking libpq
+ * connection (the consumer handles one message at a time), connected with
+ * backoff, its schema and its --sql function checked, the inbox's
+ * partitions maintained.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inbox/consumer_int.h"
+
+void pgo_consume_pg_lost(pgo_consumer_t *c, const char *why)
+{
+	pgo_log(PGO_LOG_WARN, c->subject, "PostgreSQL: %s; reconnecting", why);
+	PQfinish(c->pg);
+	c->pg = NULL;
+	c->pg_retry_at = pgo_now_ms() + c->pg_backoff;
+	c->pg_backoff = pgo_consume_next_backoff(c->pg_backoff);
+}
+
+/* Runs a command that returns no rows; false on failure (logged). */
+bool pgo_consume_pg_cmd(pgo_consumer_t *c, const char *sql)
+{
+	PGresult *res = PQexec(c->pg, sql);
+	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+	if (!ok)
+		pgo_log(PGO_LOG_WARN, c->subject, "%s: %s", sql,
+			pgo_pq_msg(c->pg, res));
+	PQclear(res);
+	return ok;
+}
+
+/* The --sql function must exist with one jsonb argument, as the handler
+ * calls it: a typo would otherwise fail every message max_attempts times
+ * and skip it, order lost.  PGO_ERR_INVALID (errmsg set) when it does not,
+ * PGO_ERR_AGAIN when the check itself failed (the connection is dropped),
+ * PGO_OK otherwise. */
+static int check_function(pgo_consumer_t *c)
+{
+	const char *params[2] = {c->sql_sig, c->sql_name};
+	PGresult *res;
+
+	if (!c->sql_name)
+		return PGO_OK;
+	res = PQexecParams(c->pg,
+			   "SELECT to_regprocedure($1) IS NOT NULL, "
+			   "(SELECT string_agg(p.oid::regprocedure::text, ', ' "
+			   "ORDER BY 1) FROM pg_catalog.pg_proc p "
+			   "WHERE p.proname = $2)",
+			   2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		pgo_consume_pg_lost(c, pgo_pq_msg(c->pg, res));
+		PQclear(res);
+		return PGO_ERR_AGAIN;
+	}
+	if (strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
+		snprintf(c->errmsg, sizeof(c->errmsg),
+			 "--sql: no function %s in this database (the "
+			 "handler takes the message's payload as its one "
+			 "jsonb argument)%s%s: create it or fix the name",
+			 c->sql_sig,
+			 PQgetisnull(res, 0, 1) ? "" : "; there is only ",
+			 PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+		PQclear(res);
+		return PGO_ERR_INVALID;
+	}
+	PQclear(res);
+	return PGO_OK;
+}
+
+/* Connects when needed.  Returns PGO_OK when connected, PGO_ERR_AGAIN to
+ * wait for the backoff, or PGO_ERR_SCHEMA when the database lacks the
+ * inbox (fatal). */
+int pgo_consume_ensure_pg(pgo_consumer_t *c)
+{
+	const char *keys[] = {"dbname", "application_name", "connect_timeout",
+			      NULL};
+	const char *vals[] = {c->db_url, "pgoutbox consume", "10", NULL};
+	pgo_error_t err;
+	char sql[96];
+	int rc;
+
+	if (c->pg && PQstatus(c->pg) == CONNECTION_OK)
+		return PGO_OK;
+	if (c->pg)
+		pgo_consume_pg_lost(c, pgo_pq_msg(c->pg, NULL));
+	if (pgo_now_ms() < c->pg_retry_at)
+		return PGO_ERR_AGAIN;
+	c->pg = PQconnectdbParams(keys, vals, 1);
+	if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
+		pgo_log(PGO_LOG_WARN, c->subject,
+			"cannot connect to PostgreSQL: %s",
+			c->pg ? pgo_pq_msg(c->pg, NULL) : "out of memory");
+		PQfinish(c->pg);
+		c->pg = NULL;
+		c->pg_retry_at = pgo_now_ms() + c->pg_backoff;
+		c->pg_backoff = pgo_consume_next_backoff(c->pg_backoff);
+		return PGO_ERR_AGAIN;
+	}
+	if (pgo_schema_check(c->pg, &err) != PGO_OK) {
+		/* A schema that is missing or too old is fatal here; a failed
+		 * read of it may go away (pgo_pq_retriable's rule). */
+		if (err.code == PGO_ERR_DB && err.retriable) {
+			pgo_consume_pg_lost(c, err.msg);
+			return PGO_ERR_AGAIN;
+		}
+		snprintf(c->errmsg, sizeof(c->errmsg), "%s", err.msg);
+		return PGO_ERR_SCHEMA;
+	}
+	rc = check_function(c);
+	if (rc != PGO_OK)
+		return rc;
+	snprintf(sql, sizeof(sql), "SET statement_timeout = %" PRId64,
+		 c->statement_timeout_ms);
+	if (!pgo_consume_pg_cmd(c, sql)) {
+		pgo_consume_pg_lost(c, "setting up the session failed");
+		return PGO_ERR_AGAIN;
+	}
+	c->pg_backoff = BACKOFF_MIN_MS;
+	c->pending_mode = true; /* anything in flight may have failed */
+	pgo_log(PGO_LOG_INFO, c->subject, "connected to PostgreSQL");
+	return PGO_OK;
+}
+
+void pgo_consume_maybe_maintain(pgo_consumer_t *c)
+{
+	pgo_error_t err;
+	int created, dropped;
+
+	if (pgo_now_ms() < c->next_maintain)
+		return;
+	c->next_maintain = pgo_now_ms() + c->maintain_every_ms;
+	if (pgo_inbox_maintain(c->pg, c->window, &created, &dropped, &err) !=
+	    PGO_OK) {
+		pgo_log(PGO_LOG_WARN, c->subject,
+			"%s (retried in %" PRId64 " s)", err.msg,
+			c->maintain_every_ms / 1000);
+		return;
+	}
+	if (created || dropped)
+		pgo_log(PGO_LOG_INFO, c->subject,
+			"inbox partitions: %d created, %d dropped (window %s)",
+			created, dropped, c->window);
+}
