@@ -12,7 +12,6 @@
 #          client (tests/nats/consume.js; npm ci on its first run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
 . scripts/pg.sh
 
 usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }

@@ -41,6 +41,10 @@ after=$(ls -d /tmp/pgoutbox-try.* 2>/dev/null | sort || true)
 # files there open.
 left=$(pgrep -af pgoutbox-try || true)
 for p in $(pgrep -x kafka_mock || true); do
-	ls -l "/proc/$p/fd" 2>/dev/null | grep -q pgoutbox-try && left="$left kafka_mock $p"
+	for f in /proc/"$p"/fd/*; do
+		case $(readlink "$f" 2>/dev/null) in
+		/tmp/pgoutbox-try.*) left="$left kafka_mock $p"; break ;;
+		esac
+	done
 done
 [ -z "$left" ] || fail "try.sh left running: $left"
