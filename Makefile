@@ -3,7 +3,7 @@
 #   make check   build with ASan+UBSan and run every test against real servers
 # and the rest:
 #   make build | bench | install [PREFIX=...] | uninstall | format | fuzz |
-#        valgrind | clean
+#        valgrind | try-kafka | try-nats | clean
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -59,6 +59,14 @@ demo: build
 
 check: asan
 	tests/run.sh $(ASAN_BUILD)
+
+# A broker sink tried without a broker of your own (scripts/try.sh): the
+# broker (librdkafka's mock cluster; nats-server -js), a throwaway
+# PostgreSQL (or DB=URL), a relay, three events read back by kcat or the
+# nats npm client, then everything removed.  KEEP=1 keeps it running.
+.PHONY: try-kafka try-nats
+try-kafka try-nats: build
+	scripts/try.sh $(@:try-%=%) --bin $(BUILD)/pgoutbox $(if $(DB),--db "$(DB)") $(if $(KEEP),--keep)
 
 # The core workloads (stdout sink), then each broker sink's drains and
 # latency beside the stdout sink's from its own run (Kafka through
