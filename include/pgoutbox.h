@@ -646,8 +646,9 @@ PGO_EXPORT const char *pgo_worker_errmsg(const pgo_worker_t *w);
  * each tick is enqueued exactly once by a compare-and-set on the
  * schedule's last tick in the same transaction as the job. */
 
-/* A schedule to add: size = sizeof(pgo_cron_schedule_t); the NULL/0
- * fields take the defaults given. */
+/* A schedule to add: size = sizeof(pgo_cron_schedule_t).  For a new
+ * schedule the NULL/0 fields take the defaults given; a schedule that
+ * replaces one of the same name keeps that one's values instead. */
 typedef struct pgo_cron_schedule {
 	size_t size;	     /* sizeof(pgo_cron_schedule_t) */
 	const char *name;    /* 1-100 of [A-Za-z0-9_.:-] */
@@ -663,7 +664,8 @@ typedef struct pgo_cron_schedule {
 			      * ticks (0..1000; 0 means 1) */
 } pgo_cron_schedule_t;
 
-/* Adds (or replaces) a schedule; its ticks count from now.  The
+/* Adds (or replaces) a schedule; its ticks count from now.  A replaced
+ * schedule keeps the zone, payload and policies left NULL/0.  The
  * expression, zone, queue and policies are checked first and errors name
  * the bad field ("cron \"61 * * * *\": minute field: ..."). */
 PGO_EXPORT int pgo_cron_add(PGconn *conn, const pgo_cron_schedule_t *s,

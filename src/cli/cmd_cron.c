@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "pgo_int.h"
+#include "cron/cron.h"
 
 static pgo_scheduler_t *running;
 
@@ -58,13 +59,17 @@ static struct {
 	const char *clock_offset; /* run, tests: wake up late or early */
 	const char *history_keep; /* run: delete older history */
 	const char *name;	  /* run: instance name in logs */
-} opt = {.payload = "{}", .limit = "50"};
+} opt = {.limit = "50"};
 
 static const cli_opt_t opts[] = {
 	{"--queue", "NAME", "add: work queue the jobs go to", &opt.queue, NULL},
-	{"--payload", "JSON", "add: payload of each job (default {})",
+	{"--payload", "JSON",
+	 "add: payload of each job (default {}; a replaced schedule keeps its "
+	 "own)",
 	 &opt.payload, NULL},
-	{"--tz", "ZONE", "add: IANA time zone (default UTC)", &opt.tz, NULL},
+	{"--tz", "ZONE",
+	 "add: IANA time zone (default UTC; a replaced schedule keeps its own)",
+	 &opt.tz, NULL},
 	{"--overlap", "POLICY", "add: skip (default) or allow", &opt.overlap,
 	 NULL},
 	{"--missed", "POLICY", "add: skip, run_once (default) or catch_up",
@@ -106,15 +111,17 @@ static int check_add(void)
 		cli_error("cron", "add needs --queue");
 		return EXIT_USAGE;
 	}
-	j = json_loads(opt.payload, JSON_DECODE_ANY, &jerr);
-	if (!j) {
-		cli_error("cron",
-			  "--payload is not valid JSON: line %d, "
-			  "column %d: %s",
-			  jerr.line, jerr.column, jerr.text);
-		return EXIT_USAGE;
+	if (opt.payload) {
+		j = json_loads(opt.payload, JSON_DECODE_ANY, &jerr);
+		if (!j) {
+			cli_error("cron",
+				  "--payload is not valid JSON: line %d, "
+				  "column %d: %s",
+				  jerr.line, jerr.column, jerr.text);
+			return EXIT_USAGE;
+		}
+		json_decref(j);
 	}
-	json_decref(j);
 	if (opt.catch_up_max &&
 	    (atoi(opt.catch_up_max) < 1 || atoi(opt.catch_up_max) > 1000)) {
 		cli_error("cron",
@@ -140,6 +147,7 @@ static int cron_add(cli_t *cli)
 	};
 	pgo_error_t err;
 	PGconn *conn;
+	bool replaced = false;
 	int rc;
 
 	if (check_add())
@@ -147,12 +155,12 @@ static int cron_add(cli_t *cli)
 	conn = cli_connect_schema(cli->conf, "pgoutbox cron", &rc);
 	if (!conn)
 		return rc;
-	if (pgo_cron_add(conn, &s, &err) != PGO_OK) {
+	if (pgo_cron_put(conn, &s, &replaced, &err) != PGO_OK) {
 		cli_error("cron", "%s", err.msg);
 		PQfinish(conn);
 		return err.code == PGO_ERR_INVALID ? EXIT_USAGE : EXIT_FAIL;
 	}
-	printf("schedule %s added\n", s.name);
+	printf("schedule %s %s\n", s.name, replaced ? "replaced" : "added");
 	PQfinish(conn);
 	return EXIT_OK;
 }
