@@ -79,7 +79,7 @@ static void child_listen(int role, pgo_conf_t *conf)
 
 /* The one child that speaks systemd's notify protocol (the first role
  * started): READY=1 once it is connected, its loop feeds the watchdog.
- * The unit needs NotifyAccess=all (contrib/systemd/pgoutbox@.service). */
+ * The unit needs NotifyAccess=all (contrib/systemd/pgoutbox@.service.in). */
 static int notify_role = -1;
 
 static void child_notify(int role)
