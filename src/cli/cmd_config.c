@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "db/conn.h"
 
 static const char *const flags[] = {"--db", "--db-file", "--sink", "--batch",
 				    NULL};
@@ -15,7 +16,9 @@ static const cli_cmd_t cmd = {
 		 "[flags]",
 	.summary = "show: every setting with its value and where it came "
 		   "from (secrets masked).\ncheck: validate the file, "
-		   "environment and flags; exit 2 on an error.\nreference: "
+		   "environment and flags, and the database connection "
+		   "settings as libpq reads them (without connecting); exit "
+		   "2 on an error.\nreference: "
 		   "the Markdown table of every setting, for the docs.",
 	.flags = flags,
 	.min_args = 1,
@@ -24,6 +27,7 @@ static const cli_cmd_t cmd = {
 
 int cmd_config(int argc, char **argv)
 {
+	pgo_error_t err;
 	bool done;
 	cli_t cli;
 	int rc;
@@ -40,10 +44,15 @@ int cmd_config(int argc, char **argv)
 			cli_free(&cli);
 			return EXIT_USAGE;
 		}
-		if (cli.args[0][0] == 's')
+		if (cli.args[0][0] == 's') {
 			pgo_conf_show(cli.conf, stdout);
-		else
+		} else if (pgo_conn_check_settings(cli.conf, &err) != PGO_OK) {
+			cli_error("config", "invalid connection settings: %s",
+				  err.msg);
+			rc = EXIT_USAGE;
+		} else {
 			printf("configuration is valid\n");
+		}
 	} else {
 		cli_error("config",
 			  "unknown action \"%s\" (show, check, "
