@@ -91,6 +91,14 @@ expect_refused_worker 'password authentication failed' "$PGO_BIN" worker --db "$
 expect_refused 'password authentication failed' "$PGO_BIN" relay --db "$fake" --mode concurrent
 note "authentication refused at start: exit 2, the reason first"
 
+# consume applies the same rule at its first connection (when built).
+if "$PGO_BIN" consume --help >/dev/null 2>&1; then
+	for db in "$DATABASE_URL sslmode=bogus" "$(pg_url t_conn_nosuch)" "$fake"; do
+		EXPECT_LINE=any expect_refused "fix database.url" "$PGO_BIN" consume --db "$db" --stream s --group g --exec true
+	done
+	note "consume: refused at start like the relay"
+fi
+
 # A missing database: one line, the reason, nothing before it.
 expect_refused 'database "t_conn_nosuch" does not exist' "$PGO_BIN" relay --db "$(pg_url t_conn_nosuch)"
 [ "$(wc -l <"$T_TMP/err")" = 1 ] || fail "a refused start is more than one line: $(cat "$T_TMP/err")"

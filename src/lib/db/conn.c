@@ -88,20 +88,21 @@ static int dry_refused(PGconn *dry, const char *port, pgo_error_t *err)
 	return rc;
 }
 
-int pgo_conn_check_settings(const pgo_conf_t *conf, pgo_error_t *err)
+int pgo_conn_check_url(const char *url, pgo_error_t *err)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(conf);
-	const char *url = v->db_url ? v->db_url : "";
 	const char *keys[48], *vals[48];
 	char *errmsg = NULL;
 	PQconninfoOption *opts;
 	PGconn *dry;
 	int n = 0, rc;
+	bool conninfo;
+
+	if (!url)
+		url = "";
 	/* As libpq's expand_dbname: a URL or key=value pairs, else the name
 	 * of a database. */
-	bool conninfo = strncmp(url, "postgresql://", 13) == 0 ||
-			strncmp(url, "postgres://", 11) == 0 ||
-			strchr(url, '=');
+	conninfo = strncmp(url, "postgresql://", 13) == 0 ||
+		   strncmp(url, "postgres://", 11) == 0 || strchr(url, '=');
 
 	/* Syntax and keywords: libpq's parser. */
 	opts = PQconninfoParse(conninfo ? url : "", &errmsg);
@@ -151,6 +152,11 @@ int pgo_conn_check_settings(const pgo_conf_t *conf, pgo_error_t *err)
 	return rc;
 }
 
+int pgo_conn_check_settings(const pgo_conf_t *conf, pgo_error_t *err)
+{
+	return pgo_conn_check_url(pgo_conf_values(conf)->db_url, err);
+}
+
 #define FIX_URL "fix database.url (--db, PGOUTBOX_DATABASE_URL)"
 
 /* Failures no retry fixes, by what the server or libpq said when the
@@ -184,11 +190,10 @@ static const struct refusal {
 	 "PGPASSWORD or ~/.pgpass"},
 };
 
-int pgo_conn_start_refusal(const pgo_conf_t *conf, const char *why,
-			   bool check_url, pgo_error_t *err)
+int pgo_conn_url_refusal(const char *url, const char *why, bool check_url,
+			 pgo_error_t *err)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(conf);
-	bool configured = (v->db_url && *v->db_url) || pg_env_set();
+	bool configured = (url && *url) || pg_env_set();
 	pgo_error_t bad;
 
 	for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
@@ -200,7 +205,7 @@ int pgo_conn_start_refusal(const pgo_conf_t *conf, const char *why,
 					     "cannot connect: %s; %s", why,
 					     r->what);
 	}
-	if (check_url && pgo_conn_check_settings(conf, &bad) != PGO_OK)
+	if (check_url && pgo_conn_check_url(url, &bad) != PGO_OK)
 		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
 				     "invalid connection settings: %s; " FIX_URL
 				     ": a libpq connection string or "
@@ -215,6 +220,13 @@ int pgo_conn_start_refusal(const pgo_conf_t *conf, const char *why,
 			"PGSERVICE); the default server says: %s",
 			why);
 	return PGO_OK;
+}
+
+int pgo_conn_start_refusal(const pgo_conf_t *conf, const char *why,
+			   bool check_url, pgo_error_t *err)
+{
+	return pgo_conn_url_refusal(pgo_conf_values(conf)->db_url, why,
+				    check_url, err);
 }
 
 /* A first connection's failure that no retry can fix (see

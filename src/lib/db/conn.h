@@ -163,6 +163,8 @@ void pgo_conn_drop(pgo_conn_t *c, const char *why);
  * started towards a socket that does not exist, so that nothing goes
  * over the network.  PGO_OK, or PGO_ERR_CONFIG with libpq's complaint. */
 int pgo_conn_check_settings(const pgo_conf_t *conf, pgo_error_t *err);
+/* The same for a database URL (NULL or "": libpq's defaults). */
+int pgo_conn_check_url(const char *url, pgo_error_t *err);
 /* The one rule for a first connection's failure (why: libpq's message):
  * PGO_ERR_CONFIG, err's one line saying what is wrong and what to do,
  * when no retry can fix it: a database or role that does not exist, an
@@ -174,6 +176,10 @@ int pgo_conn_check_settings(const pgo_conf_t *conf, pgo_error_t *err);
  * failure after. */
 int pgo_conn_start_refusal(const pgo_conf_t *conf, const char *why,
 			   bool check_url, pgo_error_t *err);
+/* The same for a runner that holds only the URL (db_url NULL or "":
+ * libpq's defaults). */
+int pgo_conn_url_refusal(const char *db_url, const char *why, bool check_url,
+			 pgo_error_t *err);
 
 /* --- pooler.c --- */
 

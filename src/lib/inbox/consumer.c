@@ -32,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "db/conn.h"
 #include "loop/loop.h"
 #include "loop/proc.h"
 #include "metrics/metrics.h"
@@ -76,6 +77,7 @@ struct pgo_consumer {
 	PGconn *pg;	     /* NULL while down */
 	int64_t pg_retry_at; /* down: the next connect (monotonic ms) */
 	int64_t pg_backoff;  /* the current reconnect backoff, ms */
+	bool pg_ever;	     /* connected once: every failure is an outage */
 	/* the loop */
 	pgo_loop_t *loop;	    /* every wait but libpq's turns it */
 	volatile sig_atomic_t stop; /* a stop was requested (and the loop
@@ -506,6 +508,15 @@ static int ensure_pg(pgo_consumer_t *c)
 	if (pgo_now_ms() < c->pg_retry_at)
 		return PGO_ERR_AGAIN;
 	c->pg = PQconnectdbParams(keys, vals, 1);
+	/* At start, what no retry fixes stops here (conn.c's rule). */
+	if (c->pg && PQstatus(c->pg) != CONNECTION_OK && !c->pg_ever &&
+	    pgo_conn_url_refusal(c->db_url, pgo_pq_msg(c->pg, NULL), true,
+				 &err) != PGO_OK) {
+		snprintf(c->errmsg, sizeof(c->errmsg), "%s", err.msg);
+		PQfinish(c->pg);
+		c->pg = NULL;
+		return PGO_ERR_INVALID;
+	}
 	if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
 		pgo_log(PGO_LOG_WARN, c->subject,
 			"cannot connect to PostgreSQL: %s",
@@ -536,6 +547,7 @@ static int ensure_pg(pgo_consumer_t *c)
 		return PGO_ERR_AGAIN;
 	}
 	c->pg_backoff = BACKOFF_MIN_MS;
+	c->pg_ever = true;
 	c->pending_mode = true; /* anything in flight may have failed */
 	pgo_log(PGO_LOG_INFO, c->subject, "connected to PostgreSQL");
 	return PGO_OK;
