@@ -38,7 +38,15 @@ assert all("pid" not in m and m["relay"] == "'"$name"'" and m["backend_pid"] > 0
 assert all("pid" not in c and c["backend_pid"] > 0 for c in s["relay_connections"]), s
 assert not [x for x in s["warnings"] if x["kind"] == "queue"], s["warnings"]' || fail "status --json: $("$PGO_BIN" status --json)"
 note "one relay, two connections: $(grep -A1 '^  relays:' "$T_TMP/status" | tr -s ' ' | tr '\n' ';')"
-stop_relay "$RELAY_PID"
+
+# Killed, its rows stay behind: once its backends are gone and its last
+# beat is older than the default lease timeout, it is not connected.
+kill -9 "$RELAY_PID"
+q "SELECT pgoutbox.send('t', 'k', 'x', '{}')" >/dev/null
+wait_until 40 '"$PGO_BIN" status | grep -q "^  WARNING queue outbox: 1 event pending and no relay connected"'
+"$PGO_BIN" status | grep -Eq "^    $name +ordered +2 connections, heartbeat .* ago \(not connected now\)$" ||
+	fail "a killed relay shows as connected: $("$PGO_BIN" status)"
+note "killed: $("$PGO_BIN" status | grep 'not connected now' | tr -s ' ')"
 
 # An adopted table whose --done marks rows: its rows stay.
 q "CREATE TABLE app_events (id bigserial PRIMARY KEY, topic text NOT NULL, key text, type text NOT NULL, payload jsonb NOT NULL, status text NOT NULL DEFAULT 'PENDING', created_at timestamptz NOT NULL DEFAULT now())"

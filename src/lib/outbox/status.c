@@ -139,7 +139,9 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 		return PGO_ERR_DB;
 	/* The same, per process: a member is NAME/connection.  Where from
 	 * (a backend of another role hides its address: "?"), and whether
-	 * a backend of it is connected now. */
+	 * it is connected: a backend of it is, or it beat within the
+	 * default relay.lease_timeout (through a pooler, the backend it
+	 * beat on may be gone while it runs). */
 	f->procs = query(
 		conn,
 		"SELECT regexp_replace(r.member, '/[0-9]+$', '') AS relay, "
@@ -150,7 +152,8 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 		"THEN 'local' ELSE "
 		"host(a.client_addr) END, ', '), '-'), "
 		"date_trunc('second', now() - max(r.heartbeat_at)), "
-		"bool_or(a.pid IS NOT NULL)::text "
+		"bool_or(a.pid IS NOT NULL OR r.heartbeat_at > now() - "
+		"interval '10 s')::text "
 		"FROM pgoutbox.relays r LEFT JOIN pg_stat_activity a ON a.pid "
 		"= r.backend_pid WHERE r.queue = $1 GROUP BY 1 ORDER BY 1",
 		queue, err);
@@ -280,17 +283,20 @@ static void text_members(const facts_t *f, FILE *out)
 			"\n",
 			modes);
 	for (int i = 0; i < PQntuples(procs); i++) {
-		const char *n = PQgetvalue(procs, i, 2);
+		const char *n = PQgetvalue(procs, i, 2),
+			   *from = PQgetvalue(procs, i, 3);
+		bool up = strcmp(PQgetvalue(procs, i, 5), "true") == 0;
 
+		/* "-": none of its backends is left, so no "from". */
 		fprintf(out,
-			"    %-28s %-10s %s connection%s from %s, heartbeat "
-			"%s ago%s\n",
+			"    %-28s %-10s %s connection%s%s%s, heartbeat %s "
+			"ago%s\n",
 			PQgetvalue(procs, i, 0), PQgetvalue(procs, i, 1), n,
-			strcmp(n, "1") == 0 ? "" : "s", PQgetvalue(procs, i, 3),
+			strcmp(n, "1") == 0 ? "" : "s",
+			strcmp(from, "-") == 0 ? "" : " from ",
+			strcmp(from, "-") == 0 ? "" : from,
 			PQgetvalue(procs, i, 4),
-			strcmp(PQgetvalue(procs, i, 5), "true") == 0
-				? ""
-				: " (not connected now)");
+			up ? "" : " (not connected now)");
 	}
 	for (int i = 0; i < PQntuples(res); i++)
 		holders += !is_concurrent(res, i);
