@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "db/conn.h"
 #include "pgo_int.h"
 
 extern char **environ;
@@ -400,9 +401,17 @@ PGconn *cli_connect(const pgo_conf_t *conf, const char *app_name)
 	}
 	if (PQstatus(conn) != CONNECTION_OK) {
 		const char *m = PQerrorMessage(conn);
+		pgo_error_t err;
 
-		fprintf(stderr, "pgoutbox: cannot connect to PostgreSQL: %s%s",
-			m, m[0] && m[strlen(m) - 1] == '\n' ? "" : "\n");
+		/* What no retry fixes says what to do, on one line. */
+		if (pgo_conn_start_refusal(conf, pgo_pq_msg(conn, NULL), true,
+					   &err) != PGO_OK)
+			fprintf(stderr, "pgoutbox: %s\n", err.msg);
+		else
+			fprintf(stderr,
+				"pgoutbox: cannot connect to PostgreSQL: %s%s",
+				m,
+				m[0] && m[strlen(m) - 1] == '\n' ? "" : "\n");
 		PQfinish(conn);
 		return NULL;
 	}

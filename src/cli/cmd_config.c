@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "conf/conf.h"
+#include "db/conn.h"
 
 static const char *const flags[] = {"--db", "--db-file", "--sink", "--batch",
 				    NULL};
@@ -27,6 +28,7 @@ static int show(const cli_t *cli, bool changed)
 
 int cmd_config(int argc, char **argv)
 {
+	pgo_error_t err;
 	bool done, changed = false;
 	const cli_opt_t opts[] = {
 		{"--changed", NULL,
@@ -41,9 +43,11 @@ int cmd_config(int argc, char **argv)
 		.summary = "show: every setting with its value and where it "
 			   "came from (secrets masked);\nwith --changed only "
 			   "those whose value is not the default.\ncheck: "
-			   "validate the file, environment and flags; exit 2 "
-			   "on an error.\nreference: the Markdown table of "
-			   "every setting, for the docs.",
+			   "validate the file, environment and flags, and the "
+			   "database connection settings as libpq reads them "
+			   "(without connecting); exit 2 on an error.\n"
+			   "reference: the Markdown table of every setting, "
+			   "for the docs.",
 		.opts = opts,
 		.flags = flags,
 		.min_args = 1,
@@ -67,10 +71,15 @@ int cmd_config(int argc, char **argv)
 			cli_free(&cli);
 			return EXIT_USAGE;
 		}
-		if (cli.args[0][0] == 's')
+		if (cli.args[0][0] == 's') {
 			rc = show(&cli, changed);
-		else
+		} else if (pgo_conn_check_settings(cli.conf, &err) != PGO_OK) {
+			cli_error("config", "invalid connection settings: %s",
+				  err.msg);
+			rc = EXIT_USAGE;
+		} else {
 			printf("configuration is valid\n");
+		}
 	} else {
 		cli_error("config",
 			  "unknown action \"%s\" (show, check, "

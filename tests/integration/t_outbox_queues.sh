@@ -144,7 +144,7 @@ PY
 grep -q '"traceparent": "00-0af7651916cd43dd8448eb211c80319c' "$T_TMP/workers.ndjson" || fail "headers did not travel: $(head -2 "$T_TMP/workers.ndjson")"
 # Each service's status: its queue, its relay and its mode.
 "$PGO_BIN" status --queue consumers >"$T_TMP/status" || fail "status --queue consumers"
-grep -q '^  relays: 2 (ordered)$' "$T_TMP/status" || fail "status consumers: $(cat "$T_TMP/status")"
+grep -q '^  relays: 1 (ordered)$' "$T_TMP/status" || fail "status consumers (one process, two connections): $(cat "$T_TMP/status")"
 "$PGO_BIN" status --queue workers >"$T_TMP/status" || fail "status --queue workers"
 grep -q 'workers-relay/0 *concurrent' "$T_TMP/status" || fail "status workers: $(cat "$T_TMP/status")"
 grep -q 'modes mixed' "$T_TMP/status" && fail "modes of two queues mixed up: $(cat "$T_TMP/status")"

@@ -62,60 +62,184 @@ static bool pg_env_set(void)
 	return false;
 }
 
-/* Whether libpq reads s as a connection string (or URL). */
-static bool conninfo_parses(const char *s)
+/* Where the dry run of libpq's checks connects to: a socket directory
+ * that does not exist, so that no packet leaves. */
+#define DRY_HOST "/nonexistent/pgoutbox-settings-check"
+
+/* Whether the dry run dry ended on something else than the missing
+ * socket that settings libpq accepts end on (err set then). */
+static int dry_refused(PGconn *dry, const char *port, pgo_error_t *err)
 {
+	const char *const keys[] = {"host", "port", NULL};
+	const char *const vals[] = {DRY_HOST, port, NULL};
+	PGconn *base;
+	int rc = PGO_OK;
+
+	if (!dry || PQstatus(dry) != CONNECTION_BAD)
+		return PGO_OK; /* out of memory, or connecting after all */
+	/* The same socket with nothing else set fails the same way, word
+	 * for word, at the socket (unless a PG* variable is wrong). */
+	base = PQconnectStartParams(keys, vals, 0);
+	if (base && (strcmp(PQerrorMessage(base), PQerrorMessage(dry)) != 0 ||
+		     !strstr(PQerrorMessage(base), DRY_HOST)))
+		rc = pgo_error_set(err, PGO_ERR_CONFIG, 0, "%s",
+				   pgo_pq_msg(dry, NULL));
+	PQfinish(base);
+	return rc;
+}
+
+int pgo_conn_check_url(const char *url, pgo_error_t *err)
+{
+	const char *keys[48], *vals[48];
 	char *errmsg = NULL;
-	PQconninfoOption *o = PQconninfoParse(s, &errmsg);
-	/* No message: out of memory, not known to be wrong. */
-	bool ok = o != NULL || errmsg == NULL;
+	PQconninfoOption *opts;
+	PGconn *dry;
+	int n = 0, rc;
+	bool conninfo;
 
-	PQfreemem(errmsg);
-	PQconninfoFree(o);
-	return ok;
+	if (!url)
+		url = "";
+	/* As libpq's expand_dbname: a URL or key=value pairs, else the name
+	 * of a database. */
+	conninfo = strncmp(url, "postgresql://", 13) == 0 ||
+		   strncmp(url, "postgres://", 11) == 0 || strchr(url, '=');
+
+	/* Syntax and keywords: libpq's parser. */
+	opts = PQconninfoParse(conninfo ? url : "", &errmsg);
+	if (!opts) {
+		rc = PGO_OK;
+		/* No message: out of memory, not known to be wrong. */
+		if (errmsg) {
+			errmsg[strcspn(errmsg, "\n")] = '\0';
+			rc = pgo_error_set(err, PGO_ERR_CONFIG, 0, "%s",
+					   errmsg);
+		}
+		PQfreemem(errmsg);
+		return rc;
+	}
+	/* The values (sslmode, integers, services...): libpq checks them
+	 * when a connection starts, before the network.  Start one with the
+	 * same settings towards a socket that does not exist: libpq got as
+	 * far as that socket, or names what it refuses. */
+	if (!conninfo && *url) {
+		keys[n] = "dbname";
+		vals[n++] = url;
+	}
+	for (PQconninfoOption *o = opts; o->keyword && n < 44; o++) {
+		if (!o->val || strcmp(o->keyword, "host") == 0 ||
+		    strcmp(o->keyword, "hostaddr") == 0 ||
+		    strcmp(o->keyword, "port") == 0)
+			continue;
+		keys[n] = o->keyword;
+		vals[n++] = o->val;
+	}
+	keys[n] = "host";
+	vals[n++] = DRY_HOST;
+	/* One host, so one port (a list of them is checked with the hosts,
+	 * at the real connection). */
+	keys[n] = "port";
+	vals[n++] = "5432";
+	for (PQconninfoOption *o = opts; o->keyword; o++)
+		if (strcmp(o->keyword, "port") == 0 && o->val && *o->val &&
+		    !strchr(o->val, ','))
+			vals[n - 1] = o->val;
+	keys[n] = NULL;
+	vals[n] = NULL;
+	dry = PQconnectStartParams(keys, vals, 0);
+	rc = dry_refused(dry, vals[n - 1], err);
+	PQconninfoFree(opts);
+	PQfinish(dry);
+	return rc;
 }
 
-/* A failure of the first attempt that no retry can fix: a database or
- * role that does not exist, a connection string libpq refuses, no
- * database configured at all.  True with c->fatal saying what to do
- * (PGO_ERR_CONFIG); the owner stops at the next step().  Once a session
- * came up, every failure is an outage to wait out. */
-const char *pgo_conn_start_refusal(const pgo_conf_t *conf, const char *why,
-				   bool check_url)
+int pgo_conn_check_settings(const pgo_conf_t *conf, pgo_error_t *err)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(conf);
-	bool configured = (v->db_url && *v->db_url) || pg_env_set();
-	const char *what;
-
-	if ((strstr(why, "database \"") || strstr(why, "role \"")) &&
-	    strstr(why, "\" does not exist"))
-		what = "fix database.url (--db, DATABASE_URL), or create it";
-	else if (check_url && v->db_url && *v->db_url &&
-		 !conninfo_parses(v->db_url))
-		what = "fix database.url (--db, DATABASE_URL): a libpq "
-		       "connection string or postgresql:// URL";
-	else if (!configured)
-		what = "no database is configured (database.url is empty and "
-		       "no PGHOST, PGPORT, PGDATABASE or PGSERVICE is set): "
-		       "set "
-		       "database.url in the configuration, --db or "
-		       "DATABASE_URL";
-	else
-		return NULL;
-	return what;
+	return pgo_conn_check_url(pgo_conf_values(conf)->db_url, err);
 }
 
+#define FIX_URL "fix database.url (--db, PGOUTBOX_DATABASE_URL)"
+
+/* Failures no retry fixes, by what the server or libpq said when the
+ * connection was refused.  libpq gives no SQLSTATE for a failed
+ * connection, so its words, which are the server's (in English unless
+ * the server's lc_messages says otherwise). */
+static const struct refusal {
+	const char *said;  /* in the message */
+	const char *said2; /* and this too (NULL: no more) */
+	const char *what;  /* what to do */
+} refusals[] = {
+	/* 3D000 and 28000: a database or role that does not exist. */
+	{"database \"", "\" does not exist", FIX_URL ", or create it"},
+	{"role \"", "\" does not exist", FIX_URL ", or create it"},
+	/* 28P01 and 28000: password, peer, ident, ldap... */
+	{"authentication failed for user", NULL,
+	 FIX_URL ": the user or password (or ~/.pgpass, pg_hba.conf)"},
+	{"no pg_hba.conf entry for", NULL,
+	 "allow this user, database and host in the server's pg_hba.conf, "
+	 "or " FIX_URL},
+	{"pg_hba.conf rejects connection", NULL,
+	 "allow this user, database and host in the server's pg_hba.conf, "
+	 "or " FIX_URL},
+	{"is not permitted to log in", NULL,
+	 "ALTER ROLE ... LOGIN, or " FIX_URL " to use another role"},
+	/* libpq, on a value it reads only when it connects. */
+	{"invalid integer value", NULL, FIX_URL},
+	/* libpq: the server asks for a password and none is given. */
+	{"no password supplied", NULL,
+	 "give the password in database.url, database.url_file (--db-file), "
+	 "PGPASSWORD or ~/.pgpass"},
+};
+
+int pgo_conn_url_refusal(const char *url, const char *why, bool check_url,
+			 pgo_error_t *err)
+{
+	bool configured = (url && *url) || pg_env_set();
+	pgo_error_t bad;
+
+	for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
+		const struct refusal *r = &refusals[i];
+
+		if (strstr(why, r->said) &&
+		    (!r->said2 || strstr(why, r->said2)))
+			return pgo_error_set(err, PGO_ERR_CONFIG, 0,
+					     "cannot connect: %s; %s", why,
+					     r->what);
+	}
+	if (check_url && pgo_conn_check_url(url, &bad) != PGO_OK)
+		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
+				     "invalid connection settings: %s; " FIX_URL
+				     ": a libpq connection string or "
+				     "postgresql:// URL",
+				     bad.msg);
+	if (!configured)
+		return pgo_error_set(
+			err, PGO_ERR_CONFIG, 0,
+			"no database is configured: set database.url in the "
+			"configuration, --db, PGOUTBOX_DATABASE_URL or "
+			"DATABASE_URL (or PGHOST, PGPORT, PGDATABASE, "
+			"PGSERVICE); the default server says: %s",
+			why);
+	return PGO_OK;
+}
+
+int pgo_conn_start_refusal(const pgo_conf_t *conf, const char *why,
+			   bool check_url, pgo_error_t *err)
+{
+	return pgo_conn_url_refusal(pgo_conf_values(conf)->db_url, why,
+				    check_url, err);
+}
+
+/* A first connection's failure that no retry can fix (see
+ * pgo_conn_start_refusal()): true with c->fatal set, and the owner stops
+ * at the next step().  Once a session came up, every failure is an
+ * outage to wait out, a refused password too: it may be changing under
+ * a running relay (a rotation), which should wait for the fix rather
+ * than die at the first attempt. */
 static bool refuse_start(pgo_conn_t *c, const char *why, bool at_kick)
 {
-	const char *what;
-
-	if (c->ever_connected)
+	if (c->ever_connected ||
+	    pgo_conn_start_refusal(c->conf, why, at_kick, &c->fatal) == PGO_OK)
 		return false;
-	what = pgo_conn_start_refusal(c->conf, why, at_kick);
-	if (!what)
-		return false;
-	pgo_error_set(&c->fatal, PGO_ERR_CONFIG, 0, "cannot connect: %s; %s",
-		      why, what);
 	c->refused = true;
 	return true;
 }

@@ -157,6 +157,30 @@ bool pgo_conn_expire(pgo_conn_t *c, int64_t now, int64_t limit);
 /* Drops the connection and schedules a reconnect with backoff. */
 void pgo_conn_drop(pgo_conn_t *c, const char *why);
 
+/* Whether libpq accepts database.url (and the PG* variables) as
+ * connection settings: its parser for the syntax and keywords, then its
+ * own checks of the values (sslmode, integers, services) in a connection
+ * started towards a socket that does not exist, so that nothing goes
+ * over the network.  PGO_OK, or PGO_ERR_CONFIG with libpq's complaint. */
+int pgo_conn_check_settings(const pgo_conf_t *conf, pgo_error_t *err);
+/* The same for a database URL (NULL or "": libpq's defaults). */
+int pgo_conn_check_url(const char *url, pgo_error_t *err);
+/* The one rule for a first connection's failure (why: libpq's message):
+ * PGO_ERR_CONFIG, err's one line saying what is wrong and what to do,
+ * when no retry can fix it: a database or role that does not exist, an
+ * authentication refused (password, pg_hba.conf, NOLOGIN, no password
+ * given), settings libpq refuses (with check_url:
+ * pgo_conn_check_settings()), no database configured at all.  PGO_OK
+ * when waiting may help (the server is down or unreachable).  Runners
+ * apply it until their first session came up, and wait out every
+ * failure after. */
+int pgo_conn_start_refusal(const pgo_conf_t *conf, const char *why,
+			   bool check_url, pgo_error_t *err);
+/* The same for a runner that holds only the URL (db_url NULL or "":
+ * libpq's defaults). */
+int pgo_conn_url_refusal(const char *db_url, const char *why, bool check_url,
+			 pgo_error_t *err);
+
 /* --- pooler.c --- */
 
 /* What stands between a runner and PostgreSQL. */
@@ -174,13 +198,10 @@ int pgo_pooler_probe(const pgo_conf_t *conf, const char *app_name,
 		     pgo_pooler_t *kind, pgo_error_t *err);
 /* The probe until it answers, at start: a failure is logged once and
  * tried again with backoff, turning loop meanwhile (a stop request wakes
- * it).  PGO_OK and *kind; PGO_ERR_AGAIN when *stop was set first. */
+ * it).  PGO_OK and *kind; PGO_ERR_AGAIN when *stop was set first.  A
+ * failure no retry can fix (pgo_conn_start_refusal()) ends the wait with
+ * PGO_OK and PGO_POOLER_NONE: the session's own setup refuses it. */
 struct pgo_loop;
-/* What to do about a first connection's failure that no retry can fix
- * (no such database or role, no database configured, and with check_url
- * a database.url libpq cannot read); NULL when waiting may help. */
-const char *pgo_conn_start_refusal(const pgo_conf_t *conf, const char *why,
-				   bool check_url);
 int pgo_pooler_wait(const pgo_conf_t *conf, const char *app_name,
 		    const char *subject, struct pgo_loop *loop,
 		    volatile sig_atomic_t *stop, pgo_pooler_t *kind);

@@ -140,7 +140,8 @@ int pgo_pooler_wait(const pgo_conf_t *conf, const char *app_name,
 			return PGO_OK;
 		/* No retry fixes it: the session's own setup refuses it with
 		 * what to do (conn.c). */
-		if (pgo_conn_start_refusal(conf, err.msg, true)) {
+		if (pgo_conn_start_refusal(conf, err.msg, true, NULL) !=
+		    PGO_OK) {
 			*kind = PGO_POOLER_NONE;
 			return PGO_OK;
 		}

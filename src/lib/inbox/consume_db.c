@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/conn.h"
 #include "inbox/consumer_int.h"
 
 void pgo_consume_pg_lost(pgo_consumer_t *c, const char *why)
@@ -90,6 +91,15 @@ int pgo_consume_ensure_pg(pgo_consumer_t *c)
 	if (pgo_now_ms() < c->pg_retry_at)
 		return PGO_ERR_AGAIN;
 	c->pg = PQconnectdbParams(keys, vals, 1);
+	/* At start, what no retry fixes stops here (conn.c's rule). */
+	if (c->pg && PQstatus(c->pg) != CONNECTION_OK && !c->pg_ever &&
+	    pgo_conn_url_refusal(c->db_url, pgo_pq_msg(c->pg, NULL), true,
+				 &err) != PGO_OK) {
+		snprintf(c->errmsg, sizeof(c->errmsg), "%s", err.msg);
+		PQfinish(c->pg);
+		c->pg = NULL;
+		return PGO_ERR_INVALID;
+	}
 	if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
 		pgo_log(PGO_LOG_WARN, c->subject,
 			"cannot connect to PostgreSQL: %s",
@@ -120,6 +130,7 @@ int pgo_consume_ensure_pg(pgo_consumer_t *c)
 		return PGO_ERR_AGAIN;
 	}
 	c->pg_backoff = BACKOFF_MIN_MS;
+	c->pg_ever = true;
 	c->pending_mode = true; /* anything in flight may have failed */
 	pgo_log(PGO_LOG_INFO, c->subject, "connected to PostgreSQL");
 	return PGO_OK;

@@ -61,6 +61,7 @@ struct pgo_consumer {
 	PGconn *pg;	     /* NULL while down */
 	int64_t pg_retry_at; /* down: the next connect (monotonic ms) */
 	int64_t pg_backoff;  /* the current reconnect backoff, ms */
+	bool pg_ever;	     /* connected once: every failure is an outage */
 	/* the loop */
 	pgo_loop_t *loop;	    /* every wait but libpq's turns it */
 	volatile sig_atomic_t stop; /* a stop was requested (and the loop

@@ -3,7 +3,15 @@
  * with the age of the oldest event and how many are waiting for a retry),
  * the dead letters, the relays of the queue with their modes (a warning
  * when they mix modes), shard leases, the retention mode, what holds
- * back vacuum, and which relays are connected right now.
+ * back vacuum, and which relays are connected right now (a warning when
+ * events wait and none is).
+ *
+ * A relay is a process; each of its connections is a member of the
+ * queue (pgoutbox.relays, "NAME/0", "NAME/1"...) with a PostgreSQL
+ * backend.  Relays are counted and named by process (relay.name, by
+ * default HOST-PID: where it runs and its process id); a backend's pid
+ * is only ever called a backend pid, so that nobody kills a backend
+ * taking it for the relay.
  *
  * The facts are read once (collect()) and written either as text for a
  * person (`pgoutbox status`) or as one JSON object for scripts (`status
@@ -20,11 +28,16 @@
 typedef struct facts {
 	PGresult *topics;    /* topic, pending, oldest s, delayed, retried */
 	PGresult *dead;	     /* count, latest failed_at, its error */
-	PGresult *members;   /* member, mode, pid, heartbeat age, shards */
+	PGresult *members;   /* member, mode, backend pid, heartbeat age,
+			      * shards, relay */
+	PGresult *procs;     /* relay, modes, connections, clients,
+			      * heartbeat age, connected now */
 	PGresult *shards;    /* shard, pending, lag s, halted, its error */
 	PGresult *retention; /* retention, days, partitions (0 or 1 row) */
 	PGresult *health;    /* kind, subject, detail */
-	PGresult *relays;    /* application_name, pid, client, up, state */
+	PGresult *relays;    /* application_name, backend pid, client, up,
+			      * state */
+	PGresult *adopted;   /* an adopted table's done, table (else NULL) */
 } facts_t;
 
 static void facts_clear(facts_t *f)
@@ -32,6 +45,8 @@ static void facts_clear(facts_t *f)
 	PQclear(f->topics);
 	PQclear(f->dead);
 	PQclear(f->members);
+	PQclear(f->procs);
+	PQclear(f->adopted);
 	PQclear(f->shards);
 	PQclear(f->retention);
 	PQclear(f->health);
@@ -68,10 +83,19 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 	if (!kind)
 		return PGO_ERR_DB;
 	if (PQntuples(kind) == 1 &&
-	    strcmp(PQgetvalue(kind, 0, 0), "adopted") == 0)
+	    strcmp(PQgetvalue(kind, 0, 0), "adopted") == 0) {
 		snprintf(from, sizeof(from), "pgoutbox.adopted_pending('%s')",
 			 queue);
-	else /* a queue table stores no shard (sql/017_lighter_rows.sql) */
+		/* Its retention is its `done`: delete, or mark and keep. */
+		f->adopted = query(conn,
+				   "SELECT done_sql, tbl_sql FROM "
+				   "pgoutbox.adopted_map($1)",
+				   queue, err);
+		if (!f->adopted) {
+			PQclear(kind);
+			return PGO_ERR_DB;
+		}
+	} else /* a queue table stores no shard (sql/017_lighter_rows.sql) */
 		snprintf(from, sizeof(from),
 			 "(SELECT t.*, pgoutbox.shard_of(t.key, t.id, "
 			 "(SELECT q.shards FROM pgoutbox.queues q WHERE q.name "
@@ -107,10 +131,33 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 		"l "
 		"WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND "
 		"l.granted AND l.classid = pgoutbox.lease_ns($1)::oid AND "
-		"l.pid = r.backend_pid) s), '') "
+		"l.pid = r.backend_pid) s), ''), "
+		"regexp_replace(r.member, '/[0-9]+$', '') "
 		"FROM pgoutbox.relays r WHERE r.queue = $1 ORDER BY r.member",
 		queue, err);
 	if (!f->members)
+		return PGO_ERR_DB;
+	/* The same, per process: a member is NAME/connection.  Where from
+	 * (a backend of another role hides its address: "?"), and whether
+	 * it is connected: a backend of it is, or it beat within the
+	 * default relay.lease_timeout (through a pooler, the backend it
+	 * beat on may be gone while it runs). */
+	f->procs = query(
+		conn,
+		"SELECT regexp_replace(r.member, '/[0-9]+$', '') AS relay, "
+		"string_agg(DISTINCT r.mode, ', '), count(*), "
+		"coalesce(string_agg(DISTINCT CASE "
+		"WHEN a.pid IS NULL THEN NULL "
+		"WHEN a.client_port IS NULL THEN '?' "
+		"WHEN a.client_port = -1 THEN 'local' "
+		"ELSE host(a.client_addr) END, ', '), '-'), "
+		"date_trunc('second', now() - max(r.heartbeat_at)), "
+		"bool_or(a.pid IS NOT NULL OR r.heartbeat_at > now() - "
+		"interval '10 s')::text "
+		"FROM pgoutbox.relays r LEFT JOIN pg_stat_activity a ON a.pid "
+		"= r.backend_pid WHERE r.queue = $1 GROUP BY 1 ORDER BY 1",
+		queue, err);
+	if (!f->procs)
 		return PGO_ERR_DB;
 	snprintf(sql, sizeof(sql),
 		 "SELECT shard, count(*), "
@@ -190,33 +237,78 @@ static int count_shards(const char *shards)
 
 /* --- text --- */
 
-/* The queue's relays (pgoutbox.relays): their modes, the concurrent
- * ones, then the lease holders with their shards. */
+/* Whether events wait and no relay of the queue is connected: a
+ * warning, with how many wait.  0 when all is well. */
+static long long unserved(const facts_t *f)
+{
+	long long total = 0;
+
+	for (int i = 0; i < PQntuples(f->procs); i++)
+		if (strcmp(PQgetvalue(f->procs, i, 5), "true") == 0)
+			return 0;
+	for (int i = 0; i < PQntuples(f->topics); i++)
+		total += atoll(PQgetvalue(f->topics, i, 1));
+	return total;
+}
+
+/* The unserved warning's text: what waits, and what to start. */
+static void unserved_text(const facts_t *f, const char *queue, char *out,
+			  size_t size)
+{
+	long long n = unserved(f);
+	bool dflt = strcmp(queue, "outbox") == 0;
+
+	snprintf(out, size,
+		 "%lld event%s pending and no relay connected: start one "
+		 "(pgoutbox relay%s%s)",
+		 n, n == 1 ? "" : "s", dflt ? "" : " --queue ",
+		 dflt ? "" : queue);
+}
+
+/* The queue's relays (pgoutbox.relays): the processes with their modes
+ * and connections, the concurrent members, then the lease holders
+ * with their shards. */
 static void text_members(const facts_t *f, FILE *out)
 {
-	const PGresult *res = f->members;
+	const PGresult *res = f->members, *procs = f->procs;
 	char modes[64];
 	int nmodes = modes_of(res, modes, sizeof(modes)), holders = 0, conc;
 
 	if (PQntuples(res) == 0)
 		return;
-	fprintf(out, "  relays: %d (%s)\n", PQntuples(res), modes);
+	fprintf(out, "  relays: %d (%s)\n", PQntuples(procs), modes);
 	if (nmodes > 1)
 		fprintf(out,
 			"  WARNING modes mixed on queue: %s; " MIXED_WARNING
 			"\n",
 			modes);
+	for (int i = 0; i < PQntuples(procs); i++) {
+		const char *n = PQgetvalue(procs, i, 2),
+			   *from = PQgetvalue(procs, i, 3);
+		bool up = strcmp(PQgetvalue(procs, i, 5), "true") == 0;
+
+		/* "-": none of its backends is left, so no "from". */
+		fprintf(out,
+			"    %-28s %-10s %s connection%s%s%s, heartbeat %s "
+			"ago%s\n",
+			PQgetvalue(procs, i, 0), PQgetvalue(procs, i, 1), n,
+			strcmp(n, "1") == 0 ? "" : "s",
+			strcmp(from, "-") == 0 ? "" : " from ",
+			strcmp(from, "-") == 0 ? "" : from,
+			PQgetvalue(procs, i, 4),
+			up ? "" : " (not connected now)");
+	}
 	for (int i = 0; i < PQntuples(res); i++)
 		holders += !is_concurrent(res, i);
 	conc = PQntuples(res) - holders;
 	if (conc > 0)
-		fprintf(out, "  concurrent relays (no leases): %d\n", conc);
+		fprintf(out, "  concurrent relay connections (no leases): %d\n",
+			conc);
 	for (int i = 0; i < PQntuples(res); i++)
 		if (is_concurrent(res, i))
-			fprintf(out,
-				"    %-28s %-10s pid %-8s heartbeat %s ago\n",
+			fprintf(out, "    %-28s %-10s heartbeat %s ago\n",
 				PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-				PQgetvalue(res, i, 2), PQgetvalue(res, i, 3));
+				PQgetvalue(res, i, 3));
 	if (holders > 0)
 		fprintf(out, "  lease holders (ordered/strict relays): %d\n",
 			holders);
@@ -229,10 +321,9 @@ static void text_members(const facts_t *f, FILE *out)
 
 		if (is_concurrent(res, i))
 			continue;
-		fprintf(out, "    %-28s %-8s pid %-8s heartbeat %s ago%s%s\n",
+		fprintf(out, "    %-28s %-8s heartbeat %s ago%s%s\n",
 			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3),
-			tag ? ", " : "", tag ? tag : "");
+			PQgetvalue(res, i, 3), tag ? ", " : "", tag ? tag : "");
 		if (n > 0 && strcmp(shards, "-1") != 0)
 			fprintf(out, "      %d shard%s: %s\n", n,
 				n == 1 ? "" : "s", shards);
@@ -259,6 +350,7 @@ static void text_shards(const facts_t *f, FILE *out)
 static void write_text(const facts_t *f, const char *queue, FILE *out)
 {
 	const PGresult *res = f->topics;
+	char warning[256];
 
 	fprintf(out, "queue %s\n", queue);
 	if (PQntuples(res) == 0)
@@ -280,7 +372,20 @@ static void write_text(const facts_t *f, const char *queue, FILE *out)
 	text_members(f, out);
 	text_shards(f, out);
 	res = f->retention;
-	if (PQntuples(res) == 1) {
+	if (f->adopted && PQntuples(f->adopted) == 1) {
+		const char *done = PQgetvalue(f->adopted, 0, 0);
+
+		if (strcmp(done, "delete") == 0)
+			fprintf(out,
+				"  retention: delete on ack (rows of %s)\n",
+				PQgetvalue(f->adopted, 0, 1));
+		else
+			fprintf(out,
+				"  retention: mark on ack (SET %s on %s); the "
+				"rows stay, removing them is the "
+				"application's\n",
+				done, PQgetvalue(f->adopted, 0, 1));
+	} else if (PQntuples(res) == 1) {
 		if (strcmp(PQgetvalue(res, 0, 0), "archive") == 0)
 			fprintf(out,
 				"  retention: archive, %s days, in %s "
@@ -294,10 +399,14 @@ static void write_text(const facts_t *f, const char *queue, FILE *out)
 	for (int i = 0; i < PQntuples(res); i++)
 		fprintf(out, "  WARNING %s %s: %s\n", PQgetvalue(res, i, 0),
 			PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+	if (unserved(f)) {
+		unserved_text(f, queue, warning, sizeof(warning));
+		fprintf(out, "  WARNING queue %s: %s\n", queue, warning);
+	}
 	res = f->relays;
 	fprintf(out, "  relay connections: %d\n", PQntuples(res));
 	for (int i = 0; i < PQntuples(res); i++)
-		fprintf(out, "    %-32s pid %-8s %-16s up %-10s %s\n",
+		fprintf(out, "    %-32s backend %-8s %-16s up %-10s %s\n",
 			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
 			PQgetvalue(res, i, 2), PQgetvalue(res, i, 3),
 			PQgetvalue(res, i, 4));
@@ -345,6 +454,35 @@ static void json_rows(pgo_buf_t *b, bool *first, const char *key,
 	pgo_buf_puts(b, "]");
 }
 
+/* pgoutbox.health()'s warnings, then the unserved queue's. */
+static void json_warnings(pgo_buf_t *b, bool *first, const facts_t *f,
+			  const char *queue)
+{
+	char detail[256];
+	bool w = true;
+
+	j_key(b, first, "warnings");
+	pgo_buf_puts(b, "[");
+	for (int i = 0; i < PQntuples(f->health); i++) {
+		w = true;
+		pgo_buf_puts(b, i ? ",{" : "{");
+		j_str(b, &w, "kind", PQgetvalue(f->health, i, 0));
+		j_str(b, &w, "subject", PQgetvalue(f->health, i, 1));
+		j_str(b, &w, "detail", PQgetvalue(f->health, i, 2));
+		pgo_buf_puts(b, "}");
+	}
+	if (unserved(f)) {
+		w = true;
+		unserved_text(f, queue, detail, sizeof(detail));
+		pgo_buf_puts(b, PQntuples(f->health) ? ",{" : "{");
+		j_str(b, &w, "kind", "queue");
+		j_str(b, &w, "subject", queue);
+		j_str(b, &w, "detail", detail);
+		pgo_buf_puts(b, "}");
+	}
+	pgo_buf_puts(b, "]");
+}
+
 static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 {
 	static const char *const topic_cols[] = {
@@ -353,14 +491,18 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 	static const char *const shard_cols[] = {
 		"shard", "pending", "lag_seconds", "halted", "halted_by"};
 	static const bool shard_num[] = {true, true, true, true, false};
-	static const char *const health_cols[] = {"kind", "subject", "detail"};
-	static const bool health_num[] = {false, false, false};
-	static const char *const relay_cols[] = {"application_name", "pid",
-						 "client", "up", "state"};
+	static const char *const relay_cols[] = {
+		"application_name", "backend_pid", "client", "up", "state"};
 	static const bool relay_num[] = {false, true, false, false, false};
-	static const char *const member_cols[] = {"member", "mode", "pid",
-						  "heartbeat_age"};
-	static const bool member_num[] = {false, false, true, false};
+	static const char *const member_cols[] = {
+		"member",	 "mode",   "backend_pid",
+		"heartbeat_age", "shards", "relay"};
+	static const bool member_num[] = {false, false, true,
+					  false, false, false};
+	static const char *const proc_cols[] = {"relay",	 "modes",
+						"connections",	 "clients",
+						"heartbeat_age", "connected"};
+	static const bool proc_num[] = {false, false, true, false, false, true};
 	const PGresult *res;
 	bool first = true;
 	long long total = 0;
@@ -393,7 +535,10 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 	}
 	res = f->members;
 	/* Every relay with its mode; "mixed_modes" when they differ. */
-	json_rows(b, &first, "relays", res, member_cols, member_num, 4);
+	json_rows(b, &first, "relays", res, member_cols, member_num, 6);
+	/* The same per process (relays counts connections, this does not). */
+	json_rows(b, &first, "relay_processes", f->procs, proc_cols, proc_num,
+		  6);
 	{
 		char modes[64], *p = modes;
 		int n = modes_of(res, modes, sizeof(modes));
@@ -424,7 +569,8 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 		pgo_buf_puts(b, k++ ? ",{" : "{");
 		j_str(b, &m, "member", PQgetvalue(res, i, 0));
 		j_str(b, &m, "mode", PQgetvalue(res, i, 1));
-		j_num(b, &m, "pid", PQgetvalue(res, i, 2));
+		j_str(b, &m, "relay", PQgetvalue(res, i, 5));
+		j_num(b, &m, "backend_pid", PQgetvalue(res, i, 2));
 		j_str(b, &m, "heartbeat_age", PQgetvalue(res, i, 3));
 		j_str(b, &m, "role",
 		      leader		     ? "leader"
@@ -438,7 +584,17 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 	json_rows(b, &first, "shards", f->shards, shard_cols, shard_num, 5);
 	j_key(b, &first, "retention");
 	res = f->retention;
-	if (PQntuples(res) == 1) {
+	if (f->adopted && PQntuples(f->adopted) == 1) {
+		const char *done = PQgetvalue(f->adopted, 0, 0);
+		bool r = true;
+
+		pgo_buf_puts(b, "{");
+		j_str(b, &r, "mode",
+		      strcmp(done, "delete") == 0 ? "delete" : "mark");
+		j_str(b, &r, "table", PQgetvalue(f->adopted, 0, 1));
+		j_str(b, &r, "done", done);
+		pgo_buf_puts(b, "}");
+	} else if (PQntuples(res) == 1) {
 		bool r = true;
 
 		pgo_buf_puts(b, "{");
@@ -449,7 +605,7 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 	} else {
 		pgo_buf_puts(b, "null");
 	}
-	json_rows(b, &first, "warnings", f->health, health_cols, health_num, 3);
+	json_warnings(b, &first, f, queue);
 	json_rows(b, &first, "relay_connections", f->relays, relay_cols,
 		  relay_num, 5);
 	pgo_buf_puts(b, "}\n");

@@ -74,6 +74,14 @@ int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err)
 		keys[2] = NULL;
 	}
 	pg = PQconnectdbParams(keys, vals, 1);
+	/* The relay's first connection: what no retry fixes (conn.c's
+	 * rule) is refused here, before anything else is said. */
+	if (pg && PQstatus(pg) != CONNECTION_OK &&
+	    pgo_conn_start_refusal(r->conf, pgo_pq_msg(pg, NULL), true, err) !=
+		    PGO_OK) {
+		PQfinish(pg);
+		return PGO_ERR_CONFIG;
+	}
 	if (!pg || PQstatus(pg) != CONNECTION_OK) {
 		/* Nothing can be relayed without the database; the slots
 		 * will wait for it.  Until then the queue is taken for one
