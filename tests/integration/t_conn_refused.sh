@@ -87,6 +87,12 @@ fake="host=127.0.0.1 port=$FAKE_PORT user=app dbname=app"
 expect_refused 'password authentication failed for user "app"' "$PGO_BIN" relay --db "$fake"
 grep -qF 'the user or password' "$T_TMP/err" || fail "no fix: $(cat "$T_TMP/err")"
 [ "$(wc -l <"$T_TMP/err")" = 1 ] || fail "a refused start is more than one line: $(cat "$T_TMP/err")"
+# The scheduler too: a missing database, bad settings, an unmigrated
+# database stop `cron run` (it used to retry them forever).
+expect_refused_worker 'database "t_conn_nosuch" does not exist' "$PGO_BIN" cron run --db "$(pg_url t_conn_nosuch)"
+expect_refused_worker 'invalid connection settings: ' "$PGO_BIN" cron run --db "$DATABASE_URL sslmode=bogus"
+psql -q "$(pg_url postgres)" -c 'CREATE DATABASE t_conn_bare' || fail "create t_conn_bare"
+expect_refused_worker 'pgoutbox migrate' "$PGO_BIN" cron run --db "$(pg_url t_conn_bare)"
 expect_refused_worker 'password authentication failed' "$PGO_BIN" worker --db "$fake" --queue jobs --exec true
 expect_refused 'password authentication failed' "$PGO_BIN" relay --db "$fake" --mode concurrent
 note "authentication refused at start: exit 2, the reason first"

@@ -155,12 +155,15 @@ struct pgo_scheduler {
 	pgo_scheduler_opts_t o;
 	char name[96];
 	char subject[128];
-	PGconn *pg;			/* NULL while down */
-	int64_t retry_at;		/* down: reconnect at (monotonic ms) */
-	int64_t backoff;		/* ms: the next reconnect backoff */
-	bool down_logged;		/* "connection lost" said once */
-	pgo_loop_t *loop;		/* the one loop the scheduler runs on */
-	pgo_loop_timer_t *pass_timer;	/* the next pass over the schedules */
+	PGconn *pg;		      /* NULL while down */
+	int64_t retry_at;	      /* down: reconnect at (monotonic ms) */
+	int64_t backoff;	      /* ms: the next reconnect backoff */
+	bool down_logged;	      /* "connection lost" said once */
+	bool connected_once;	      /* up once: every failure is an outage */
+	int refused;		      /* PGO_OK, or why the start was refused:
+				       * no retry fixes it (conn.c's rule) */
+	pgo_loop_t *loop;	      /* the one loop the scheduler runs on */
+	pgo_loop_timer_t *pass_timer; /* the next pass over the schedules */
 	pgo_loop_timer_t *expire_timer; /* the next history retention pass */
 	bool expire_pending;		/* expiry came due while down */
 	volatile sig_atomic_t stop;	/* set by pgo_scheduler_request_stop */

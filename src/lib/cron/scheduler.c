@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cron/cron_int.h"
+#include "db/conn.h"
 
 static void on_pass(void *arg);
 static void on_expire(void *arg);
@@ -231,6 +232,17 @@ void pgo_sched_down(pgo_scheduler_t *s, const char *why)
 						       : s->backoff * 2;
 }
 
+/* Ends the scheduler's run: its start was refused for why (code: the
+ * PGO_ERR_* that pgo_scheduler_run returns). */
+static void sched_refuse(pgo_scheduler_t *s, int code, const char *why)
+{
+	snprintf(s->errmsg, sizeof(s->errmsg), "%s", why);
+	PQfinish(s->pg);
+	s->pg = NULL;
+	s->refused = code;
+	s->stop = 1;
+}
+
 static void sched_connect(pgo_scheduler_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(s->conf);
@@ -250,15 +262,31 @@ static void sched_connect(pgo_scheduler_t *s)
 		keys[2] = NULL;
 	}
 	s->pg = PQconnectdbParams(keys, vals, 1);
+	/* At start, what no retry fixes stops the scheduler (conn.c's rule);
+	 * after a first session every failure is an outage. */
+	if (s->pg && PQstatus(s->pg) != CONNECTION_OK && !s->connected_once &&
+	    pgo_conn_start_refusal(s->conf, pgo_pq_msg(s->pg, NULL), true,
+				   &err) != PGO_OK) {
+		sched_refuse(s, err.code, err.msg);
+		return;
+	}
 	if (!s->pg || PQstatus(s->pg) != CONNECTION_OK) {
 		pgo_sched_down(s, s->pg ? pgo_pq_msg(s->pg, NULL)
 					: "out of memory");
 		return;
 	}
 	if (pgo_schema_check(s->pg, &err) != PGO_OK) {
+		/* A schema missing or of another version is refused; a failed
+		 * read of it may pass (pgo_pq_retriable's rule). */
+		if (!(err.code == PGO_ERR_DB && err.retriable) &&
+		    !s->connected_once) {
+			sched_refuse(s, err.code, err.msg);
+			return;
+		}
 		pgo_sched_down(s, err.msg);
 		return;
 	}
+	s->connected_once = true;
 	if (s->down_logged)
 		pgo_log(PGO_LOG_INFO, s->subject, "connected again");
 	s->down_logged = false;
@@ -397,6 +425,10 @@ int pgo_scheduler_run(pgo_scheduler_t *s)
 			pgo_log(PGO_LOG_ERROR, s->subject, "%s", s->errmsg);
 			return PGO_ERR_IO;
 		}
+	}
+	if (s->refused != PGO_OK) {
+		pgo_log(PGO_LOG_ERROR, s->subject, "%s", s->errmsg);
+		return s->refused;
 	}
 	pgo_log(PGO_LOG_INFO, s->subject,
 		"stopped: fired %" PRIu64 ", skipped %" PRIu64
