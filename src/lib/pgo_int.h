@@ -45,10 +45,7 @@
 
 /* --- schema --- */
 
-/* Reads the applied schema version (0 if none) on an idle connection. */
-int pgo_schema_read_version(PGconn *conn, int *version, pgo_error_t *err);
-/* The message for a version mismatch, or NULL when version matches. */
-int pgo_schema_verdict(int db_version, pgo_error_t *err);
+#include "db/schema.h"
 
 /* --- queue --- */
 #include "queue/queue.h"
