@@ -129,7 +129,7 @@ static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
 			const char *floor, const char *bytes, const char *lo,
 			const char *hi, const char *shard)
 {
-	snprintf(r->claim_sql, sizeof(r->claim_sql),
+	snprintf(r->sql.claim, sizeof(r->sql.claim),
 		 CLOCK
 		 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY(" BYTE_CUT_A
 		 "(SELECT c.id, " EVENT_BYTES(
@@ -217,7 +217,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		/* $2: the floor, $4 and $5 the sweep's pages.  Rows failed
 		 * before come first, from the small partial index below the
 		 * floor, then those the sweep finds below it. */
-		snprintf(r->claim_sql, sizeof(r->claim_sql),
+		snprintf(r->sql.claim, sizeof(r->sql.claim),
 			 CLOCK ", behind AS (SELECT id, " EVENT_BYTES(
 				 "") " AS sz "
 				     "FROM pgoutbox.\"%s\" "
@@ -303,14 +303,14 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			    "NULL::integer");
 		break;
 	}
-	snprintf(r->listen_sql, sizeof(r->listen_sql),
+	snprintf(r->sql.listen, sizeof(r->sql.listen),
 		 "LISTEN \"" PGO_CHANNEL_PREFIX "%s\"", q);
-	settings_sql(r->session_sql, sizeof(r->session_sql), v, "false");
-	settings_sql(r->local_sql, sizeof(r->local_sql), v, "true");
+	settings_sql(r->sql.session, sizeof(r->sql.session), v, "false");
+	settings_sql(r->sql.local, sizeof(r->sql.local), v, "true");
 	/* A retried event goes back in with its id, its attempts, a later
 	 * run_at (never, for a halted one) and the error. */
 	snprintf(
-		r->retry_sql, sizeof(r->retry_sql),
+		r->sql.retry, sizeof(r->sql.retry),
 		"INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
 		"headers, created_at, run_at, attempts, last_error) "
 		"SELECT id, topic, key, type, payload, headers, created_at, "
@@ -323,7 +323,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		"headers, created_at, delay_ms, attempts, err)",
 		q);
 	snprintf(
-		r->dead_sql, sizeof(r->dead_sql),
+		r->sql.dead, sizeof(r->sql.dead),
 		"INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, "
 		"type, payload, headers, created_at, attempts, last_error) "
 		"SELECT id, '%s', topic, key, type, payload, headers, "
@@ -335,7 +335,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		"attempts = EXCLUDED.attempts, last_error = "
 		"EXCLUDED.last_error, failed_at = now()",
 		q);
-	r->done_sql[0] = '\0';
+	r->sql.done[0] = '\0';
 	if (r->adopted)
 		pgo_adopted_build_sql(r);
 }
@@ -380,10 +380,10 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 	memset(q, 0, sizeof(*q));
 	s->batch_limit = v->batch;
 	snprintf(q->limit, sizeof(q->limit), "%d", v->batch);
-	snprintf(q->floor, sizeof(q->floor), "%lld", (long long)r->floor);
+	snprintf(q->floor, sizeof(q->floor), "%lld", (long long)r->floor.id);
 	/* Only below a floor: none for an adopted table or with
 	 * relay.claim_floor off, none yet while it is 0. */
-	sweepable = v->claim_floor && !r->adopted && r->floor > 0;
+	sweepable = v->claim_floor && !r->adopted && r->floor.id > 0;
 	/* The first sweep one period after the floor first rose, not at
 	 * once: the slot's claims have come up from id 0 since the start,
 	 * so below the floor lie only rows put there by hand since then.
@@ -401,7 +401,7 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 	if (!sweepable)
 		s->sweeping = false;
 	s->sweep = s->sweeping && pgo_claim_sweep_due(r, s, now);
-	s->sweep_floor = r->floor;
+	s->sweep_floor = r->floor.id;
 	if (s->sweep) {
 		if (s->sweep_pages == 0)
 			s->sweep_pages = SWEEP_PAGES_START;

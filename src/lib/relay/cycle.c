@@ -98,7 +98,7 @@ void pgo_cycle_claim(pgo_relay_t *r, slot_t *s)
 	pgo_floor_claiming(r);
 	s->claim_started = now;
 	s->t.sent = s->conn.round.sent_us;
-	r->next_poll = now + pgo_claim_poll_ms(r);
+	r->sched.next_poll = now + pgo_claim_poll_ms(r);
 }
 
 void pgo_cycle_rebalance(pgo_relay_t *r, slot_t *s)
@@ -147,7 +147,7 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	 * it, producers notify and the grant's NOTIFY kicks a claim.  A
 	 * sweep going on claims again too, for its next pages, when its
 	 * pace is there (claim.c; the loop claims at s->sweep_next). */
-	awake = r->wake == WAKE_AWAKE || r->wake == WAKE_RELEASING;
+	awake = r->wake.state == WAKE_AWAKE || r->wake.state == WAKE_RELEASING;
 	s->more = pgo_claim_full(s, res) || (awake && n > 0);
 	/* Woken by producers while asleep, every connection claims (the
 	 * event may be in any one's shards); one whose claims keep coming
@@ -163,9 +163,9 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	if (s->sweeping && pgo_claim_sweep_due(r, s, pgo_now_ms()))
 		s->wants_claim = true;
 	if (r->mode == PGO_MODE_CONCURRENT)
-		r->more = s->more;
-	else if (r->wake != WAKE_OFF)
-		r->more = awake && n > 0;
+		r->sched.more = s->more;
+	else if (r->wake.state != WAKE_OFF)
+		r->sched.more = awake && n > 0;
 	if (n == 0) {
 		PQclear(res);
 		finish_tx(s, "COMMIT");
@@ -259,7 +259,7 @@ static void queue_done(pgo_relay_t *r, slot_t *s)
 
 	if (pgo_claim_ids(&s->batch, true, &ids)) {
 		params[0] = ids.data;
-		pgo_conn_query(&s->conn, r->done_sql, 1, params);
+		pgo_conn_query(&s->conn, r->sql.done, 1, params);
 	} else {
 		s->conn.round.failed = true; /* forces a rollback */
 	}
@@ -273,17 +273,17 @@ static void unavailable(pgo_relay_t *r, slot_t *s, size_t i)
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	pgo_batch_t *b = &s->batch;
 
-	r->sink_backoff = r->sink_backoff ? r->sink_backoff * 2 : 100;
+	r->outage.backoff = r->outage.backoff ? r->outage.backoff * 2 : 100;
 	pgo_observe_sink(r, false);
-	if (r->sink_backoff > v->reconnect_max)
-		r->sink_backoff = v->reconnect_max;
-	pgo_log(r->sink_backoff == 100 ? PGO_LOG_WARN : PGO_LOG_DEBUG,
+	if (r->outage.backoff > v->reconnect_max)
+		r->outage.backoff = v->reconnect_max;
+	pgo_log(r->outage.backoff == 100 ? PGO_LOG_WARN : PGO_LOG_DEBUG,
 		r->subject,
 		"sink unavailable (%s): a batch of %zu goes back untouched; "
 		"claiming again in %lld ms",
 		b->errors[i] ? b->errors[i] : "down", b->n,
-		(long long)r->sink_backoff);
-	r->sink_pause_until = pgo_now_ms() + r->sink_backoff;
+		(long long)r->outage.backoff);
+	r->outage.pause_until = pgo_now_ms() + r->outage.backoff;
 	/* The batch is still pending: claim it again when the pause ends,
 	 * even if no wake-up comes (a sink without health reports, such
 	 * as exec or stdout, never says it is back). */
@@ -374,7 +374,7 @@ static void settle(pgo_relay_t *r, slot_t *s)
 	} else {
 		int64_t now = pgo_now_ms();
 
-		r->sink_backoff = 0;
+		r->outage.backoff = 0;
 		pgo_observe_acked(r, b);
 		if (plan.n_ok)
 			pgo_observe_sink(r, true);
@@ -391,9 +391,9 @@ static void settle(pgo_relay_t *r, slot_t *s)
 		if (plan.n_ok && r->adopted)
 			queue_done(r, s);
 		if (plan.n_retry)
-			queue_rows(s, PGO_ACK_RETRY, r->retry_sql);
+			queue_rows(s, PGO_ACK_RETRY, r->sql.retry);
 		if (plan.n_dead)
-			queue_rows(s, PGO_ACK_DEAD, r->dead_sql);
+			queue_rows(s, PGO_ACK_DEAD, r->sql.dead);
 		pgo_conn_query(&s->conn, "COMMIT", 0, NULL);
 	}
 	if (!send_round(s, SLOT_SETTLING))
@@ -422,10 +422,10 @@ static void settled(pgo_relay_t *r, slot_t *s)
 	}
 	pgo_conn_round_clear(&s->conn);
 	if (s->batch.n) {
-		r->stats.published += (uint64_t)s->n_ok;
-		r->stats.retried += (uint64_t)s->n_retry;
-		r->stats.dead += (uint64_t)s->n_dead;
-		r->stats.batches++;
+		r->stats.total.published += (uint64_t)s->n_ok;
+		r->stats.total.retried += (uint64_t)s->n_retry;
+		r->stats.total.dead += (uint64_t)s->n_dead;
+		r->stats.total.batches++;
 		pgo_observe_settled(r, s, pgo_now_ms());
 	}
 	log_cycle(r, s);
@@ -448,7 +448,7 @@ void pgo_cycle_lost(pgo_relay_t *r, slot_t *s)
 	 * standby it failed over to, can be undone, and their rows are back
 	 * below the floor. */
 	pgo_floor_reset(r);
-	r->stats.reconnects++;
+	r->stats.total.reconnects++;
 }
 
 void pgo_cycle_abandon(pgo_relay_t *r, slot_t *s)
@@ -474,20 +474,20 @@ bool pgo_cycle_chore(pgo_relay_t *r, slot_t *s, int64_t now)
 
 	if (s->state != SLOT_IDLE || s->conn.state != PGO_CONN_READY)
 		return false;
-	if (v->maintain_interval && now >= r->next_maintain)
+	if (v->maintain_interval && now >= r->sched.next_maintain)
 		health = false;
-	else if (v->stats_interval && now >= r->next_health)
+	else if (v->stats_interval && now >= r->sched.next_health)
 		health = true;
 	else
 		return false;
 	if (health) {
-		r->next_health = now + v->stats_interval;
+		r->sched.next_health = now + v->stats_interval;
 		pgo_conn_query(&s->conn,
 			       "SELECT kind, subject, detail FROM "
 			       "pgoutbox.health('5 minutes')",
 			       0, NULL);
 	} else {
-		r->next_maintain = now + v->maintain_interval;
+		r->sched.next_maintain = now + v->maintain_interval;
 		pgo_conn_query(&s->conn,
 			       "SELECT done, created, dropped FROM "
 			       "pgoutbox.maintain()",
@@ -495,7 +495,7 @@ bool pgo_cycle_chore(pgo_relay_t *r, slot_t *s, int64_t now)
 	}
 	if (pgo_conn_send(&s->conn) != PGO_OK)
 		return false;
-	r->chore_health = health;
+	r->sched.chore_health = health;
 	s->state = SLOT_CHORE;
 	return true;
 }
@@ -507,9 +507,9 @@ static void chore_done(pgo_relay_t *r, slot_t *s)
 
 	if (s->conn.round.failed || !res) {
 		pgo_log(PGO_LOG_WARN, r->subject, "%s failed: %s",
-			r->chore_health ? "health check" : "maintenance",
+			r->sched.chore_health ? "health check" : "maintenance",
 			s->conn.round.err);
-	} else if (r->chore_health) {
+	} else if (r->sched.chore_health) {
 		/* What keeps vacuum from reclaiming the queue's rows. */
 		for (int i = 0; i < PQntuples(res); i++)
 			pgo_log(PGO_LOG_WARN, r->subject, "health: %s %s: %s",
@@ -544,7 +544,8 @@ void pgo_cycle_round(pgo_relay_t *r, slot_t *s)
 		s->state = SLOT_IDLE;
 		pgo_log(PGO_LOG_DEBUG, r->subject, "slot %d: %s %.1f ms",
 			s->idx,
-			r->chore_health ? "health check" : "maintenance", took);
+			r->sched.chore_health ? "health check" : "maintenance",
+			took);
 		chore_done(r, s);
 		break;
 	default: pgo_conn_round_clear(&s->conn); break;

@@ -111,93 +111,133 @@ typedef struct slot {
 	bool beating;		/* its round in flight starts with the beat */
 } slot_t;
 
-struct pgo_relay {
-	pgo_conf_t *conf;
-	pgo_sink_t *sink;
-	int mode;	   /* pgo_mode_t, fixed at start */
-	char subject[160]; /* log prefix "relay outbox -> stdout" */
-	char app_name[64]; /* application_name of the sessions */
-	char claim_sql[16384];
-	char retry_sql[2048];
-	char dead_sql[2048];
-	char done_sql[2048]; /* adopted tables: the acked events' `done` */
-	char listen_sql[160];
-	/* An adopted table's map (adopted.c), NULL for pgoutbox's own
-	 * queues: one row of pgoutbox.adopted. */
-	PGresult *adopted;
-	char session_sql[1024]; /* the relay's settings for its sessions */
-	char local_sql[1024];	/* the same for one transaction (pooled) */
-	bool pooled;		/* through a transaction pooler (pooler.c) */
-	char missing_hint[256]; /* setup.missing_hint: relay.queue is wrong */
-	pgo_conn_setup_t setup; /* slot 0: with LISTEN */
-	pgo_conn_setup_t setup_quiet; /* the other slots: without */
-	slot_t slots[MAX_SLOTS];
-	int nslots;
-	pgo_loop_t *loop;	      /* the one loop: slots, sink, wake-ups */
-	pgo_sink_host_t host;	      /* what the sink is attached with */
-	bool sink_down;		      /* the sink said its downstream is down */
-	char sink_down_why[256];      /* ... and why */
-	int64_t drain_until;	      /* stopping: batches get until then */
-	volatile sig_atomic_t stop;   /* SIGTERM/SIGINT seen (2: logged) */
-	volatile sig_atomic_t reload; /* SIGHUP seen */
-	bool kick;		      /* start a claim on an idle slot */
-	bool more;		      /* last batch was full: claim on all */
-	int64_t next_poll;	      /* fallback poll (monotonic ms) */
-	int64_t retry_due[32];	      /* retries this relay scheduled (ms) */
-	int nretry_due;
-	int64_t sink_pause_until; /* the sink is down: no claims before */
-	int64_t sink_backoff;	  /* current pause after an outage, ms */
-	int64_t next_maintain;	  /* pgoutbox.maintain() due (ms) */
-	int64_t next_health;	  /* pgoutbox.health() due (ms) */
-	bool chore_health;	  /* the chore in flight: health (else
-				   * maintenance) */
-	int64_t next_stats;
-	pgo_relay_stats_t stats;
-	pgo_relay_stats_t stats_last; /* at the previous stats line */
-	int64_t stats_last_at;	      /* when that line was written */
-	/* The claim floor (floor.c): no fresh row of the queue has a lower
-	 * id, now or later; claims start there. */
-	int64_t floor;
-	char floor_line[24];	 /* pending line ("" = none), see 006 */
-	char *floor_writers;	 /* its writers: a text[] literal */
-	bool floor_used;	 /* relay.claim_floor, not adopted */
-	bool floor_probing;	 /* a probe is in flight */
-	bool floor_wanted;	 /* a claim went out since the last */
-	int64_t floor_next;	 /* monotonic ms: the next probe */
-	int64_t floor_interval;	 /* ms between probes, by the rate */
-	bool floor_off;		 /* the probe failed: floor stays put */
-	unsigned floor_gen;	 /* +1 at each reset to 0 */
-	unsigned floor_sent_gen; /* of the probe in flight */
-	pgo_conn_t floor_conn;	 /* the probes' connection */
-	pgo_conn_setup_t floor_setup;
-	pgo_loop_io_t *floor_io;
-	short floor_revents;
-	unsigned rnd;		      /* jitter state */
+/* The SQL texts of a relay, built once at start from the queue and the
+ * mode (claim.c; adopted.c for an adopted table). */
+typedef struct pgo_relay_sql {
+	char claim[16384];  /* round 1's claim, prepared as pgoutbox_claim */
+	char retry[2048];   /* round 2: retried events back into the queue */
+	char dead[2048];    /* round 2: events to pgoutbox.dead_letters */
+	char done[2048];    /* adopted tables: the acked events' `done` */
+	char listen[160];   /* LISTEN on the queue's channel (slot 0) */
+	char session[1024]; /* the relay's settings for its sessions */
+	char local[1024];   /* the same for one transaction (pooled) */
+} pgo_relay_sql_t;
+
+/* The claim floor (floor.c): no fresh row of the queue has a lower id,
+ * now or later; claims start there.  Probed on a connection of its own. */
+typedef struct relay_floor {
+	int64_t id;		/* the floor: claims start at this id */
+	char line[24];		/* pending line ("" = none), see 006 */
+	char *writers;		/* its writers: a text[] literal */
+	bool used;		/* relay.claim_floor, not adopted */
+	bool probing;		/* a probe is in flight */
+	bool wanted;		/* a claim went out since the last */
+	int64_t next;		/* monotonic ms: the next probe */
+	int64_t interval;	/* ms between probes, by the rate */
+	bool off;		/* the probe failed: floor stays put */
+	unsigned gen;		/* +1 at each reset to 0 */
+	unsigned sent_gen;	/* of the probe in flight */
+	pgo_conn_t conn;	/* the probes' connection */
+	pgo_conn_setup_t setup; /* its setup: the relay's settings */
+	pgo_loop_io_t *io;	/* its socket in the loop */
+	short revents;		/* what the loop saw on it this turn */
+} relay_floor_t;
+
+/* The wake-up handshake (wake.c): the sleeper lock's connection. */
+typedef struct relay_wake {
+	wake_state_t state;
+	bool busy; /* 2+ notifications at once while asleep: release */
+	int64_t linger_until;	/* awake and dry: ask for the lock then */
+	int64_t linger_end;	/* no lingering from then (0: none) */
+	int linger_ms;		/* relay.wake_linger */
+	pgo_conn_t conn;	/* the sleeper lock's connection */
+	pgo_conn_setup_t setup; /* its setup: no timeouts */
+	pgo_loop_io_t *io;	/* its socket in the loop */
+	short revents;		/* what the loop saw on it this turn */
+	char lock_sql[256];	/* take the lock, then NOTIFY */
+	char unlock_sql[160];	/* give it back */
+} relay_wake_t;
+
+/* When the slots claim, and the relay's other timers (relay.c). */
+typedef struct relay_sched {
+	bool kick;	       /* start a claim on an idle slot */
+	bool more;	       /* last batch was full: claim on all */
+	int64_t next_poll;     /* fallback poll (monotonic ms) */
+	int64_t retry_due[32]; /* retries this relay scheduled (ms) */
+	int nretry_due;	       /* how many of retry_due are set */
+	int64_t next_maintain; /* pgoutbox.maintain() due (ms) */
+	int64_t next_health;   /* pgoutbox.health() due (ms) */
+	bool chore_health;     /* the chore in flight: health (else
+				* maintenance) */
+} relay_sched_t;
+
+/* The sink's outages: while down, no claims. */
+typedef struct relay_outage {
+	bool down;	     /* the sink said its downstream is down */
+	char why[256];	     /* ... and why */
+	int64_t pause_until; /* a batch was refused: no claims before */
+	int64_t backoff;     /* current pause after an outage, ms */
+} relay_outage_t;
+
+/* What the relay tells its operator (relay.c, observe.c). */
+typedef struct relay_stats {
+	pgo_relay_stats_t total;      /* since the start */
+	pgo_relay_stats_t last;	      /* at the previous stats line */
+	int64_t last_at;	      /* when that line was written */
+	int64_t next;		      /* the next stats line (0: none) */
 	struct pgo_monitor *mon;      /* metrics, endpoint, sd_notify */
 	pgo_relay_metrics_t *metrics; /* its series (observe.c) */
-	/* The wake-up handshake (wake.c): the sleeper lock's connection. */
-	wake_state_t wake;
-	bool wake_busy; /* 2+ notifications at once while asleep: release */
-	int64_t wake_linger_until; /* awake and dry: ask for the lock then */
-	int64_t wake_linger_end;   /* no lingering from then (0: none) */
-	int wake_linger_ms;	   /* relay.wake_linger */
-	pgo_conn_t wake_conn;
-	pgo_conn_setup_t wake_setup;
-	pgo_loop_io_t *wake_io;
-	short wake_revents;
-	char wake_lock_sql[256];
-	char wake_unlock_sql[160];
-	/* Membership (shards.c): slot 0 announces the relay in
-	 * pgoutbox.relays with its mode (pgoutbox.relay_beat()), so that
-	 * relays of another mode on the queue see each other. */
-	bool mode_checked;	  /* the first beat is done: no claims before */
+} relay_stats_t;
+
+/* Membership (shards.c): slot 0 announces the relay in pgoutbox.relays
+ * with its mode (pgoutbox.relay_beat()), so that relays of another mode
+ * on the queue see each other. */
+typedef struct relay_members {
+	bool checked;		  /* the first beat is done: no claims before */
 	bool beat_off;		  /* relay_beat() refused us: no beats */
 	bool refused;		  /* the first beat found another mode: stop */
 	char conflicts[512];	  /* the relays of another mode last logged */
 	int64_t conflicts_logged; /* monotonic ms, when */
-	char errmsg[512];
-	int fatal_code; /* of the setup refusal that ended the run */
-	char queue[64]; /* relay.queue (not reloadable), for the setup */
+} relay_members_t;
+
+/* How the run goes and how it ended. */
+typedef struct relay_run {
+	volatile sig_atomic_t stop;   /* SIGTERM/SIGINT seen (2: logged) */
+	volatile sig_atomic_t reload; /* SIGHUP seen */
+	int64_t drain_until;	      /* stopping: batches get until then */
+	char errmsg[512];	      /* why it ended (pgo_relay_errmsg) */
+	int fatal_code;		      /* of the setup refusal that ended it */
+} relay_run_t;
+
+struct pgo_relay {
+	/* What it relays, fixed at start. */
+	pgo_conf_t *conf;  /* the configuration (reloadable keys change) */
+	pgo_sink_t *sink;  /* where the events go */
+	int mode;	   /* pgo_mode_t, fixed at start */
+	char subject[160]; /* log prefix "relay outbox -> stdout" */
+	char app_name[64]; /* application_name of the sessions */
+	char queue[64];	   /* relay.queue (not reloadable), for the setup */
+	/* An adopted table's map (adopted.c), NULL for pgoutbox's own
+	 * queues: one row of pgoutbox.adopted. */
+	PGresult *adopted;
+	bool pooled;	     /* through a transaction pooler (pooler.c) */
+	pgo_relay_sql_t sql; /* its statements (claim.c) */
+	/* The slots: one connection and one cycle each (cycle.c). */
+	char missing_hint[256]; /* setup.missing_hint: relay.queue is wrong */
+	pgo_conn_setup_t setup; /* slot 0: with LISTEN */
+	pgo_conn_setup_t setup_quiet; /* the other slots: without */
+	slot_t slots[MAX_SLOTS];
+	int nslots;		 /* relay.in_flight, 1..MAX_SLOTS */
+	pgo_loop_t *loop;	 /* the one loop: slots, sink, wake-ups */
+	pgo_sink_host_t host;	 /* what the sink is attached with */
+	unsigned rnd;		 /* jitter state (settle delays) */
+	relay_sched_t sched;	 /* when to claim, chores' timers */
+	relay_outage_t outage;	 /* the sink's outages */
+	relay_floor_t floor;	 /* the claim floor (floor.c) */
+	relay_wake_t wake;	 /* the sleeper lock (wake.c) */
+	relay_members_t members; /* membership, the mode check (shards.c) */
+	relay_stats_t stats;	 /* stats line, metrics (observe.c) */
+	relay_run_t run;	 /* stop, reload, how it ended */
 };
 
 /* claim.c: SQL texts, parameters and the batch (no I/O) */

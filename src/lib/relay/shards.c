@@ -76,13 +76,15 @@ void pgo_shards_reset(pgo_relay_t *r, slot_t *s)
  * (its beat), unless relay_beat() is refused to it. */
 static bool member_slot(const pgo_relay_t *r, const slot_t *s)
 {
-	return r->mode != PGO_MODE_CONCURRENT || (s->idx == 0 && !r->beat_off);
+	return r->mode != PGO_MODE_CONCURRENT ||
+	       (s->idx == 0 && !r->members.beat_off);
 }
 
 int64_t pgo_shards_next(const pgo_relay_t *r, const slot_t *s)
 {
 	if (!member_slot(r, s) || s->state != SLOT_IDLE ||
-	    s->conn.state != PGO_CONN_READY || (s->idx > 0 && !r->mode_checked))
+	    s->conn.state != PGO_CONN_READY ||
+	    (s->idx > 0 && !r->members.checked))
 		return 0;
 	/* A past due time must not read as "none". */
 	return s->next_rebalance ? s->next_rebalance : 1;
@@ -100,7 +102,7 @@ bool pgo_shards_send(pgo_relay_t *r, slot_t *s)
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	char stale[32];
 	const char *params[5] = {v->queue, s->member, mode_name(r->mode), stale,
-				 r->mode_checked ? "false" : "true"};
+				 r->members.checked ? "false" : "true"};
 
 	/* A member silent for lease_timeout is fenced by the others, and
 	 * is no longer counted as a relay of its mode. */
@@ -108,7 +110,7 @@ bool pgo_shards_send(pgo_relay_t *r, slot_t *s)
 		 (long long)v->lease_timeout);
 	/* First, so that a refused first beat aborts the lease round
 	 * behind it: a relay refused takes no shard. */
-	s->beating = s->idx == 0 && !r->beat_off;
+	s->beating = s->idx == 0 && !r->members.beat_off;
 	if (s->beating)
 		pgo_conn_query(&s->conn,
 			       "SELECT other_member, other_mode, other_pid "
@@ -137,12 +139,12 @@ static void report_conflicts(pgo_relay_t *r, const PGresult *res)
 
 	pgo_observe_mode_conflicts(r, n);
 	if (n == 0) {
-		if (r->conflicts[0])
+		if (r->members.conflicts[0])
 			pgo_log(PGO_LOG_INFO, r->subject,
 				"no relay of another mode on queue %s any "
 				"more",
 				v->queue);
-		r->conflicts[0] = '\0';
+		r->members.conflicts[0] = '\0';
 		return;
 	}
 	pgo_buf_init(&list);
@@ -154,8 +156,9 @@ static void report_conflicts(pgo_relay_t *r, const PGresult *res)
 		pgo_buf_free(&list);
 		return;
 	}
-	if (strncmp(list.data, r->conflicts, sizeof(r->conflicts) - 1) != 0 ||
-	    now - r->conflicts_logged >= 60000) {
+	if (strncmp(list.data, r->members.conflicts,
+		    sizeof(r->members.conflicts) - 1) != 0 ||
+	    now - r->members.conflicts_logged >= 60000) {
 		pgo_log(PGO_LOG_ERROR, r->subject,
 			"queue %s is also relayed in another mode: %s; this "
 			"relay runs in %s mode, and relays of different modes "
@@ -164,36 +167,38 @@ static void report_conflicts(pgo_relay_t *r, const PGresult *res)
 			"relays of one mode and run every relay of the queue "
 			"in the other",
 			v->queue, list.data, mode_name(r->mode));
-		snprintf(r->conflicts, sizeof(r->conflicts), "%s", list.data);
-		r->conflicts_logged = now;
+		snprintf(r->members.conflicts, sizeof(r->members.conflicts),
+			 "%s", list.data);
+		r->members.conflicts_logged = now;
 	}
 	pgo_buf_free(&list);
 }
 
 /* The beat's result (the round's first).  False when the round goes no
- * further: the beat failed, or refused this relay (r->refused). */
+ * further: the beat failed, or refused this relay (r->members.refused). */
 static bool beat_done(pgo_relay_t *r, slot_t *s, const PGresult *res)
 {
 	const char *code =
 		res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 
 	if (res && PQresultStatus(res) == PGRES_TUPLES_OK) {
-		r->mode_checked = true;
+		r->members.checked = true;
 		report_conflicts(r, res);
 		return true;
 	}
-	if (code && strcmp(code, "55006") == 0 && !r->mode_checked) {
+	if (code && strcmp(code, "55006") == 0 && !r->members.checked) {
 		/* object_in_use: relays of another mode at our start. */
-		snprintf(r->errmsg, sizeof(r->errmsg), "%s", s->conn.round.err);
-		r->fatal_code = PGO_ERR_INVALID;
-		r->refused = true;
-		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->errmsg);
+		snprintf(r->run.errmsg, sizeof(r->run.errmsg), "%s",
+			 s->conn.round.err);
+		r->run.fatal_code = PGO_ERR_INVALID;
+		r->members.refused = true;
+		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
 		return false;
 	}
 	if (code && strcmp(code, "42501") == 0) {
 		/* Availability first: relay without the check, loudly. */
-		r->beat_off = true;
-		r->mode_checked = true;
+		r->members.beat_off = true;
+		r->members.checked = true;
 		s->next_rebalance = 0; /* the lease round it held back */
 		pgo_log(PGO_LOG_WARN, r->subject,
 			"cannot announce this relay in pgoutbox.relays (%s): "
@@ -350,7 +355,7 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 		s->owned_epochs = epochs.data;
 		/* A new lease may come with a backlog: claim at once. */
 		if (n > 0)
-			r->kick = true;
+			r->sched.kick = true;
 		/* Shards this connection gave up are free now: the relay's
 		 * other connections take their share at once rather than at
 		 * their next heartbeat (half a second of a backlog idle). */
