@@ -125,11 +125,11 @@ enum {
  * failed before below it, and those the sweep finds below it, so the
  * batch stays the oldest due rows of each shard (no fresh row is below
  * the floor but the ones put there by hand). */
-static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
+static void claim_union(pgo_relay_sql_t *sql, const char *q, const char *cond,
 			const char *floor, const char *bytes, const char *lo,
 			const char *hi, const char *shard)
 {
-	snprintf(r->sql.claim, sizeof(r->sql.claim),
+	snprintf(sql->claim, sizeof(sql->claim),
 		 CLOCK
 		 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY(" BYTE_CUT_A
 		 "(SELECT c.id, " EVENT_BYTES(
@@ -205,19 +205,18 @@ static void settings_sql(char *buf, size_t size,
 		 v->sync_commit ? "on" : "off");
 }
 
-void pgo_claim_build_sql(pgo_relay_t *r)
+void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode,
+			 const struct pgo_conf_values *v)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	const char *q = v->queue;
-
 	char cond[2048];
 
-	switch (r->mode) {
+	switch (mode) {
 	case PGO_MODE_CONCURRENT:
 		/* $2: the floor, $4 and $5 the sweep's pages.  Rows failed
 		 * before come first, from the small partial index below the
 		 * floor, then those the sweep finds below it. */
-		snprintf(r->sql.claim, sizeof(r->sql.claim),
+		snprintf(sql->claim, sizeof(sql->claim),
 			 CLOCK ", behind AS (SELECT id, " EVENT_BYTES(
 				 "") " AS sz "
 				     "FROM pgoutbox.\"%s\" "
@@ -285,7 +284,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
 			 "c.id AND b.run_at > " NOW ")",
 			 SHARD_OF("c."), SHARD_OF("h."), q);
-		claim_union(r, q, cond, "$3", "$4", "$5", "$6", SHARD_OF(""));
+		claim_union(sql, q, cond, "$3", "$4", "$5", "$6", SHARD_OF(""));
 		break;
 	default:
 		/* $2: the epoch of the leader lease (pseudo-shard -1), $3
@@ -299,18 +298,18 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 			 "WHERE b.attempts > 0 AND b.id < c.id "
 			 "AND b.run_at > " NOW ")",
 			 q, q);
-		claim_union(r, q, cond, "$3", "$4", "$5", "$6",
+		claim_union(sql, q, cond, "$3", "$4", "$5", "$6",
 			    "NULL::integer");
 		break;
 	}
-	snprintf(r->sql.listen, sizeof(r->sql.listen),
+	snprintf(sql->listen, sizeof(sql->listen),
 		 "LISTEN \"" PGO_CHANNEL_PREFIX "%s\"", q);
-	settings_sql(r->sql.session, sizeof(r->sql.session), v, "false");
-	settings_sql(r->sql.local, sizeof(r->sql.local), v, "true");
+	settings_sql(sql->session, sizeof(sql->session), v, "false");
+	settings_sql(sql->local, sizeof(sql->local), v, "true");
 	/* A retried event goes back in with its id, its attempts, a later
 	 * run_at (never, for a halted one) and the error. */
 	snprintf(
-		r->sql.retry, sizeof(r->sql.retry),
+		sql->retry, sizeof(sql->retry),
 		"INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
 		"headers, created_at, run_at, attempts, last_error) "
 		"SELECT id, topic, key, type, payload, headers, created_at, "
@@ -323,7 +322,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		"headers, created_at, delay_ms, attempts, err)",
 		q);
 	snprintf(
-		r->sql.dead, sizeof(r->sql.dead),
+		sql->dead, sizeof(sql->dead),
 		"INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, "
 		"type, payload, headers, created_at, attempts, last_error) "
 		"SELECT id, '%s', topic, key, type, payload, headers, "
@@ -335,7 +334,12 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		"attempts = EXCLUDED.attempts, last_error = "
 		"EXCLUDED.last_error, failed_at = now()",
 		q);
-	r->sql.done[0] = '\0';
+	sql->done[0] = '\0';
+}
+
+void pgo_claim_build_sql(pgo_relay_t *r)
+{
+	pgo_claim_sql_build(&r->sql, r->mode, pgo_conf_values(r->conf));
 	if (r->adopted)
 		pgo_adopted_build_sql(r);
 }

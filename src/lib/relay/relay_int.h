@@ -250,8 +250,14 @@ typedef struct pgo_claim_req {
 	const char *pages[1]; /* of the table's size; pages[0] NULL: none */
 } pgo_claim_req_t;
 
-/* Builds every SQL text of the relay: session settings, LISTEN, claim,
- * retry and dead-letter statements for the configured queue and mode. */
+/* Builds every SQL text of a relay of pgoutbox's own queue v->queue in
+ * the given mode (pgo_mode_t): session settings, LISTEN, claim, retry and
+ * dead-letter statements; sql->done empty.  Pure: the unit tests read
+ * what it writes. */
+void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode,
+			 const struct pgo_conf_values *v);
+/* The same into r->sql for the configured queue and mode, an adopted
+ * table's statements (adopted.c) when r->adopted is set. */
 void pgo_claim_build_sql(pgo_relay_t *r);
 /* Fills the next claim's parameters; decides whether it sweeps pages of
  * the table below the floor. */
