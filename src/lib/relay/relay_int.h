@@ -338,6 +338,61 @@ void pgo_settle_plan(const pgo_settle_rules_t *rules, pgo_batch_t *b,
 
 /* cycle.c: a slot's state machine (the only writer of slot->state) */
 
+/* What moves a slot from one state to the next. */
+typedef enum slot_event {
+	SLOT_EV_CLAIM_SENT,    /* IDLE -> CLAIMING: round 1 sent */
+	SLOT_EV_LEASE_SENT,    /* IDLE -> REBALANCING: a lease round sent */
+	SLOT_EV_CHORE_SENT,    /* IDLE -> CHORE: maintenance or health sent */
+	SLOT_EV_ROWS,	       /* CLAIMING -> PUBLISHING: the sink has them */
+	SLOT_EV_END_TX,	       /* CLAIMING, PUBLISHING -> SETTLING: nothing
+				* to publish (empty, failed, no memory):
+				* COMMIT or ROLLBACK sent */
+	SLOT_EV_VERDICTS,      /* PUBLISHING -> SETTLING: the sink's
+				* verdicts in (ok, failed or unavailable),
+				* round 2 sent */
+	SLOT_EV_SETTLE_FAILED, /* SETTLING -> SETTLING: round 2 failed, its
+				* ROLLBACK sent */
+	SLOT_EV_SETTLED,       /* SETTLING -> IDLE: round 2 came back */
+	SLOT_EV_ROUND_DONE,    /* REBALANCING, CHORE -> IDLE */
+	SLOT_EV_SEND_FAILED,   /* any -> IDLE: a round could not be sent,
+				* the connection is down */
+	SLOT_EV_LOST,	       /* any -> IDLE: the connection was lost; it
+				* reconnects (conn.c), the cycle is over */
+	SLOT_EV_ABANDONED      /* any -> IDLE: stopping, out of time */
+} slot_event_t;
+
+/* The state after ev in state from; from itself when ev cannot happen
+ * there (pure: the transitions of the header of cycle.c). */
+slot_state_t pgo_slot_next(slot_state_t from, slot_event_t ev);
+
+/* What a claim's answer decides for the slot and the relay. */
+typedef struct pgo_claim_outcome {
+	bool more;	/* the slot claims again at once */
+	int relay_more; /* r->sched.more becomes this (-1: unchanged) */
+	int dry_wakes;	/* the slot's dry claims after producers' NOTIFYs */
+	bool went_cold; /* this claim made the slot cold (COLD_AFTER) */
+} pgo_claim_outcome_t;
+
+/* A claim found n rows (full: cut by relay.batch or batch_bytes) in the
+ * relay's mode and wake-up state; wake_claim: it answered producers'
+ * notifications, after dry_wakes dry ones (pure). */
+void pgo_cycle_claim_outcome(int mode, wake_state_t wake, int n, bool full,
+			     bool wake_claim, int dry_wakes,
+			     pgo_claim_outcome_t *out);
+/* The pause after the sink refused a batch as unavailable: 100 ms, then
+ * doubling, at most max (pure). */
+int64_t pgo_cycle_backoff(int64_t backoff, int64_t max);
+
+/* What round 2 sends after the sink's verdicts (pgo_cycle_round2()). */
+#define PGO_ROUND2_ROLLBACK  0x01u /* the sink is down: all back */
+#define PGO_ROUND2_UNARCHIVE 0x02u /* failed events leave the archive */
+#define PGO_ROUND2_DONE	     0x04u /* adopted: the acked rows' `done` */
+#define PGO_ROUND2_RETRY     0x08u /* retried events back in */
+#define PGO_ROUND2_DEAD	     0x10u /* events to dead letters */
+#define PGO_ROUND2_COMMIT    0x20u /* and COMMIT */
+/* The statements of round 2 for a settle plan (pure). */
+unsigned pgo_cycle_round2(const pgo_settle_plan_t *plan, bool adopted);
+
 /* Starts a claim round on an idle, ready slot. */
 void pgo_cycle_claim(pgo_relay_t *r, slot_t *s);
 /* Starts a lease round (ordered, strict) on an idle, ready slot. */
