@@ -504,4 +504,27 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s);
 /* Shutdown: releases the slot's leases and member row (blocking, short). */
 void pgo_shards_leave(pgo_relay_t *r, slot_t *s);
 
+/* What a lease round changed for a slot (pgo_shards_change()). */
+typedef struct pgo_lease_change {
+	bool changed;	 /* the shards or their epochs changed: new map */
+	int gained;	 /* shards it holds now and did not before */
+	int released;	 /* shards it held and gave up */
+	bool kick;	 /* it holds shards: claim at once (a backlog) */
+	bool others_now; /* it holds fewer: the relay's other slots run
+			  * their lease round at once, for the freed ones */
+} pgo_lease_change_t;
+
+/* How many elements of the integer array literal `from` ("{1,2}") the
+ * literal `set` lacks (pure). */
+int pgo_shards_missing(const char *set, const char *from);
+/* From the shards and epochs a slot held (literals) to those a lease
+ * round gave it (pure). */
+void pgo_shards_change(const char *old_shards, const char *old_epochs,
+		       const char *shards, const char *epochs,
+		       pgo_lease_change_t *out);
+/* The ordered claim's epoch map: element shard + 1 is the epoch of an
+ * owned shard, NULL for the others, max(all, highest shard + 1) elements
+ * ("{NULL,7,7,NULL}").  Malloc'd; NULL without memory (pure). */
+char *pgo_shards_epoch_map(const char *shards, const char *epochs, int all);
+
 #endif

@@ -213,65 +213,109 @@ static bool beat_done(pgo_relay_t *r, slot_t *s, const PGresult *res)
 	return false;
 }
 
-/* How many shards of the lease round's result the old set ("{1,2}")
- * did not hold. */
-static int gained(const char *old, const PGresult *res)
+/* --- what a lease round changed (pure) --- */
+
+/* The next element of an integer array literal ("{1,2}") from *p on:
+ * its text in [*elem, *elem + *len); false at the end. */
+static bool next_elem(const char **p, const char **elem, size_t *len)
 {
+	if (**p == '{')
+		(*p)++;
+	if (!**p || **p == '}')
+		return false;
+	*elem = *p;
+	*len = strcspn(*p, ",}");
+	*p += *len + ((*p)[*len] == ',');
+	return true;
+}
+
+/* Whether the literal set holds the element [elem, elem + len). */
+static bool holds(const char *set, const char *elem, size_t len)
+{
+	const char *e;
+	size_t n;
+
+	while (next_elem(&set, &e, &n))
+		if (n == len && strncmp(e, elem, len) == 0)
+			return true;
+	return false;
+}
+
+int pgo_shards_missing(const char *set, const char *from)
+{
+	const char *e;
+	size_t len;
 	int n = 0;
 
-	for (int i = 0; i < PQntuples(res); i++) {
-		const char *shard = PQgetvalue(res, i, 0), *p = old + 1;
-		size_t len = strlen(shard);
-		bool held = false;
-
-		while (*p && *p != '}' && !held) {
-			size_t w = strcspn(p, ",}");
-
-			held = w == len && strncmp(p, shard, len) == 0;
-			p += w + (p[w] == ',');
-		}
-		n += !held;
-	}
+	while (next_elem(&from, &e, &len))
+		n += !holds(set, e, len);
 	return n;
 }
 
-/* The epochs of the lease round's result by shard, as the ordered claim
- * reads them: a bigint[] literal whose element shard + 1 is the epoch of
- * an owned shard and NULL for the others ("{NULL,7,7,NULL}": shards 1
- * and 2 of 4).  It has one element per shard of the queue (the round's
- * third column), as the claim takes its length for the shard count
- * (claim.c, SHARD_OF).
+void pgo_shards_change(const char *old_shards, const char *old_epochs,
+		       const char *shards, const char *epochs,
+		       pgo_lease_change_t *out)
+{
+	int before = pgo_shards_missing("{}", old_shards),
+	    n = pgo_shards_missing("{}", shards);
+
+	memset(out, 0, sizeof(*out));
+	out->changed = strcmp(shards, old_shards) != 0 ||
+		       strcmp(epochs, old_epochs) != 0;
+	if (!out->changed)
+		return;
+	out->gained = pgo_shards_missing(old_shards, shards);
+	out->released = pgo_shards_missing(shards, old_shards);
+	/* A new lease may come with a backlog: claim at once. */
+	out->kick = n > 0;
+	/* Shards this connection gave up are free now: the relay's other
+	 * connections take their share at once rather than at their next
+	 * heartbeat (half a second of a backlog idle). */
+	out->others_now = n < before;
+}
+
+/* The epochs by shard, as the ordered claim reads them: a bigint[]
+ * literal whose element shard + 1 is the epoch of an owned shard and NULL
+ * for the others ("{NULL,7,7,NULL}": shards 1 and 2 of 4).  It has one
+ * element per shard of the queue (all, the lease round's third column),
+ * as the claim takes its length for the shard count (claim.c, SHARD_OF).
  * A lookup by subscript costs the claim a few microseconds where a join
  * of the leases with unnest(shards, epochs) cost it about 0.1 ms, a
- * quarter of a one-event claim.  NULL without memory. */
-static char *epoch_map(const PGresult *res)
+ * quarter of a one-event claim. */
+char *pgo_shards_epoch_map(const char *shards, const char *epochs, int all)
 {
-	int n = PQntuples(res), len = 0;
-	const char **by_shard;
+	const char **by_shard, *p = shards, *q = epochs, *e, *ep;
+	size_t len, elen;
+	int n = 0;
 	pgo_buf_t map;
 
-	for (int i = 0; i < n; i++) {
-		int shard = atoi(PQgetvalue(res, i, 0)),
-		    all = atoi(PQgetvalue(res, i, 2));
+	while (next_elem(&p, &e, &len)) {
+		int shard = atoi(e);
 
-		if (shard >= len)
-			len = shard + 1;
-		if (all > len)
-			len = all;
+		if (shard >= n)
+			n = shard + 1;
 	}
-	if (!(by_shard = calloc((size_t)len + 1, sizeof(*by_shard))))
+	if (all > n)
+		n = all;
+	if (!(by_shard = calloc((size_t)n + 1, sizeof(*by_shard))))
 		return NULL;
-	for (int i = 0; i < n; i++) {
-		int shard = atoi(PQgetvalue(res, i, 0));
+	p = shards;
+	while (next_elem(&p, &e, &len) && next_elem(&q, &ep, &elen)) {
+		int shard = atoi(e);
 
 		if (shard >= 0)
-			by_shard[shard] = PQgetvalue(res, i, 1);
+			by_shard[shard] = ep;
 	}
 	pgo_buf_init(&map);
 	pgo_buf_puts(&map, "{");
-	for (int i = 0; i < len; i++) {
+	for (int i = 0; i < n; i++) {
 		pgo_buf_puts(&map, i ? "," : "");
-		pgo_buf_puts(&map, by_shard[i] ? by_shard[i] : "NULL");
+		if (by_shard[i])
+			pgo_buf_printf(&map, "%.*s",
+				       (int)strcspn(by_shard[i], ",}"),
+				       by_shard[i]);
+		else
+			pgo_buf_puts(&map, "NULL");
 	}
 	pgo_buf_puts(&map, "}");
 	free(by_shard);
@@ -288,6 +332,7 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 	PGresult *res;
 	pgo_buf_t shards, epochs;
 	int n, before = s->nowned;
+	pgo_lease_change_t change;
 
 	s->next_rebalance = pgo_now_ms() + v->heartbeat;
 	if (s->beating && (!beat_done(r, s, s->conn.round.res[0]) ||
@@ -322,9 +367,12 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 		pgo_conn_round_clear(&s->conn);
 		return;
 	}
-	if (strcmp(shards.data, s->owned_shards) != 0 ||
-	    strcmp(epochs.data, s->owned_epochs) != 0) {
-		char *map = epoch_map(res);
+	pgo_shards_change(s->owned_shards, s->owned_epochs, shards.data,
+			  epochs.data, &change);
+	if (change.changed) {
+		char *map = pgo_shards_epoch_map(shards.data, epochs.data,
+						 n ? atoi(PQgetvalue(res, 0, 2))
+						   : 0);
 
 		if (!map) {
 			pgo_buf_free(&shards);
@@ -348,18 +396,14 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 		pgo_log(PGO_LOG_DEBUG, r->subject,
 			"member %s shards %s epochs %s", s->member, shards.data,
 			epochs.data);
-		pgo_observe_takeovers(r, gained(s->owned_shards, res));
+		pgo_observe_takeovers(r, change.gained);
 		free(s->owned_shards);
 		free(s->owned_epochs);
 		s->owned_shards = shards.data;
 		s->owned_epochs = epochs.data;
-		/* A new lease may come with a backlog: claim at once. */
-		if (n > 0)
+		if (change.kick)
 			r->sched.kick = true;
-		/* Shards this connection gave up are free now: the relay's
-		 * other connections take their share at once rather than at
-		 * their next heartbeat (half a second of a backlog idle). */
-		if (n < before)
+		if (change.others_now)
 			for (int i = 0; i < r->nslots; i++)
 				if (&r->slots[i] != s)
 					r->slots[i].next_rebalance = 0;
