@@ -205,102 +205,118 @@ static void settings_sql(char *buf, size_t size,
 		 v->sync_commit ? "on" : "off");
 }
 
+/* The concurrent claim: the oldest due rows, FOR UPDATE SKIP LOCKED. */
+static void claim_concurrent(pgo_relay_sql_t *sql, const char *q)
+{
+	/* $2: the floor, $4 and $5 the sweep's pages.  Rows failed
+	 * before come first, from the small partial index below the
+	 * floor, then those the sweep finds below it. */
+	snprintf(sql->claim, sizeof(sql->claim),
+		 CLOCK ", behind AS (SELECT id, " EVENT_BYTES(
+			 "") " AS sz "
+			     "FROM pgoutbox.\"%s\" "
+			     "WHERE " BEHIND " AND id < $2 AND run_at <= " NOW
+			     " "
+			     "ORDER BY id LIMIT $1 FOR UPDATE SKIP "
+			     "LOCKED), "
+			     "swept AS (SELECT id, " EVENT_BYTES(
+				     "") " AS sz FROM pgoutbox.\"%s\" "
+					 "WHERE ctid >= $4::tid AND "
+					 "ctid < $5::tid AND id + 0 < "
+					 "$2 AND attempts = 0 AND "
+					 "last_error IS NULL AND "
+					 "run_at <= " NOW
+					 " LIMIT $1 - (SELECT count(*) "
+					 "FROM behind) FOR UPDATE SKIP "
+					 "LOCKED), "
+					 "fresh AS (SELECT "
+					 "id, " EVENT_BYTES(
+						 "") " AS sz "
+						     "FROM "
+						     "pgoutbox.\"%s\" "
+						     "WHERE "
+						     "id >= $2 AND "
+						     "run_at <= " NOW
+						     " ORDER BY id "
+						     "LIMIT $1 - "
+						     "(SELECT "
+						     "count(*) FROM "
+						     "behind) - "
+						     "(SELECT count(*) "
+						     "FROM swept) FOR "
+						     "UPDATE SKIP "
+						     "LOCKED) "
+						     "DELETE FROM "
+						     "pgoutbox.\"%s\" "
+						     "WHERE id = ANY("
+						     "ARRAY(" BYTE_CUT_A
+						     "SELECT id, sz "
+						     "FROM behind "
+						     "UNION ALL SELECT "
+						     "id, sz FROM "
+						     "swept UNION ALL "
+						     "SELECT id, sz "
+						     "FROM fresh) u) w "
+						     "WHERE w.before < "
+						     "$3))" RETURNING,
+		 q, q, q, q, "NULL::integer");
+}
+
+/* The ordered claim: the oldest due rows of the shards this connection
+ * leases, a row waiting while an older row of its key waits. */
+static void claim_ordered(pgo_relay_sql_t *sql, const char *q)
+{
+	char cond[2048];
+
+	/* $2 the epochs of this connection's leases by shard
+	 * (element shard + 1; NULL where it owns none: shards.c), $3
+	 * the floor, $5 and $6 the sweep's pages.  %1$s and %2$s: the
+	 * shard of c and of h. */
+	snprintf(cond, sizeof(cond),
+		 "%1$s = ANY(ARRAY("
+		 "SELECT l.shard FROM pgoutbox.shard_leases l "
+		 "WHERE l.queue = '%3$s' AND "
+		 "l.epoch = ($2::bigint[])[l.shard + 1])) "
+		 "AND %1$s <> ALL(ARRAY(SELECT %2$s FROM "
+		 "pgoutbox.\"%3$s\" h WHERE h.attempts > 0 AND "
+		 "h.run_at = 'infinity')) "
+		 "AND c.run_at <= " NOW " "
+		 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%3$s\" b "
+		 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
+		 "c.id AND b.run_at > " NOW ")",
+		 SHARD_OF("c."), SHARD_OF("h."), q);
+	claim_union(sql, q, cond, "$3", "$4", "$5", "$6", SHARD_OF(""));
+}
+
+/* The strict claim: the oldest due rows of the queue for the leader; a
+ * row waiting for a retry holds back every later row. */
+static void claim_strict(pgo_relay_sql_t *sql, const char *q)
+{
+	char cond[2048];
+
+	/* $2: the epoch of the leader lease (pseudo-shard -1), $3
+	 * the floor, $5 and $6 the sweep's pages. */
+	snprintf(cond, sizeof(cond),
+		 "EXISTS (SELECT 1 FROM pgoutbox.shard_leases l "
+		 "WHERE l.queue = '%s' AND l.shard = -1 AND "
+		 "l.epoch = $2::bigint) "
+		 "AND c.run_at <= " NOW " "
+		 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
+		 "WHERE b.attempts > 0 AND b.id < c.id "
+		 "AND b.run_at > " NOW ")",
+		 q, q);
+	claim_union(sql, q, cond, "$3", "$4", "$5", "$6", "NULL::integer");
+}
+
 void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode,
 			 const struct pgo_conf_values *v)
 {
 	const char *q = v->queue;
-	char cond[2048];
 
 	switch (mode) {
-	case PGO_MODE_CONCURRENT:
-		/* $2: the floor, $4 and $5 the sweep's pages.  Rows failed
-		 * before come first, from the small partial index below the
-		 * floor, then those the sweep finds below it. */
-		snprintf(sql->claim, sizeof(sql->claim),
-			 CLOCK ", behind AS (SELECT id, " EVENT_BYTES(
-				 "") " AS sz "
-				     "FROM pgoutbox.\"%s\" "
-				     "WHERE " BEHIND
-				     " AND id < $2 AND run_at <= " NOW " "
-				     "ORDER BY id LIMIT $1 FOR UPDATE SKIP "
-				     "LOCKED), "
-				     "swept AS (SELECT id, " EVENT_BYTES(
-					     "") " AS sz FROM pgoutbox.\"%s\" "
-						 "WHERE ctid >= $4::tid AND "
-						 "ctid < $5::tid AND id + 0 < "
-						 "$2 AND attempts = 0 AND "
-						 "last_error IS NULL AND "
-						 "run_at <= " NOW
-						 " LIMIT $1 - (SELECT count(*) "
-						 "FROM behind) FOR UPDATE SKIP "
-						 "LOCKED), "
-						 "fresh AS (SELECT "
-						 "id, " EVENT_BYTES(
-							 "") " AS sz "
-							     "FROM "
-							     "pgoutbox.\"%s\" "
-							     "WHERE "
-							     "id >= $2 AND "
-							     "run_at <= " NOW
-							     " ORDER BY id "
-							     "LIMIT $1 - "
-							     "(SELECT "
-							     "count(*) FROM "
-							     "behind) - "
-							     "(SELECT count(*) "
-							     "FROM swept) FOR "
-							     "UPDATE SKIP "
-							     "LOCKED) "
-							     "DELETE FROM "
-							     "pgoutbox.\"%s\" "
-							     "WHERE id = ANY("
-							     "ARRAY(" BYTE_CUT_A
-							     "SELECT id, sz "
-							     "FROM behind "
-							     "UNION ALL SELECT "
-							     "id, sz FROM "
-							     "swept UNION ALL "
-							     "SELECT id, sz "
-							     "FROM fresh) u) w "
-							     "WHERE w.before < "
-							     "$3))" RETURNING,
-			 q, q, q, q, "NULL::integer");
-		break;
-	case PGO_MODE_ORDERED:
-		/* $2 the epochs of this connection's leases by shard
-		 * (element shard + 1; NULL where it owns none: shards.c), $3
-		 * the floor, $5 and $6 the sweep's pages.  %1$s and %2$s: the
-		 * shard of c and of h. */
-		snprintf(cond, sizeof(cond),
-			 "%1$s = ANY(ARRAY("
-			 "SELECT l.shard FROM pgoutbox.shard_leases l "
-			 "WHERE l.queue = '%3$s' AND "
-			 "l.epoch = ($2::bigint[])[l.shard + 1])) "
-			 "AND %1$s <> ALL(ARRAY(SELECT %2$s FROM "
-			 "pgoutbox.\"%3$s\" h WHERE h.attempts > 0 AND "
-			 "h.run_at = 'infinity')) "
-			 "AND c.run_at <= " NOW " "
-			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%3$s\" b "
-			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
-			 "c.id AND b.run_at > " NOW ")",
-			 SHARD_OF("c."), SHARD_OF("h."), q);
-		claim_union(sql, q, cond, "$3", "$4", "$5", "$6", SHARD_OF(""));
-		break;
-	default:
-		/* $2: the epoch of the leader lease (pseudo-shard -1), $3
-		 * the floor, $5 and $6 the sweep's pages. */
-		snprintf(cond, sizeof(cond),
-			 "EXISTS (SELECT 1 FROM pgoutbox.shard_leases l "
-			 "WHERE l.queue = '%s' AND l.shard = -1 AND "
-			 "l.epoch = $2::bigint) "
-			 "AND c.run_at <= " NOW " "
-			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
-			 "WHERE b.attempts > 0 AND b.id < c.id "
-			 "AND b.run_at > " NOW ")",
-			 q, q);
-		claim_union(sql, q, cond, "$3", "$4", "$5", "$6",
-			    "NULL::integer");
-		break;
+	case PGO_MODE_CONCURRENT: claim_concurrent(sql, q); break;
+	case PGO_MODE_ORDERED: claim_ordered(sql, q); break;
+	default: claim_strict(sql, q); break;
 	}
 	snprintf(sql->listen, sizeof(sql->listen),
 		 "LISTEN \"" PGO_CHANNEL_PREFIX "%s\"", q);
@@ -335,13 +351,6 @@ void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode,
 		"EXCLUDED.last_error, failed_at = now()",
 		q);
 	sql->done[0] = '\0';
-}
-
-void pgo_claim_build_sql(pgo_relay_t *r)
-{
-	pgo_claim_sql_build(&r->sql, r->mode, pgo_conf_values(r->conf));
-	if (r->adopted)
-		pgo_adopted_build_sql(r);
 }
 
 /* How often a slot sweeps at least (or every poll_interval if shorter):
@@ -559,10 +568,11 @@ int pgo_claim_pages_index(const slot_t *s)
 	return s->sweep ? 0 : -1;
 }
 
-double pgo_relay_jitter(pgo_relay_t *r)
+/* How long a round trip to PostgreSQL may take: the server's own limit
+ * on a statement (the session settings above), plus the lease timeout. */
+int64_t pgo_claim_round_limit(const struct pgo_conf_values *v)
 {
-	r->rnd = r->rnd * 1103515245u + 12345u;
-	return (double)((r->rnd >> 8) & 0xffffff) / (double)0x1000000;
+	return v->statement_timeout + v->lease_timeout;
 }
 
 /* "2026-11-30 16:53:33.123456+00" -> "2026-11-30T16:53:33.123456Z" */

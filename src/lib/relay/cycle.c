@@ -299,9 +299,55 @@ void pgo_cycle_sink_done(void *ctx, pgo_batch_t *batch)
 		pgo_sink_name(r->sink));
 }
 
+/* The settle delays' jitter: a value in [0,1) (an LCG seeded at
+ * start). */
 static double jitter(void *ctx)
 {
-	return pgo_relay_jitter(ctx);
+	pgo_relay_t *r = ctx;
+
+	r->rnd = r->rnd * 1103515245u + 12345u;
+	return (double)((r->rnd >> 8) & 0xffffff) / (double)0x1000000;
+}
+
+/* --- retries coming due --- */
+
+/* Remembers that a retry comes due at `due` (monotonic ms), so that the
+ * loop claims then (pgo_cycle_next_retry()). */
+static void retry_at(pgo_relay_t *r, int64_t due)
+{
+	int worst = 0;
+
+	if (r->sched.nretry_due <
+	    (int)(sizeof(r->sched.retry_due) / sizeof(r->sched.retry_due[0]))) {
+		r->sched.retry_due[r->sched.nretry_due++] = due;
+		return;
+	}
+	/* Full: keep the earliest; a later one is found by a claim anyway
+	 * (or, at worst, by the fallback poll). */
+	for (int i = 1; i < r->sched.nretry_due; i++)
+		if (r->sched.retry_due[i] > r->sched.retry_due[worst])
+			worst = i;
+	if (due < r->sched.retry_due[worst])
+		r->sched.retry_due[worst] = due;
+}
+
+int64_t pgo_cycle_next_retry(pgo_relay_t *r, int64_t now, bool *due_now)
+{
+	int64_t next = 0;
+	int n = 0;
+
+	*due_now = false;
+	for (int i = 0; i < r->sched.nretry_due; i++) {
+		if (r->sched.retry_due[i] <= now) {
+			*due_now = true;
+			continue;
+		}
+		r->sched.retry_due[n++] = r->sched.retry_due[i];
+		if (!next || r->sched.retry_due[i] < next)
+			next = r->sched.retry_due[i];
+	}
+	r->sched.nretry_due = n;
+	return next;
 }
 
 /* Queues the retry or dead-letter INSERT of the events with verdict
@@ -477,7 +523,7 @@ static void settle(pgo_relay_t *r, slot_t *s)
 		for (size_t i = 0; i < b->n; i++)
 			if (b->acks[i] == PGO_ACK_RETRY &&
 			    s->fix[i].delay_ms > 0)
-				pgo_relay_retry_at(r, now + s->fix[i].delay_ms);
+				retry_at(r, now + s->fix[i].delay_ms);
 		log_plan(r, s, &plan);
 		if (round2 & PGO_ROUND2_UNARCHIVE)
 			queue_unarchive(r, s);

@@ -217,7 +217,7 @@ void pgo_floor_step(pgo_relay_t *r)
 	r->floor.revents = 0;
 	if (ev == PGO_CONN_EV_NONE &&
 	    pgo_conn_expire(&r->floor.conn, pgo_now_ms(),
-			    pgo_relay_round_limit(pgo_conf_values(r->conf))))
+			    pgo_claim_round_limit(pgo_conf_values(r->conf))))
 		ev = PGO_CONN_EV_LOST;
 	switch (ev) {
 	case PGO_CONN_EV_ROUND:

@@ -52,38 +52,12 @@ static void relay_error(pgo_relay_t *r, const char *fmt, ...)
 
 static void sink_health(void *ctx, int up, const char *reason);
 
-pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
+/* The slots' sessions: the relay's settings (claim.c), LISTEN on slot 0
+ * only, the prepared claim, the checks a relay's session makes first. */
+static void setup_sessions(pgo_relay_t *r, const struct pgo_conf_values *v)
 {
-	const struct pgo_conf_values *v;
-	pgo_relay_t *r;
-	int n = 0, rc;
+	int n = 0;
 
-	if (!conf || !sink) {
-		pgo_error_set(err, PGO_ERR_INVALID, 0,
-			      "pgo_relay_new: conf and sink are required");
-		return NULL;
-	}
-	v = pgo_conf_values(conf);
-	r = calloc(1, sizeof(*r));
-	if (!r || !(r->loop = pgo_loop_new())) {
-		free(r);
-		pgo_error_set(err, PGO_ERR_NOMEM, 1,
-			      "out of memory (or no pipe) for a relay");
-		return NULL;
-	}
-	r->conf = conf;
-	r->sink = sink;
-	snprintf(r->subject, sizeof(r->subject), "relay %s -> %s", v->queue,
-		 pgo_sink_name(sink));
-	snprintf(r->app_name, sizeof(r->app_name), "pgoutbox relay %s",
-		 v->name && *v->name ? v->name : "");
-	r->mode = v->mode;
-	if (pgo_adopted_load(r, err) != PGO_OK) {
-		r->sink = NULL; /* not attached yet */
-		pgo_relay_destroy(r);
-		return NULL;
-	}
-	pgo_claim_build_sql(r);
 	r->setup.subject = r->subject;
 	r->setup.app_name = r->app_name;
 	/* The settings of claim.c's settings_sql, for the session; through
@@ -119,6 +93,14 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	r->setup_quiet = r->setup;
 	if (v->listen)
 		r->setup_quiet.sql[n - 1] = NULL; /* the same, minus LISTEN */
+}
+
+/* The relay.in_flight slots, each with its connection, leases, arena and
+ * socket; false without memory. */
+static bool init_slots(pgo_relay_t *r, pgo_conf_t *conf)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(conf);
+
 	r->nslots = v->in_flight < 1	       ? 1
 		    : v->in_flight > MAX_SLOTS ? MAX_SLOTS
 					       : v->in_flight;
@@ -135,12 +117,52 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 		s->io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
 					&s->revents);
 		if (!s->arena || !s->owned_shards || !s->owned_epochs ||
-		    !s->owned_map || !s->io) {
-			pgo_relay_destroy(r);
-			pgo_error_set(err, PGO_ERR_NOMEM, 1,
-				      "out of memory for a relay");
-			return NULL;
-		}
+		    !s->owned_map || !s->io)
+			return false;
+	}
+	return true;
+}
+
+pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
+{
+	const struct pgo_conf_values *v;
+	pgo_relay_t *r;
+	int rc;
+
+	if (!conf || !sink) {
+		pgo_error_set(err, PGO_ERR_INVALID, 0,
+			      "pgo_relay_new: conf and sink are required");
+		return NULL;
+	}
+	v = pgo_conf_values(conf);
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->loop = pgo_loop_new())) {
+		free(r);
+		pgo_error_set(err, PGO_ERR_NOMEM, 1,
+			      "out of memory (or no pipe) for a relay");
+		return NULL;
+	}
+	r->conf = conf;
+	r->sink = sink;
+	snprintf(r->subject, sizeof(r->subject), "relay %s -> %s", v->queue,
+		 pgo_sink_name(sink));
+	snprintf(r->app_name, sizeof(r->app_name), "pgoutbox relay %s",
+		 v->name && *v->name ? v->name : "");
+	r->mode = v->mode;
+	if (pgo_adopted_load(r, err) != PGO_OK) {
+		r->sink = NULL; /* not attached yet */
+		pgo_relay_destroy(r);
+		return NULL;
+	}
+	pgo_claim_sql_build(&r->sql, r->mode, v);
+	if (r->adopted)
+		pgo_adopted_build_sql(r);
+	setup_sessions(r, v);
+	if (!init_slots(r, conf)) {
+		pgo_relay_destroy(r);
+		pgo_error_set(err, PGO_ERR_NOMEM, 1,
+			      "out of memory for a relay");
+		return NULL;
 	}
 	if (!pgo_wake_init(r) || !pgo_floor_init(r)) {
 		pgo_relay_destroy(r);
@@ -247,45 +269,6 @@ static void sink_health(void *ctx, int up, const char *reason)
 	r->outage.why[0] = '\0';
 }
 
-void pgo_relay_retry_at(pgo_relay_t *r, int64_t due)
-{
-	int worst = 0;
-
-	if (r->sched.nretry_due <
-	    (int)(sizeof(r->sched.retry_due) / sizeof(r->sched.retry_due[0]))) {
-		r->sched.retry_due[r->sched.nretry_due++] = due;
-		return;
-	}
-	/* Full: keep the earliest; a later one is found by a claim anyway
-	 * (or, at worst, by the fallback poll). */
-	for (int i = 1; i < r->sched.nretry_due; i++)
-		if (r->sched.retry_due[i] > r->sched.retry_due[worst])
-			worst = i;
-	if (due < r->sched.retry_due[worst])
-		r->sched.retry_due[worst] = due;
-}
-
-/* The earliest remembered retry (0: none); drops those already due and
- * says so through *due_now. */
-static int64_t next_retry(pgo_relay_t *r, int64_t now, bool *due_now)
-{
-	int64_t next = 0;
-	int n = 0;
-
-	*due_now = false;
-	for (int i = 0; i < r->sched.nretry_due; i++) {
-		if (r->sched.retry_due[i] <= now) {
-			*due_now = true;
-			continue;
-		}
-		r->sched.retry_due[n++] = r->sched.retry_due[i];
-		if (!next || r->sched.retry_due[i] < next)
-			next = r->sched.retry_due[i];
-	}
-	r->sched.nretry_due = n;
-	return next;
-}
-
 /* --- the loop --- */
 
 static void log_stats(pgo_relay_t *r, int64_t now)
@@ -347,13 +330,6 @@ static void begin_stop(pgo_relay_t *r, int64_t now)
 	pgo_sink_drain(r->sink, r->run.drain_until);
 }
 
-/* How long a round trip to PostgreSQL may take: the server's own limit
- * on a statement, plus the lease timeout. */
-int64_t pgo_relay_round_limit(const struct pgo_conf_values *v)
-{
-	return v->statement_timeout + v->lease_timeout;
-}
-
 /* What one turn waits for at most: the relay's own deadlines (the sink's
  * timers are in the loop already). */
 static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
@@ -370,7 +346,7 @@ static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
 		s->revents = 0;
 		deadline = pgo_deadline_min(
 			deadline, pgo_conn_round_deadline(
-					  &s->conn, pgo_relay_round_limit(v)));
+					  &s->conn, pgo_claim_round_limit(v)));
 		if (s->conn.state == PGO_CONN_DOWN)
 			deadline = pgo_deadline_min(deadline, s->conn.retry_at);
 		/* A membership round waits for the slot to be idle: a past
@@ -423,7 +399,7 @@ static bool step_slots(pgo_relay_t *r)
 		if (ev == PGO_CONN_EV_NONE &&
 		    pgo_conn_expire(
 			    &s->conn, pgo_now_ms(),
-			    pgo_relay_round_limit(pgo_conf_values(r->conf))))
+			    pgo_claim_round_limit(pgo_conf_values(r->conf))))
 			ev = PGO_CONN_EV_LOST;
 		switch (ev) {
 		case PGO_CONN_EV_ROUND: pgo_cycle_round(r, s); break;
@@ -504,17 +480,10 @@ static int check_pooler(pgo_relay_t *r)
 	return PGO_OK;
 }
 
-int pgo_relay_run(pgo_relay_t *r)
+/* The run's timers at the start; the line that says how it runs. */
+static void run_start(pgo_relay_t *r, int64_t now)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	int64_t now;
-	bool fatal = false;
-
-	if (check_pooler(r) != PGO_OK) {
-		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
-		return PGO_ERR_INVALID;
-	}
-	now = pgo_now_ms();
 
 	r->sched.kick = true;
 	r->stats.last_at = now;
@@ -535,143 +504,167 @@ int pgo_relay_run(pgo_relay_t *r)
 			: "no LISTEN (poll only)",
 		r->floor.used ? ", a claim-floor connection" : "",
 		(long long)v->poll_interval);
-	for (;;) {
-		int64_t retry_next = 0;
-		int busy = 0, rc;
-		bool paused;
-		unsigned claimed = 0;	/* slots that claim from this turn */
-		bool producers = false; /* the kick: producers' NOTIFYs only */
-		bool kicked; /* a kick pending from before the turn */
+}
 
-		now = pgo_now_ms();
-		if (r->run.stop == 1)
-			begin_stop(r, now);
-		if (r->run.reload)
-			do_reload(r);
-		v = pgo_conf_values(r->conf);
-		if (r->stats.next && now >= r->stats.next)
-			log_stats(r, now);
-		if (now >= r->sched.next_poll) {
-			r->sched.kick = true;
-			r->sched.next_poll = now + pgo_claim_poll_ms(r);
-		}
-		{
-			bool due_now;
+/* The turn's timers: a stop or reload asked for, the stats line, the
+ * fallback poll, retries coming due.  Returns the next retry (0: none). */
+static int64_t turn_timers(pgo_relay_t *r, int64_t now)
+{
+	int64_t retry_next;
+	bool due_now;
 
-			retry_next = next_retry(r, now, &due_now);
-			if (due_now)
-				r->sched.kick = true;
-		}
-		/* Lease rounds, then claims on idle, connected slots.  In
-		 * the ordered modes a wake-up goes to every slot, since the
-		 * event may be in any slot's shards. */
-		paused = r->outage.down || now < r->outage.pause_until;
-		/* Every slot LISTENs, so one NOTIFY reaches each of them in
-		 * the same turn: whether producers woke the relay is decided
-		 * against the kick from before the turn, not the one the
-		 * first slot's notifications just set. */
-		kicked = r->sched.kick;
-		for (int i = 0; i < r->nslots && !r->run.stop; i++) {
-			slot_t *s = &r->slots[i];
-
-			pgo_conn_kick(&s->conn, now);
-			if (s->conn.notifies) {
-				/* Notifications from two producers or more at
-				 * once while asleep: they commit side by side,
-				 * where each NOTIFY costs them (wake.c). */
-				if (r->wake.state == WAKE_ASLEEP &&
-				    pgo_wake_side_by_side(r, &s->conn)) {
-					r->wake.busy = true;
-				}
-				r->stats.total.wakeups +=
-					(uint64_t)s->conn.notifies;
-				if (!kicked && r->wake.state == WAKE_ASLEEP &&
-				    r->mode != PGO_MODE_CONCURRENT &&
-				    !pgo_wake_own(r, &s->conn))
-					producers = true;
-				s->conn.notifies = 0;
-				r->sched.kick = true;
-			}
-			if (s->sweep_next && now >= s->sweep_next) {
-				s->sweep_next = 0;
-				s->wants_claim = true;
-			}
-			if (s->cold_at && now >= s->cold_at) {
-				s->cold_at = 0;
-				s->wants_claim = true;
-			}
-			if (pgo_shards_due(r, s, now)) {
-				pgo_cycle_rebalance(r, s);
-				continue;
-			}
-			/* Nothing before the first beat said that no relay
-			 * of another mode runs on the queue. */
-			if (!r->members.checked)
-				continue;
-			if (i == 0 && pgo_cycle_chore(r, s, now))
-				continue;
-			if (s->state != SLOT_IDLE ||
-			    s->conn.state != PGO_CONN_READY || paused ||
-			    (r->mode != PGO_MODE_CONCURRENT && !s->nowned))
-				continue;
-			s->wake_claim = producers && !r->sched.more &&
-					!s->more && !s->wants_claim;
-			if (s->wake_claim && s->dry_wakes >= COLD_AFTER) {
-				/* Cold: it looks at COLD_MS. */
-				if (!s->cold_at)
-					s->cold_at = now + COLD_MS;
-				continue;
-			}
-			if (r->sched.kick || r->sched.more || s->more ||
-			    s->wants_claim) {
-				s->wants_claim = false;
-				s->cold_at = 0;
-				if (r->mode == PGO_MODE_CONCURRENT)
-					r->sched.kick = false;
-				pgo_cycle_claim(r, s);
-				claimed |= 1u << i;
-			}
-		}
-		if (r->mode != PGO_MODE_CONCURRENT && r->sched.kick &&
-		    !paused) {
-			/* Busy slots claim once their cycle ends: their claim
-			 * may have been taken before the commit that woke us.
-			 * One that claimed in this turn did so after reading
-			 * every notification of it: it sees those commits. */
-			for (int i = 0; i < r->nslots; i++)
-				if (r->slots[i].state != SLOT_IDLE &&
-				    !(claimed & (1u << i)))
-					r->slots[i].wants_claim = true;
-			r->sched.kick = false;
-		}
-		pgo_wake_schedule(r, now);
-		if (r->run.stop && now >= r->run.drain_until)
-			drain_expired(r);
-		/* Stop once every batch in flight has settled. */
-		for (int i = 0; i < r->nslots; i++)
-			if (r->slots[i].state != SLOT_IDLE)
-				busy++;
-		if ((r->run.stop && busy == 0) || fatal)
-			break;
-
-		/* The sink's watchers and timers run inside this turn (and
-		 * may settle batches); the slots' sockets are stepped after
-		 * it. */
-		rc = pgo_loop_run_once(
-			r->loop,
-			pgo_deadline_min(
-				pgo_deadline_min(
-					turn_deadline(r, retry_next, paused),
-					pgo_floor_turn(r, now)),
-				pgo_observe_turn(r, now)));
-		if (rc < 0) {
-			relay_error(r, "poll: %s", strerror(-rc));
-			return PGO_ERR_IO;
-		}
-		if (!step_slots(r) || r->members.refused)
-			fatal = true;
-		pgo_observe_step(r);
+	if (r->run.stop == 1)
+		begin_stop(r, now);
+	if (r->run.reload)
+		do_reload(r);
+	if (r->stats.next && now >= r->stats.next)
+		log_stats(r, now);
+	if (now >= r->sched.next_poll) {
+		r->sched.kick = true;
+		r->sched.next_poll = now + pgo_claim_poll_ms(r);
 	}
+	retry_next = pgo_cycle_next_retry(r, now, &due_now);
+	if (due_now)
+		r->sched.kick = true;
+	return retry_next;
+}
+
+/* The slot's notifications since the last turn: counted, and they kick
+ * a claim.  *producers: producers sent them while the relay slept (not
+ * its own NOTIFY after a grant), and no kick was pending before the
+ * turn (kicked). */
+static void take_notifies(pgo_relay_t *r, slot_t *s, bool kicked,
+			  bool *producers)
+{
+	if (!s->conn.notifies)
+		return;
+	/* Notifications from two producers or more at once while asleep:
+	 * they commit side by side, where each NOTIFY costs them
+	 * (wake.c). */
+	if (r->wake.state == WAKE_ASLEEP && pgo_wake_side_by_side(r, &s->conn))
+		r->wake.busy = true;
+	r->stats.total.wakeups += (uint64_t)s->conn.notifies;
+	if (!kicked && r->wake.state == WAKE_ASLEEP &&
+	    r->mode != PGO_MODE_CONCURRENT && !pgo_wake_own(r, &s->conn))
+		*producers = true;
+	s->conn.notifies = 0;
+	r->sched.kick = true;
+}
+
+/* One slot's work for the turn: its lease round when due, slot 0's
+ * chores, else a claim when anything asks for one.  Returns true when it
+ * claimed. */
+static bool schedule_slot(pgo_relay_t *r, slot_t *s, int64_t now, bool paused,
+			  bool producers)
+{
+	if (s->sweep_next && now >= s->sweep_next) {
+		s->sweep_next = 0;
+		s->wants_claim = true;
+	}
+	if (s->cold_at && now >= s->cold_at) {
+		s->cold_at = 0;
+		s->wants_claim = true;
+	}
+	if (pgo_shards_due(r, s, now)) {
+		pgo_cycle_rebalance(r, s);
+		return false;
+	}
+	/* Nothing before the first beat said that no relay of another mode
+	 * runs on the queue. */
+	if (!r->members.checked)
+		return false;
+	if (s->idx == 0 && pgo_cycle_chore(r, s, now))
+		return false;
+	if (s->state != SLOT_IDLE || s->conn.state != PGO_CONN_READY ||
+	    paused || (r->mode != PGO_MODE_CONCURRENT && !s->nowned))
+		return false;
+	s->wake_claim =
+		producers && !r->sched.more && !s->more && !s->wants_claim;
+	if (s->wake_claim && s->dry_wakes >= COLD_AFTER) {
+		/* Cold: it looks at COLD_MS. */
+		if (!s->cold_at)
+			s->cold_at = now + COLD_MS;
+		return false;
+	}
+	if (!r->sched.kick && !r->sched.more && !s->more && !s->wants_claim)
+		return false;
+	s->wants_claim = false;
+	s->cold_at = 0;
+	if (r->mode == PGO_MODE_CONCURRENT)
+		r->sched.kick = false;
+	pgo_cycle_claim(r, s);
+	return true;
+}
+
+/* Lease rounds, then claims on idle, connected slots.  In the ordered
+ * modes a wake-up goes to every slot, since the event may be in any
+ * slot's shards. */
+static void schedule_slots(pgo_relay_t *r, int64_t now, bool paused)
+{
+	unsigned claimed = 0;	/* slots that claim from this turn */
+	bool producers = false; /* the kick: producers' NOTIFYs only */
+	/* Every slot LISTENs, so one NOTIFY reaches each of them in the
+	 * same turn: whether producers woke the relay is decided against
+	 * the kick from before the turn, not the one the first slot's
+	 * notifications just set. */
+	bool kicked = r->sched.kick;
+
+	for (int i = 0; i < r->nslots && !r->run.stop; i++) {
+		slot_t *s = &r->slots[i];
+
+		pgo_conn_kick(&s->conn, now);
+		take_notifies(r, s, kicked, &producers);
+		if (schedule_slot(r, s, now, paused, producers))
+			claimed |= 1u << i;
+	}
+	if (r->mode != PGO_MODE_CONCURRENT && r->sched.kick && !paused) {
+		/* Busy slots claim once their cycle ends: their claim may
+		 * have been taken before the commit that woke us.  One that
+		 * claimed in this turn did so after reading every
+		 * notification of it: it sees those commits. */
+		for (int i = 0; i < r->nslots; i++)
+			if (r->slots[i].state != SLOT_IDLE &&
+			    !(claimed & (1u << i)))
+				r->slots[i].wants_claim = true;
+		r->sched.kick = false;
+	}
+}
+
+/* Slots inside a cycle. */
+static int busy_slots(const pgo_relay_t *r)
+{
+	int busy = 0;
+
+	for (int i = 0; i < r->nslots; i++)
+		if (r->slots[i].state != SLOT_IDLE)
+			busy++;
+	return busy;
+}
+
+/* Waits for the turn's events: the sink's watchers and timers run inside
+ * it (and may settle batches); the slots' sockets are stepped after it.
+ * Returns false when the loop failed (errmsg set). */
+static bool wait_turn(pgo_relay_t *r, int64_t now, int64_t retry_next,
+		      bool paused)
+{
+	int rc = pgo_loop_run_once(
+		r->loop,
+		pgo_deadline_min(
+			pgo_deadline_min(turn_deadline(r, retry_next, paused),
+					 pgo_floor_turn(r, now)),
+			pgo_observe_turn(r, now)));
+
+	if (rc < 0) {
+		relay_error(r, "poll: %s", strerror(-rc));
+		return false;
+	}
+	return true;
+}
+
+/* The run is over: leave the memberships (unless a fatal error ended
+ * it), close every connection. */
+static int run_end(pgo_relay_t *r, bool fatal)
+{
 	pgo_wake_close(r);
 	pgo_floor_close(r);
 	for (int i = 0; i < r->nslots; i++) {
@@ -684,4 +677,34 @@ int pgo_relay_run(pgo_relay_t *r)
 	log_stats(r, pgo_now_ms());
 	pgo_log(PGO_LOG_INFO, r->subject, "stopped");
 	return PGO_OK;
+}
+
+int pgo_relay_run(pgo_relay_t *r)
+{
+	bool fatal = false;
+
+	if (check_pooler(r) != PGO_OK) {
+		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
+		return PGO_ERR_INVALID;
+	}
+	run_start(r, pgo_now_ms());
+	for (;;) {
+		int64_t now = pgo_now_ms();
+		int64_t retry_next = turn_timers(r, now);
+		bool paused = r->outage.down || now < r->outage.pause_until;
+
+		schedule_slots(r, now, paused);
+		pgo_wake_schedule(r, now);
+		if (r->run.stop && now >= r->run.drain_until)
+			drain_expired(r);
+		/* Stop once every batch in flight has settled. */
+		if ((r->run.stop && busy_slots(r) == 0) || fatal)
+			break;
+		if (!wait_turn(r, now, retry_next, paused))
+			return PGO_ERR_IO;
+		if (!step_slots(r) || r->members.refused)
+			fatal = true;
+		pgo_observe_step(r);
+	}
+	return run_end(r, fatal);
 }

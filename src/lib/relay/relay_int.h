@@ -15,6 +15,15 @@
  *   observe.c metrics, /readyz, READY=1, the gauges read from the database
  *   wake.c    the wake-up handshake: the sleeper lock and its connection
  *   floor.c   the claim floor, probed on a connection of its own
+ *
+ * Calls point one way, down this list: relay.c wires the others and
+ * runs the turns; cycle.c calls claim.c, settle.c, shards.c, floor.c and
+ * observe.c; shards.c calls observe.c; floor.c calls claim.c.  Nothing
+ * calls back into relay.c or cycle.c: what they share is the handle.
+ * The decisions that need no server (the claim SQL, the slot's
+ * transitions, what a claim or a lease round changed, the settle plan)
+ * are pure functions declared here, tested by tests/unit/test_claim.c,
+ * test_cycle.c, test_shards.c and test_settle.c.
  */
 #ifndef PGO_RELAY_INT_H
 #define PGO_RELAY_INT_H
@@ -256,9 +265,6 @@ typedef struct pgo_claim_req {
  * what it writes. */
 void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode,
 			 const struct pgo_conf_values *v);
-/* The same into r->sql for the configured queue and mode, an adopted
- * table's statements (adopted.c) when r->adopted is set. */
-void pgo_claim_build_sql(pgo_relay_t *r);
 /* Fills the next claim's parameters; decides whether it sweeps pages of
  * the table below the floor. */
 void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
@@ -270,6 +276,9 @@ bool pgo_claim_sweep_due(const pgo_relay_t *r, slot_t *s, int64_t now);
  * size), and of the table's size (-1: not in the round). */
 int pgo_claim_index(const slot_t *s);
 int pgo_claim_pages_index(const slot_t *s);
+/* How long a round trip to PostgreSQL may take before the connection is
+ * dropped: statement_timeout plus lease_timeout. */
+int64_t pgo_claim_round_limit(const struct pgo_conf_values *v);
 /* The fallback poll's interval: relay.poll_interval, at most the sweep
  * interval of the claim floor. */
 int64_t pgo_claim_poll_ms(const pgo_relay_t *r);
@@ -303,7 +312,7 @@ const char *pgo_claim_shard_of(const slot_t *s, size_t i);
 int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err);
 void pgo_adopted_free(pgo_relay_t *r);
 /* Builds the claim, LISTEN, retry, dead-letter and done statements from
- * the map (pure; called by pgo_claim_build_sql()). */
+ * the map into r->sql, over what pgo_claim_sql_build() wrote (pure). */
 void pgo_adopted_build_sql(pgo_relay_t *r);
 
 /* settle.c: the settle rules (pure) */
@@ -409,12 +418,9 @@ void pgo_cycle_lost(pgo_relay_t *r, slot_t *s);
 /* Stopping and out of time: roll back a batch the sink still holds. */
 void pgo_cycle_abandon(pgo_relay_t *r, slot_t *s);
 
-double pgo_relay_jitter(pgo_relay_t *r);
-/* Remembers that a retry comes due at `due` (monotonic ms). */
-void pgo_relay_retry_at(pgo_relay_t *r, int64_t due);
-/* How long a round trip to PostgreSQL may take before the connection is
- * dropped: statement_timeout plus lease_timeout. */
-int64_t pgo_relay_round_limit(const struct pgo_conf_values *v);
+/* The earliest retry the settled batches scheduled (0: none); drops
+ * those already due and says so through *due_now. */
+int64_t pgo_cycle_next_retry(pgo_relay_t *r, int64_t now, bool *due_now);
 
 /* observe.c: metrics, readiness, the database gauges */
 
@@ -445,7 +451,7 @@ void pgo_observe_settled(pgo_relay_t *r, const slot_t *s, int64_t now);
 /* floor.c: the claim floor and its probes */
 
 /* Sets up the probes' connection (relay.claim_floor on, not an adopted
- * table); false without memory.  After pgo_claim_build_sql(). */
+ * table); false without memory.  After the statements are built. */
 bool pgo_floor_init(pgo_relay_t *r);
 /* Through a transaction pooler: no session state on its connection. */
 void pgo_floor_pooled(pgo_relay_t *r);
