@@ -117,7 +117,8 @@ typedef struct slot {
 	char *owned_map;	/* the epochs by shard: "{NULL,7}" (shards.c) */
 	char leader_epoch[24];	/* strict mode: epoch of the leader lease */
 	int64_t next_rebalance; /* monotonic ms: the next lease round or beat */
-	bool beating;		/* its round in flight starts with the beat */
+	bool beating;		/* its round in flight has the beat */
+	bool locking;		/* ... after the rebalance lock (shards.c) */
 } slot_t;
 
 /* The SQL texts of a relay, built once at start from the queue and the

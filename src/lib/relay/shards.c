@@ -111,6 +111,22 @@ bool pgo_shards_send(pgo_relay_t *r, slot_t *s)
 	/* First, so that a refused first beat aborts the lease round
 	 * behind it: a relay refused takes no shard. */
 	s->beating = s->idx == 0 && !r->members.beat_off;
+	/* The round is one transaction.  The beat deletes the rows of the
+	 * members whose session is gone and refreshes its own; the lease
+	 * round behind it then waits for the queue's rebalance lock.
+	 * Another slot's lease round takes them the other way round:
+	 * rebalance() holds that lock and deletes the same rows.  After a
+	 * server restart every member's row is of a gone session, and the
+	 * two deadlocked ("lease round failed: deadlock detected", issue
+	 * 44).  So the lock comes first, as in rebalance() and a joining
+	 * beat. */
+	s->locking = s->beating && r->mode != PGO_MODE_CONCURRENT;
+	if (s->locking)
+		pgo_conn_query(&s->conn,
+			       "SELECT pg_catalog.pg_advisory_xact_lock("
+			       "pg_catalog.hashtext('pgoutbox.rebalance.' || "
+			       "$1::text), 0)",
+			       1, params);
 	if (s->beating)
 		pgo_conn_query(&s->conn,
 			       "SELECT other_member, other_mode, other_pid "
@@ -333,14 +349,15 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 	pgo_buf_t shards, epochs;
 	int n, before = s->nowned;
 	pgo_lease_change_t change;
+	int first = s->locking ? 1 : 0; /* the beat's result (lock before) */
 
 	s->next_rebalance = pgo_now_ms() + v->heartbeat;
-	if (s->beating && (!beat_done(r, s, s->conn.round.res[0]) ||
+	if (s->beating && (!beat_done(r, s, s->conn.round.res[first]) ||
 			   r->mode == PGO_MODE_CONCURRENT)) {
 		pgo_conn_round_clear(&s->conn);
 		return;
 	}
-	res = s->conn.round.res[s->beating ? 1 : 0];
+	res = s->conn.round.res[first + (s->beating ? 1 : 0)];
 	if (s->conn.round.failed || !res) {
 		pgo_log(PGO_LOG_WARN, r->subject,
 			"member %s: lease round failed: %s", s->member,
