@@ -2,7 +2,8 @@
  * test_shards.c — the relay's side of shard leases (shards.c),
  * table-driven: what a lease round changed for a slot when a relay
  * joins or leaves (shards gained and released, whether it claims at once
- * and whether its sibling slots take freed shards at once), the epoch
+ * and whether its sibling slots take freed shards at once), which
+ * leases count as taken over from another relay, the epoch
  * map the ordered claim reads, and when a slot's lease round is due.
  * The fair share itself is decided by pgoutbox.rebalance() in SQL; here
  * are the cases its answers bring.
@@ -66,6 +67,37 @@ static void test_shards_change(void **state)
 				 changes[c].name, o.changed, o.gained,
 				 o.released, o.kick, o.others_now);
 	}
+}
+
+/* Whether a lease is taken over from another relay, by its owner
+ * before the round. */
+static const struct {
+	const char *name;
+	const char *owner, *member;
+	bool want;
+} foreigns[] = {
+	{"never held: a first grant", NULL, "a/0", false},
+	{"never held (empty)", "", "a/0", false},
+	{"from a sibling connection", "a/3", "a/0", false},
+	{"from itself", "a/0", "a/0", false},
+	{"from another relay", "b/1", "a/0", true},
+	{"a name that starts like ours", "ab/1", "a/0", true},
+	{"ours is a prefix of theirs", "a/0x/1", "a/0", true},
+	{"names with a slash", "eu/a/2", "eu/a/0", false},
+	{"names with a slash, another relay", "eu/b/2", "eu/a/0", true},
+	{"the default name", "relay/1", "relay/0", false},
+};
+
+static void test_shards_foreign(void **state)
+{
+	(void)state;
+	for (size_t c = 0; c < sizeof(foreigns) / sizeof(foreigns[0]); c++)
+		if (pgo_shards_foreign(foreigns[c].owner, foreigns[c].member) !=
+		    foreigns[c].want)
+			fail_msg("%s: %s held by %s", foreigns[c].name,
+				 foreigns[c].member,
+				 foreigns[c].owner ? foreigns[c].owner
+						   : "(null)");
 }
 
 static void test_shards_missing(void **state)
@@ -166,6 +198,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shards_change),
 		cmocka_unit_test(test_shards_missing),
+		cmocka_unit_test(test_shards_foreign),
 		cmocka_unit_test(test_shards_epoch_map),
 		cmocka_unit_test(test_shards_next),
 	};

@@ -107,8 +107,10 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 				   NULL, 0);
 	m->takeovers =
 		FAMILY(PGO_METRIC_COUNTER, "pgoutbox_lease_takeovers_total",
-		       "Shard leases this relay acquired (at start, in a "
-		       "rebalance, or from a relay that died)",
+		       "Shard leases this relay took over from another relay "
+		       "(one that died, or gave them up in a rebalance); not "
+		       "first grants, nor leases moved between its own "
+		       "connections",
 		       NULL, 0);
 	m->mode_conflicts = FAMILY(
 		PGO_METRIC_GAUGE, "pgoutbox_relay_mode_conflicts",

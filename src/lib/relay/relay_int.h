@@ -521,6 +521,12 @@ typedef struct pgo_lease_change {
 			  * their lease round at once, for the freed ones */
 } pgo_lease_change_t;
 
+/* Whether a lease last held by owner (NULL or "": never held) is taken
+ * over from another relay by member ("<relay>/<slot>"): not a first
+ * grant, not a lease moved between the relay's own connections as they
+ * share the shards out, nor one a relay restarted under its name takes
+ * back (pure). */
+bool pgo_shards_foreign(const char *owner, const char *member);
 /* How many elements of the integer array literal `from` ("{1,2}") the
  * literal `set` lacks (pure). */
 int pgo_shards_missing(const char *set, const char *from);

@@ -133,11 +133,16 @@ bool pgo_shards_send(pgo_relay_t *r, slot_t *s)
 			       "FROM pgoutbox.relay_beat($1, $2, $3, "
 			       "$4::interval, $5::boolean)",
 			       5, params);
+	/* The fourth column: who held the lease before this round.  The
+	 * statement's snapshot predates what rebalance() writes, so it reads
+	 * the owner rebalance() replaced (takeovers, pgo_shards_foreign()). */
 	if (r->mode != PGO_MODE_CONCURRENT)
 		pgo_conn_query(
 			&s->conn,
 			"SELECT r.shard, r.epoch, (SELECT max(l.shard) + 1 "
-			"FROM pgoutbox.shard_leases l WHERE l.queue = $1) "
+			"FROM pgoutbox.shard_leases l WHERE l.queue = $1), "
+			"(SELECT l.owner FROM pgoutbox.shard_leases l "
+			"WHERE l.queue = $1 AND l.shard = r.shard) "
 			"FROM pgoutbox.rebalance($1, $2, $3, $4::interval) r",
 			4, params);
 	return pgo_conn_send(&s->conn) == PGO_OK;
@@ -257,6 +262,16 @@ static bool holds(const char *set, const char *elem, size_t len)
 	return false;
 }
 
+bool pgo_shards_foreign(const char *owner, const char *member)
+{
+	const char *slash = strrchr(member, '/');
+	size_t relay = slash ? (size_t)(slash - member) + 1 : strlen(member);
+
+	return owner && *owner &&
+	       !(strncmp(owner, member, relay) == 0 &&
+		 strchr(owner + relay, '/') == NULL);
+}
+
 int pgo_shards_missing(const char *set, const char *from)
 {
 	const char *e;
@@ -342,6 +357,25 @@ char *pgo_shards_epoch_map(const char *shards, const char *epochs, int all)
 	return map.data;
 }
 
+/* How many leases of the round's result the slot did not hold and
+ * another relay did (the fourth column: the owner before the round). */
+static int taken_over(const slot_t *s, const PGresult *res)
+{
+	int n = 0;
+
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *shard = PQgetvalue(res, i, 0);
+
+		if (!holds(s->owned_shards, shard, strlen(shard)) &&
+		    pgo_shards_foreign(PQgetisnull(res, i, 3)
+					       ? NULL
+					       : PQgetvalue(res, i, 3),
+				       s->member))
+			n++;
+	}
+	return n;
+}
+
 void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
@@ -413,7 +447,7 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 		pgo_log(PGO_LOG_DEBUG, r->subject,
 			"member %s shards %s epochs %s", s->member, shards.data,
 			epochs.data);
-		pgo_observe_takeovers(r, change.gained);
+		pgo_observe_takeovers(r, taken_over(s, res));
 		free(s->owned_shards);
 		free(s->owned_epochs);
 		s->owned_shards = shards.data;
