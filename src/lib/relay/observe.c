@@ -49,28 +49,13 @@ struct pgo_relay_metrics {
 static void collect(void *arg);
 static bool ready(void *arg, char *why, size_t size);
 
-int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
+/* The relay's series in the registry, labelled L. */
+static void families(pgo_relay_t *r, pgo_relay_metrics_t *m, pgo_metrics_t *reg,
+		     const char *L)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	pgo_relay_metrics_t *m = calloc(1, sizeof(*m));
-	pgo_endpoint_probe_t probe = {collect, ready, r};
 	const double *sb = pgo_metrics_seconds_buckets;
 	int nb = pgo_metrics_seconds_nbuckets;
-	pgo_metrics_t *reg;
-	const char *L;
 
-	if (!m)
-		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
-				     "out of memory for the relay's metrics");
-	r->stats.metrics = m;
-	r->stats.mon = pgo_monitor_new(r->loop, r->conf, r->subject, err);
-	if (!r->stats.mon)
-		return err->code;
-	pgo_monitor_probe(r->stats.mon, &probe);
-	reg = pgo_monitor_metrics(r->stats.mon);
-	L = pgo_metrics_labels(m->labels, sizeof(m->labels), "queue", v->queue,
-			       "sink", pgo_sink_name(r->sink), "relay", v->name,
-			       NULL);
 #define FAMILY(type, name, help, b, n)                                         \
 	pgo_metric_series(pgo_metrics_family(reg, type, name, help, b, n), L)
 	m->published =
@@ -164,6 +149,27 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 			      "time)",
 			      NULL, 0);
 #undef FAMILY
+}
+
+int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	pgo_relay_metrics_t *m = calloc(1, sizeof(*m));
+	pgo_endpoint_probe_t probe = {collect, ready, r};
+	const char *L;
+
+	if (!m)
+		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
+				     "out of memory for the relay's metrics");
+	r->stats.metrics = m;
+	r->stats.mon = pgo_monitor_new(r->loop, r->conf, r->subject, err);
+	if (!r->stats.mon)
+		return err->code;
+	pgo_monitor_probe(r->stats.mon, &probe);
+	L = pgo_metrics_labels(m->labels, sizeof(m->labels), "queue", v->queue,
+			       "sink", pgo_sink_name(r->sink), "relay", v->name,
+			       NULL);
+	families(r, m, pgo_monitor_metrics(r->stats.mon), L);
 	pgo_series_set(m->sink_up, 1);
 	if (!*v->metrics_listen)
 		return PGO_OK;
