@@ -70,19 +70,19 @@ typedef enum wake_state {
 #define COLD_MS	   2
 
 typedef struct slot {
-	int idx;
-	pgo_conn_t conn;
-	slot_state_t state;
-	PGresult *claimed;     /* rows of the batch: events point into it */
-	pgo_batch_t batch;     /* the batch the sink works on */
-	settle_row_t *fix;     /* per event, filled when settling */
-	pgo_arena_t *arena;    /* per-cycle memory, reset after settling */
-	pgo_loop_io_t *io;     /* the connection's socket in the loop */
-	short revents;	       /* what the loop saw on it this turn */
-	int64_t claim_started; /* monotonic ms, for the stats */
-	int batch_limit;       /* batch size asked for in this claim */
-	int batch_bytes;       /* and its byte cap (relay.batch_bytes) */
-	int n_ok, n_retry, n_dead;
+	int idx;		   /* its place in r->slots */
+	pgo_conn_t conn;	   /* its connection (db/conn.c) */
+	slot_state_t state;	   /* where its cycle is (cycle.c moves it) */
+	PGresult *claimed;	   /* rows of the batch: events point into it */
+	pgo_batch_t batch;	   /* the batch the sink works on */
+	settle_row_t *fix;	   /* per event, filled when settling */
+	pgo_arena_t *arena;	   /* per-cycle memory, reset after settling */
+	pgo_loop_io_t *io;	   /* the connection's socket in the loop */
+	short revents;		   /* what the loop saw on it this turn */
+	int64_t claim_started;	   /* monotonic ms, for the stats */
+	int batch_limit;	   /* batch size asked for in this claim */
+	int batch_bytes;	   /* and its byte cap (relay.batch_bytes) */
+	int n_ok, n_retry, n_dead; /* the batch's plan, counted if it commits */
 	bool wants_claim;    /* woken while busy: claim after this cycle */
 	bool more;	     /* its last batch was full: claim again */
 	bool sweep;	     /* its claim in flight sweeps pages below */
@@ -155,8 +155,8 @@ typedef struct relay_floor {
 
 /* The wake-up handshake (wake.c): the sleeper lock's connection. */
 typedef struct relay_wake {
-	wake_state_t state;
-	bool busy; /* 2+ notifications at once while asleep: release */
+	wake_state_t state; /* where the handshake is (the header of wake.c) */
+	bool busy;	    /* 2+ notifications at once while asleep: release */
 	int64_t linger_until;	/* awake and dry: ask for the lock then */
 	int64_t linger_end;	/* no lingering from then (0: none) */
 	int linger_ms;		/* relay.wake_linger */
@@ -174,7 +174,7 @@ typedef struct relay_sched {
 	bool more;	       /* last batch was full: claim on all */
 	int64_t next_poll;     /* fallback poll (monotonic ms) */
 	int64_t retry_due[32]; /* retries this relay scheduled (ms) */
-	int nretry_due;	       /* how many of retry_due are set */
+	int nretry_due;	       /* how many of retry_due are set (cycle.c) */
 	int64_t next_maintain; /* pgoutbox.maintain() due (ms) */
 	int64_t next_health;   /* pgoutbox.health() due (ms) */
 	bool chore_health;     /* the chore in flight: health (else
@@ -236,15 +236,15 @@ struct pgo_relay {
 	char missing_hint[256]; /* setup.missing_hint: relay.queue is wrong */
 	pgo_conn_setup_t setup; /* slot 0: with LISTEN */
 	pgo_conn_setup_t setup_quiet; /* the other slots: without */
-	slot_t slots[MAX_SLOTS];
-	int nslots;		 /* relay.in_flight, 1..MAX_SLOTS */
-	pgo_loop_t *loop;	 /* the one loop: slots, sink, wake-ups */
-	pgo_sink_host_t host;	 /* what the sink is attached with */
-	unsigned rnd;		 /* jitter state (settle delays) */
-	relay_sched_t sched;	 /* when to claim, chores' timers */
-	relay_outage_t outage;	 /* the sink's outages */
-	relay_floor_t floor;	 /* the claim floor (floor.c) */
-	relay_wake_t wake;	 /* the sleeper lock (wake.c) */
+	slot_t slots[MAX_SLOTS];      /* nslots of them are in use */
+	int nslots;		      /* relay.in_flight, 1..MAX_SLOTS */
+	pgo_loop_t *loop;	      /* the one loop: slots, sink, wake-ups */
+	pgo_sink_host_t host;	      /* what the sink is attached with */
+	unsigned rnd;		      /* jitter state (settle delays) */
+	relay_sched_t sched;	      /* when to claim, chores' timers */
+	relay_outage_t outage;	      /* the sink's outages */
+	relay_floor_t floor;	      /* the claim floor (floor.c) */
+	relay_wake_t wake;	      /* the sleeper lock (wake.c) */
 	relay_members_t members; /* membership, the mode check (shards.c) */
 	relay_stats_t stats;	 /* stats line, metrics (observe.c) */
 	relay_run_t run;	 /* stop, reload, how it ended */
@@ -326,9 +326,9 @@ typedef struct pgo_settle_rules {
 } pgo_settle_rules_t;
 
 typedef struct pgo_settle_plan {
-	bool unavailable; /* roll everything back, spend nothing */
-	int n_ok, n_retry, n_dead;
-	int n_halted;	     /* of n_retry: kept with no run time */
+	bool unavailable;	   /* roll everything back, spend nothing */
+	int n_ok, n_retry, n_dead; /* the batch's plan, counted if it commits */
+	int n_halted;		   /* of n_retry: kept with no run time */
 	size_t first_failed; /* first event not OK (n: none), for the log */
 	/* Ordered modes: events the sink took although an earlier event of
 	 * their key failed in the same batch, so a consumer may already
