@@ -262,8 +262,9 @@ static void test_claim_prepare(void **state)
 		r->mode = k->mode;
 		r->floor.id = k->floor;
 		s = &r->slots[0];
-		s->owned_map = "{NULL,7}";
-		snprintf(s->leader_epoch, sizeof(s->leader_epoch), "9");
+		s->leases.map = "{NULL,7}";
+		snprintf(s->leases.leader_epoch, sizeof(s->leases.leader_epoch),
+			 "9");
 		pgo_claim_prepare(r, s, 1000, &q);
 		if (q.nparams != k->nparams)
 			fail_msg("%s: %d parameters", k->name, q.nparams);
@@ -309,7 +310,7 @@ static void test_claim_sweep(void **state)
 	r->floor.id = 5000;
 	pgo_claim_prepare(r, s, 1000, &q);
 	assert_null(q.pages[0]); /* the first sweep waits a period */
-	assert_int_equal(s->sweep_at, 1000 + period);
+	assert_int_equal(s->sweep.at, 1000 + period);
 	pgo_claim_prepare(r, s, 1000 + period - 1, &q);
 	assert_null(q.pages[0]);
 	pgo_claim_prepare(r, s, 1000 + period, &q);

@@ -313,11 +313,11 @@ static void test_cycle_lost(void **state)
 		s = &r->slots[0];
 		r->nslots = 1;
 		s->arena = pgo_arena_new(4096);
-		s->owned_shards = strdup("{0,1}");
-		s->owned_epochs = strdup("{3,3}");
-		s->owned_map = strdup("{3,3}");
-		s->nowned = 2;
-		s->next_rebalance = 12345;
+		s->leases.shards = strdup("{0,1}");
+		s->leases.epochs = strdup("{3,3}");
+		s->leases.map = strdup("{3,3}");
+		s->leases.n = 2;
+		s->leases.next_round = 12345;
 		s->state = from[c];
 		s->batch.n = 7;
 		r->floor.id = 5000;
@@ -327,10 +327,10 @@ static void test_cycle_lost(void **state)
 		assert_int_equal(s->state, SLOT_IDLE);
 		assert_int_equal(s->batch.n, 0);
 		assert_null(s->claimed);
-		assert_int_equal(s->nowned, 0);
-		assert_string_equal(s->owned_map, "{}");
-		assert_string_equal(s->owned_shards, "{}");
-		assert_int_equal(s->next_rebalance, 0); /* a round at once */
+		assert_int_equal(s->leases.n, 0);
+		assert_string_equal(s->leases.map, "{}");
+		assert_string_equal(s->leases.shards, "{}");
+		assert_int_equal(s->leases.next_round, 0); /* a round at once */
 		assert_int_equal(r->floor.id, 0);
 		assert_int_equal(r->floor.gen, gen + 1);
 		assert_int_equal(r->stats.total.reconnects, 1);

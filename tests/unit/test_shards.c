@@ -183,7 +183,7 @@ static void test_shards_next(void **state)
 		s->idx = dues[c].idx;
 		s->state = dues[c].state;
 		s->conn.state = dues[c].ready ? PGO_CONN_READY : PGO_CONN_DOWN;
-		s->next_rebalance = dues[c].next_rebalance;
+		s->leases.next_round = dues[c].next_rebalance;
 		got = pgo_shards_next(r, s);
 		if (got != dues[c].want)
 			fail_msg("%s: %lld, want %lld", dues[c].name,

@@ -368,7 +368,7 @@ void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode,
  * page).  And a sweep keeps a pace: the table's pages spread over the
  * period / SWEEP_SPREAD, and a claim ahead of the pace reads none.
  * While a sweep is due, the slot claims again at once; ahead of its
- * pace, when its next part is due (s->sweep_next), so a sweep ends
+ * pace, when its next part is due (s->sweep.next), so a sweep ends
  * about half a period after it began, even when no event comes.
  * Without a pace, every claim of a busy slot swept until the table's
  * end: under a held xmin, 3-5 s of claims averaging 4-5 ms instead of
@@ -403,28 +403,28 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 	 * A sweep at once read the whole backlog a relay starts on (or
 	 * comes back to after an outage) again, 1 MB per claim, while
 	 * draining it: 4 % of the backends' CPU in a drain of 300,000. */
-	if (sweepable && s->sweep_at == 0)
-		s->sweep_at = now + pgo_claim_poll_ms(r);
-	if (!s->sweeping && sweepable && now >= s->sweep_at) {
-		s->sweeping = true;
-		s->sweep_page = 0;
-		s->sweep_start = now;
-		s->sweep_end = -1;
+	if (sweepable && s->sweep.at == 0)
+		s->sweep.at = now + pgo_claim_poll_ms(r);
+	if (!s->sweep.on && sweepable && now >= s->sweep.at) {
+		s->sweep.on = true;
+		s->sweep.page = 0;
+		s->sweep.start = now;
+		s->sweep.end = -1;
 	}
 	if (!sweepable)
-		s->sweeping = false;
-	s->sweep = s->sweeping && pgo_claim_sweep_due(r, s, now);
-	s->sweep_floor = r->floor.id;
-	if (s->sweep) {
-		if (s->sweep_pages == 0)
-			s->sweep_pages = SWEEP_PAGES_START;
-		lo = s->sweep_page;
-		hi = lo + s->sweep_pages;
+		s->sweep.on = false;
+	s->sweep.in_claim = s->sweep.on && pgo_claim_sweep_due(r, s, now);
+	s->sweep.floor = r->floor.id;
+	if (s->sweep.in_claim) {
+		if (s->sweep.pages == 0)
+			s->sweep.pages = SWEEP_PAGES_START;
+		lo = s->sweep.page;
+		hi = lo + s->sweep.pages;
 	}
-	s->sweep_hi = hi;
+	s->sweep.hi = hi;
 	snprintf(q->lo, sizeof(q->lo), "(%lld,0)", (long long)lo);
 	snprintf(q->hi, sizeof(q->hi), "(%lld,0)", (long long)hi);
-	q->pages[0] = s->sweep ? v->queue : NULL;
+	q->pages[0] = s->sweep.in_claim ? v->queue : NULL;
 	s->batch_bytes = v->batch_bytes;
 	snprintf(q->bytes, sizeof(q->bytes), "%d", v->batch_bytes);
 	q->params[0] = q->limit;
@@ -435,14 +435,14 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 		q->params[4] = q->hi;
 		q->nparams = 5;
 	} else if (r->mode == PGO_MODE_STRICT) {
-		q->params[1] = s->leader_epoch;
+		q->params[1] = s->leases.leader_epoch;
 		q->params[2] = q->floor;
 		q->params[3] = q->bytes;
 		q->params[4] = q->lo;
 		q->params[5] = q->hi;
 		q->nparams = 6;
 	} else {
-		q->params[1] = s->owned_map;
+		q->params[1] = s->leases.map;
 		q->params[2] = q->floor;
 		q->params[3] = q->bytes;
 		q->params[4] = q->lo;
@@ -458,21 +458,21 @@ bool pgo_claim_sweep_due(const pgo_relay_t *r, slot_t *s, int64_t now)
 {
 	int64_t spread = pgo_claim_poll_ms(r) / SWEEP_SPREAD;
 
-	s->sweep_next = 0;
-	if (!s->sweeping)
+	s->sweep.next = 0;
+	if (!s->sweep.on)
 		return false;
 	/* Until the table's size is known, and on a short period, as
 	 * fast as the claims go. */
-	if (s->sweep_end <= 0 || spread <= 0)
+	if (s->sweep.end <= 0 || spread <= 0)
 		return true;
 	/* Due: the pace (the table's size, as last read, over half the
 	 * period) has reached the sweep's next page.  A table that grows
 	 * meanwhile (a held xmin keeps every deleted row) speeds it up, so
 	 * a sweep still ends about half a period after it began. */
-	if (s->sweep_page * spread <= s->sweep_end * (now - s->sweep_start))
+	if (s->sweep.page * spread <= s->sweep.end * (now - s->sweep.start))
 		return true;
-	s->sweep_next =
-		s->sweep_start + s->sweep_page * spread / s->sweep_end + 1;
+	s->sweep.next =
+		s->sweep.start + s->sweep.page * spread / s->sweep.end + 1;
 	return false;
 }
 
@@ -506,7 +506,7 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 			     : -1;
 	int n;
 
-	if (!s->sweep) {
+	if (!s->sweep.in_claim) {
 		/* The average claim without a sweep, a sixteenth of each
 		 * new one. */
 		if (us >= 0)
@@ -516,19 +516,19 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 					: us;
 		return;
 	}
-	s->sweep = false;
+	s->sweep.in_claim = false;
 	if (us >= 0 && us - s->claim_us > SWEEP_BUDGET_US)
-		s->sweep_pages = s->sweep_pages / 2 > SWEEP_PAGES_MIN
-					 ? s->sweep_pages / 2
+		s->sweep.pages = s->sweep.pages / 2 > SWEEP_PAGES_MIN
+					 ? s->sweep.pages / 2
 					 : SWEEP_PAGES_MIN;
 	else if (us >= 0 && us - s->claim_us < SWEEP_BUDGET_US / 2)
-		s->sweep_pages = s->sweep_pages * 2 < SWEEP_PAGES_MAX
-					 ? s->sweep_pages * 2
+		s->sweep.pages = s->sweep.pages * 2 < SWEEP_PAGES_MAX
+					 ? s->sweep.pages * 2
 					 : SWEEP_PAGES_MAX;
 	if (!res) {
 		/* The round failed: no sweep again before its time. */
-		s->sweeping = false;
-		s->sweep_at = now + pgo_claim_poll_ms(r);
+		s->sweep.on = false;
+		s->sweep.at = now + pgo_claim_poll_ms(r);
 		return;
 	}
 	n = PQntuples(res);
@@ -536,36 +536,36 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 	    PQntuples(pages) == 1)
 		end = strtoll(PQgetvalue(pages, 0, 0), NULL, 10);
 	if (end >= 0)
-		s->sweep_end = end;
+		s->sweep.end = end;
 	if (pgo_claim_full(s, res)) {
 		/* Full, with fresh rows from below the floor: the pages
 		 * may hold more of them.  Read them again. */
 		for (int i = 0; i < n; i++)
 			if (strtoll(PQgetvalue(res, i, COL_ID), NULL, 10) <
-				    s->sweep_floor &&
+				    s->sweep.floor &&
 			    strcmp(PQgetvalue(res, i, COL_ATTEMPTS), "0") == 0)
 				return;
 	}
-	s->sweep_page = s->sweep_hi;
+	s->sweep.page = s->sweep.hi;
 	/* Without the table's size (the statement failed) the sweep
 	 * goes on: the next claim's round asks again. */
-	if (end < 0 || s->sweep_page < end)
+	if (end < 0 || s->sweep.page < end)
 		return;
-	s->sweeping = false;
-	s->sweep_at = now + pgo_claim_poll_ms(r);
+	s->sweep.on = false;
+	s->sweep.at = now + pgo_claim_poll_ms(r);
 	pgo_log(PGO_LOG_DEBUG, r->subject,
 		"slot %d: sweep of %lld pages done in %.1f s", s->idx,
-		(long long)end, (double)(now - s->sweep_start) / 1000.0);
+		(long long)end, (double)(now - s->sweep.start) / 1000.0);
 }
 
 int pgo_claim_index(const slot_t *s)
 {
-	return 1 + (s->sweep ? 1 : 0);
+	return 1 + (s->sweep.in_claim ? 1 : 0);
 }
 
 int pgo_claim_pages_index(const slot_t *s)
 {
-	return s->sweep ? 0 : -1;
+	return s->sweep.in_claim ? 0 : -1;
 }
 
 /* How long a round trip to PostgreSQL may take: the server's own limit

@@ -191,8 +191,8 @@ void pgo_cycle_claim(pgo_relay_t *r, slot_t *s)
 
 	pgo_claim_prepare(r, s, now, &q);
 	memset(&s->t, 0, sizeof(s->t));
-	s->t.sweep = s->sweep;
-	s->t.pages = s->sweep ? (int)(s->sweep_hi - s->sweep_page) : 0;
+	s->t.sweep = s->sweep.in_claim;
+	s->t.pages = s->sweep.in_claim ? (int)(s->sweep.hi - s->sweep.page) : 0;
 	if (q.pages[0])
 		pgo_conn_exec_prepared(&s->conn, "pgoutbox_pages", 1, q.pages);
 	pgo_conn_query(&s->conn, "BEGIN", 0, NULL);
@@ -242,19 +242,19 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	PQclear(pages);
 	/* How the slot and the relay go on (pgo_cycle_claim_outcome).  A
 	 * sweep going on claims again too, for its next pages, when its
-	 * pace is there (claim.c; the loop claims at s->sweep_next). */
+	 * pace is there (claim.c; the loop claims at s->sweep.next). */
 	pgo_cycle_claim_outcome(r->mode, r->wake.state, n,
-				pgo_claim_full(s, res), s->wake_claim,
-				s->dry_wakes, &o);
+				pgo_claim_full(s, res), s->cold.wake_claim,
+				s->cold.dry_wakes, &o);
 	s->more = o.more;
-	s->dry_wakes = o.dry_wakes;
+	s->cold.dry_wakes = o.dry_wakes;
 	if (o.went_cold)
 		pgo_log(PGO_LOG_DEBUG, r->subject,
 			"slot %d: cold: its last %d claims after producers' "
 			"notifications found nothing; it looks every %d ms "
 			"until one finds events",
 			s->idx, COLD_AFTER, COLD_MS);
-	if (s->sweeping && pgo_claim_sweep_due(r, s, pgo_now_ms()))
+	if (s->sweep.on && pgo_claim_sweep_due(r, s, pgo_now_ms()))
 		s->wants_claim = true;
 	if (o.relay_more >= 0)
 		r->sched.more = o.relay_more;

@@ -223,7 +223,7 @@ static void collect(void *arg)
 		if (s->conn.state == PGO_CONN_READY ||
 		    s->conn.state == PGO_CONN_BUSY)
 			conns++;
-		owned += s->nowned;
+		owned += s->leases.n;
 	}
 	pgo_series_set(m->published, (double)r->stats.total.published);
 	pgo_series_set(m->retried, (double)r->stats.total.retried);

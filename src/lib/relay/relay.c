@@ -116,8 +116,8 @@ static bool init_slots(pgo_relay_t *r, pgo_conf_t *conf)
 		s->arena = pgo_arena_new(64 * 1024);
 		s->io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
 					&s->revents);
-		if (!s->arena || !s->owned_shards || !s->owned_epochs ||
-		    !s->owned_map || !s->io)
+		if (!s->arena || !s->leases.shards || !s->leases.epochs ||
+		    !s->leases.map || !s->io)
 			return false;
 	}
 	return true;
@@ -355,12 +355,12 @@ static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
 			deadline = pgo_deadline_min(deadline,
 						    pgo_shards_next(r, s));
 		/* A sweep ahead of its pace: its next part (claim.c). */
-		if (!r->run.stop && !paused && s->sweep_next &&
+		if (!r->run.stop && !paused && s->sweep.next &&
 		    s->state == SLOT_IDLE)
-			deadline = pgo_deadline_min(deadline, s->sweep_next);
-		if (!r->run.stop && !paused && s->cold_at &&
+			deadline = pgo_deadline_min(deadline, s->sweep.next);
+		if (!r->run.stop && !paused && s->cold.at &&
 		    s->state == SLOT_IDLE)
-			deadline = pgo_deadline_min(deadline, s->cold_at);
+			deadline = pgo_deadline_min(deadline, s->cold.at);
 	}
 	pgo_wake_pollfd(r, &deadline);
 	if (r->run.stop)
@@ -557,12 +557,12 @@ static void take_notifies(pgo_relay_t *r, slot_t *s, bool kicked,
 static bool schedule_slot(pgo_relay_t *r, slot_t *s, int64_t now, bool paused,
 			  bool producers)
 {
-	if (s->sweep_next && now >= s->sweep_next) {
-		s->sweep_next = 0;
+	if (s->sweep.next && now >= s->sweep.next) {
+		s->sweep.next = 0;
 		s->wants_claim = true;
 	}
-	if (s->cold_at && now >= s->cold_at) {
-		s->cold_at = 0;
+	if (s->cold.at && now >= s->cold.at) {
+		s->cold.at = 0;
 		s->wants_claim = true;
 	}
 	if (pgo_shards_due(r, s, now)) {
@@ -576,20 +576,20 @@ static bool schedule_slot(pgo_relay_t *r, slot_t *s, int64_t now, bool paused,
 	if (s->idx == 0 && pgo_cycle_chore(r, s, now))
 		return false;
 	if (s->state != SLOT_IDLE || s->conn.state != PGO_CONN_READY ||
-	    paused || (r->mode != PGO_MODE_CONCURRENT && !s->nowned))
+	    paused || (r->mode != PGO_MODE_CONCURRENT && !s->leases.n))
 		return false;
-	s->wake_claim =
+	s->cold.wake_claim =
 		producers && !r->sched.more && !s->more && !s->wants_claim;
-	if (s->wake_claim && s->dry_wakes >= COLD_AFTER) {
+	if (s->cold.wake_claim && s->cold.dry_wakes >= COLD_AFTER) {
 		/* Cold: it looks at COLD_MS. */
-		if (!s->cold_at)
-			s->cold_at = now + COLD_MS;
+		if (!s->cold.at)
+			s->cold.at = now + COLD_MS;
 		return false;
 	}
 	if (!r->sched.kick && !r->sched.more && !s->more && !s->wants_claim)
 		return false;
 	s->wants_claim = false;
-	s->cold_at = 0;
+	s->cold.at = 0;
 	if (r->mode == PGO_MODE_CONCURRENT)
 		r->sched.kick = false;
 	pgo_cycle_claim(r, s);

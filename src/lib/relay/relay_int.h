@@ -69,6 +69,42 @@ typedef enum wake_state {
 #define COLD_AFTER 16
 #define COLD_MS	   2
 
+/* A slot's sweep of the heap below the claim floor (claim.c). */
+typedef struct slot_sweep {
+	bool in_claim; /* its claim in flight sweeps pages below */
+	bool on;       /* a sweep goes on: the heap, page by page */
+	int64_t at;    /* monotonic ms: the next sweep */
+	int64_t floor; /* the floor when the sweep's claim was sent */
+	int64_t page;  /* the sweep's next heap page */
+	int64_t hi;    /* the claim in flight sweeps up to this page */
+	int pages;     /* pages a sweep's claim reads, sized by time */
+	int64_t start; /* monotonic ms: the sweep began */
+	int64_t end;   /* the table's pages, as last read (-1: ?) */
+	int64_t next;  /* ahead of its pace: the next part then */
+} slot_sweep_t;
+
+/* Woken by producers while asleep (relay.c): a connection whose claims
+ * keep coming back dry looks only every COLD_MS. */
+typedef struct slot_cold {
+	int dry_wakes;	 /* such claims in a row that found nothing */
+	int64_t at;	 /* a cold connection's next look (monotonic ms) */
+	bool wake_claim; /* its claim in flight answers producers */
+} slot_cold_t;
+
+/* The connection as a member of the queue's relays (shards.c): in the
+ * ordered and strict modes, its leases. */
+typedef struct slot_leases {
+	char member[96];       /* "<relay name>/<slot>" */
+	int n;		       /* shards owned (strict: 1 = leader) */
+	char *shards;	       /* PostgreSQL array literal "{0,1,...}" */
+	char *epochs;	       /* their epochs, same order */
+	char *map;	       /* the epochs by shard: "{NULL,7}" */
+	char leader_epoch[24]; /* strict mode: epoch of the leader lease */
+	int64_t next_round;    /* monotonic ms: the next lease round or beat */
+	bool beating;	       /* its round in flight has the beat */
+	bool locking;	       /* ... after the rebalance lock */
+} slot_leases_t;
+
 typedef struct slot {
 	int idx;		   /* its place in r->slots */
 	pgo_conn_t conn;	   /* its connection (db/conn.c) */
@@ -83,24 +119,11 @@ typedef struct slot {
 	int batch_limit;	   /* batch size asked for in this claim */
 	int batch_bytes;	   /* and its byte cap (relay.batch_bytes) */
 	int n_ok, n_retry, n_dead; /* the batch's plan, counted if it commits */
-	bool wants_claim;    /* woken while busy: claim after this cycle */
-	bool more;	     /* its last batch was full: claim again */
-	bool sweep;	     /* its claim in flight sweeps pages below */
-	bool sweeping;	     /* a sweep goes on: the heap, page by page */
-	int64_t sweep_at;    /* monotonic ms: the next sweep */
-	int64_t sweep_floor; /* the floor when the sweep's claim was sent */
-	int64_t sweep_page;  /* the sweep's next heap page */
-	int64_t sweep_hi;    /* the claim in flight sweeps up to this page */
-	int sweep_pages;     /* pages a sweep's claim reads, sized by time */
-	int64_t sweep_start; /* monotonic ms: the sweep began */
-	int64_t sweep_end;   /* the table's pages, as last read (-1: ?) */
-	int64_t sweep_next;  /* ahead of its pace: the next part then */
-	/* Woken by producers while asleep (relay.c): a connection whose
-	 * claims keep coming back dry looks only every COLD_MS. */
-	int dry_wakes;	  /* such claims in a row that found nothing */
-	int64_t cold_at;  /* a cold connection's next look (monotonic ms) */
-	bool wake_claim;  /* its claim in flight answers producers */
-	int64_t claim_us; /* a claim round without a sweep, us (average) */
+	bool wants_claim;   /* woken while busy: claim after this cycle */
+	bool more;	    /* its last batch was full: claim again */
+	slot_sweep_t sweep; /* the sweep below the floor (claim.c) */
+	slot_cold_t cold;   /* cold to producers' wake-ups (relay.c) */
+	int64_t claim_us;   /* a claim round without a sweep, us (average) */
 	/* The cycle's phases (monotonic us), logged at debug when it ends:
 	 * the claim round sent, the claim back, the batch handed to the
 	 * sink, its verdicts in, round 2 sent. */
@@ -109,16 +132,7 @@ typedef struct slot {
 		bool sweep; /* the claim swept pages below the floor */
 		int pages;  /* how many */
 	} t;
-	/* Ordered and strict modes: this connection's leases. */
-	char member[96];	/* "<relay name>/<slot>" */
-	int nowned;		/* shards owned (strict: 1 = leader) */
-	char *owned_shards;	/* PostgreSQL array literal "{0,1,...}" */
-	char *owned_epochs;	/* their epochs, same order */
-	char *owned_map;	/* the epochs by shard: "{NULL,7}" (shards.c) */
-	char leader_epoch[24];	/* strict mode: epoch of the leader lease */
-	int64_t next_rebalance; /* monotonic ms: the next lease round or beat */
-	bool beating;		/* its round in flight has the beat */
-	bool locking;		/* ... after the rebalance lock (shards.c) */
+	slot_leases_t leases; /* membership and leases (shards.c) */
 } slot_t;
 
 /* The SQL texts of a relay, built once at start from the queue and the
@@ -271,7 +285,7 @@ void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode,
 void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 		       pgo_claim_req_t *q);
 /* Whether a sweep going on is due for its next pages now; if not, its
- * next part's time goes to s->sweep_next. */
+ * next part's time goes to s->sweep.next. */
 bool pgo_claim_sweep_due(const pgo_relay_t *r, slot_t *s, int64_t now);
 /* The claim round's statement index of the claim (after the table's
  * size), and of the table's size (-1: not in the round). */

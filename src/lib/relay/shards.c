@@ -38,37 +38,38 @@ void pgo_shards_init(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 
-	snprintf(s->member, sizeof(s->member), "%s/%d",
+	snprintf(s->leases.member, sizeof(s->leases.member), "%s/%d",
 		 v->name && *v->name ? v->name : "relay", s->idx);
-	s->owned_shards = strdup("{}");
-	s->owned_epochs = strdup("{}");
-	s->owned_map = strdup("{}");
-	s->nowned = 0;
-	s->next_rebalance = 0;
+	s->leases.shards = strdup("{}");
+	s->leases.epochs = strdup("{}");
+	s->leases.map = strdup("{}");
+	s->leases.n = 0;
+	s->leases.next_round = 0;
 }
 
 void pgo_shards_free(slot_t *s)
 {
-	free(s->owned_shards);
-	free(s->owned_epochs);
-	free(s->owned_map);
-	s->owned_shards = s->owned_epochs = s->owned_map = NULL;
+	free(s->leases.shards);
+	free(s->leases.epochs);
+	free(s->leases.map);
+	s->leases.shards = s->leases.epochs = s->leases.map = NULL;
 }
 
 void pgo_shards_reset(pgo_relay_t *r, slot_t *s)
 {
-	if (s->nowned)
+	if (s->leases.n)
 		pgo_log(PGO_LOG_INFO, r->subject,
 			"member %s lost its %d lease%s with its connection",
-			s->member, s->nowned, s->nowned == 1 ? "" : "s");
-	s->nowned = 0;
-	if (s->owned_shards)
-		strcpy(s->owned_shards, "{}");
-	if (s->owned_epochs)
-		strcpy(s->owned_epochs, "{}");
-	if (s->owned_map)
-		strcpy(s->owned_map, "{}");
-	s->next_rebalance = 0;
+			s->leases.member, s->leases.n,
+			s->leases.n == 1 ? "" : "s");
+	s->leases.n = 0;
+	if (s->leases.shards)
+		strcpy(s->leases.shards, "{}");
+	if (s->leases.epochs)
+		strcpy(s->leases.epochs, "{}");
+	if (s->leases.map)
+		strcpy(s->leases.map, "{}");
+	s->leases.next_round = 0;
 }
 
 /* Whether the slot runs membership rounds at all: every connection of
@@ -87,7 +88,7 @@ int64_t pgo_shards_next(const pgo_relay_t *r, const slot_t *s)
 	    (s->idx > 0 && !r->members.checked))
 		return 0;
 	/* A past due time must not read as "none". */
-	return s->next_rebalance ? s->next_rebalance : 1;
+	return s->leases.next_round ? s->leases.next_round : 1;
 }
 
 bool pgo_shards_due(pgo_relay_t *r, slot_t *s, int64_t now)
@@ -101,8 +102,8 @@ bool pgo_shards_send(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	char stale[32];
-	const char *params[5] = {v->queue, s->member, mode_name(r->mode), stale,
-				 r->members.checked ? "false" : "true"};
+	const char *params[5] = {v->queue, s->leases.member, mode_name(r->mode),
+				 stale, r->members.checked ? "false" : "true"};
 
 	/* A member silent for lease_timeout is fenced by the others, and
 	 * is no longer counted as a relay of its mode. */
@@ -110,7 +111,7 @@ bool pgo_shards_send(pgo_relay_t *r, slot_t *s)
 		 (long long)v->lease_timeout);
 	/* First, so that a refused first beat aborts the lease round
 	 * behind it: a relay refused takes no shard. */
-	s->beating = s->idx == 0 && !r->members.beat_off;
+	s->leases.beating = s->idx == 0 && !r->members.beat_off;
 	/* The round is one transaction.  The beat deletes the rows of the
 	 * members whose session is gone and refreshes its own; the lease
 	 * round behind it then waits for the queue's rebalance lock.
@@ -120,14 +121,14 @@ bool pgo_shards_send(pgo_relay_t *r, slot_t *s)
 	 * two deadlocked ("lease round failed: deadlock detected", issue
 	 * 44).  So the lock comes first, as in rebalance() and a joining
 	 * beat. */
-	s->locking = s->beating && r->mode != PGO_MODE_CONCURRENT;
-	if (s->locking)
+	s->leases.locking = s->leases.beating && r->mode != PGO_MODE_CONCURRENT;
+	if (s->leases.locking)
 		pgo_conn_query(&s->conn,
 			       "SELECT pg_catalog.pg_advisory_xact_lock("
 			       "pg_catalog.hashtext('pgoutbox.rebalance.' || "
 			       "$1::text), 0)",
 			       1, params);
-	if (s->beating)
+	if (s->leases.beating)
 		pgo_conn_query(&s->conn,
 			       "SELECT other_member, other_mode, other_pid "
 			       "FROM pgoutbox.relay_beat($1, $2, $3, "
@@ -220,7 +221,7 @@ static bool beat_done(pgo_relay_t *r, slot_t *s, const PGresult *res)
 		/* Availability first: relay without the check, loudly. */
 		r->members.beat_off = true;
 		r->members.checked = true;
-		s->next_rebalance = 0; /* the lease round it held back */
+		s->leases.next_round = 0; /* the lease round it held back */
 		pgo_log(PGO_LOG_WARN, r->subject,
 			"cannot announce this relay in pgoutbox.relays (%s): "
 			"relays of another mode on queue %s go unnoticed; "
@@ -230,7 +231,7 @@ static bool beat_done(pgo_relay_t *r, slot_t *s, const PGresult *res)
 		return false;
 	}
 	pgo_log(PGO_LOG_WARN, r->subject, "member %s: heartbeat failed: %s",
-		s->member, s->conn.round.err);
+		s->leases.member, s->conn.round.err);
 	return false;
 }
 
@@ -366,11 +367,11 @@ static int taken_over(const slot_t *s, const PGresult *res)
 	for (int i = 0; i < PQntuples(res); i++) {
 		const char *shard = PQgetvalue(res, i, 0);
 
-		if (!holds(s->owned_shards, shard, strlen(shard)) &&
+		if (!holds(s->leases.shards, shard, strlen(shard)) &&
 		    pgo_shards_foreign(PQgetisnull(res, i, 3)
 					       ? NULL
 					       : PQgetvalue(res, i, 3),
-				       s->member))
+				       s->leases.member))
 			n++;
 	}
 	return n;
@@ -381,20 +382,21 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	PGresult *res;
 	pgo_buf_t shards, epochs;
-	int n, before = s->nowned;
+	int n, before = s->leases.n;
 	pgo_lease_change_t change;
-	int first = s->locking ? 1 : 0; /* the beat's result (lock before) */
+	int first =
+		s->leases.locking ? 1 : 0; /* the beat's result (lock before) */
 
-	s->next_rebalance = pgo_now_ms() + v->heartbeat;
-	if (s->beating && (!beat_done(r, s, s->conn.round.res[first]) ||
-			   r->mode == PGO_MODE_CONCURRENT)) {
+	s->leases.next_round = pgo_now_ms() + v->heartbeat;
+	if (s->leases.beating && (!beat_done(r, s, s->conn.round.res[first]) ||
+				  r->mode == PGO_MODE_CONCURRENT)) {
 		pgo_conn_round_clear(&s->conn);
 		return;
 	}
-	res = s->conn.round.res[first + (s->beating ? 1 : 0)];
+	res = s->conn.round.res[first + (s->leases.beating ? 1 : 0)];
 	if (s->conn.round.failed || !res) {
 		pgo_log(PGO_LOG_WARN, r->subject,
-			"member %s: lease round failed: %s", s->member,
+			"member %s: lease round failed: %s", s->leases.member,
 			s->conn.round.err);
 		pgo_conn_round_clear(&s->conn);
 		return;
@@ -418,7 +420,7 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 		pgo_conn_round_clear(&s->conn);
 		return;
 	}
-	pgo_shards_change(s->owned_shards, s->owned_epochs, shards.data,
+	pgo_shards_change(s->leases.shards, s->leases.epochs, shards.data,
 			  epochs.data, &change);
 	if (change.changed) {
 		char *map = pgo_shards_epoch_map(shards.data, epochs.data,
@@ -431,48 +433,48 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 			pgo_conn_round_clear(&s->conn);
 			return;
 		}
-		free(s->owned_map);
-		s->owned_map = map;
+		free(s->leases.map);
+		s->leases.map = map;
 		if (r->mode == PGO_MODE_STRICT)
 			pgo_log(PGO_LOG_INFO, r->subject, "member %s %s",
-				s->member,
+				s->leases.member,
 				n ? "is the leader now"
 				  : "is on standby: another relay leads");
 		else if (n != before)
 			/* One line a change of share; the list at debug (a
 			 * deploy rebalances dozens of times). */
 			pgo_log(PGO_LOG_INFO, r->subject,
-				"member %s owns %d shard%s (was %d)", s->member,
-				n, n == 1 ? "" : "s", before);
+				"member %s owns %d shard%s (was %d)",
+				s->leases.member, n, n == 1 ? "" : "s", before);
 		pgo_log(PGO_LOG_DEBUG, r->subject,
-			"member %s shards %s epochs %s", s->member, shards.data,
-			epochs.data);
+			"member %s shards %s epochs %s", s->leases.member,
+			shards.data, epochs.data);
 		pgo_observe_takeovers(r, taken_over(s, res));
-		free(s->owned_shards);
-		free(s->owned_epochs);
-		s->owned_shards = shards.data;
-		s->owned_epochs = epochs.data;
+		free(s->leases.shards);
+		free(s->leases.epochs);
+		s->leases.shards = shards.data;
+		s->leases.epochs = epochs.data;
 		if (change.kick)
 			r->sched.kick = true;
 		if (change.others_now)
 			for (int i = 0; i < r->nslots; i++)
 				if (&r->slots[i] != s)
-					r->slots[i].next_rebalance = 0;
+					r->slots[i].leases.next_round = 0;
 	} else {
 		pgo_buf_free(&shards);
 		pgo_buf_free(&epochs);
 	}
-	s->nowned = n;
+	s->leases.n = n;
 	if (r->mode == PGO_MODE_STRICT && n > 0)
-		snprintf(s->leader_epoch, sizeof(s->leader_epoch), "%s",
-			 PQgetvalue(res, 0, 1));
+		snprintf(s->leases.leader_epoch, sizeof(s->leases.leader_epoch),
+			 "%s", PQgetvalue(res, 0, 1));
 	pgo_conn_round_clear(&s->conn);
 }
 
 void pgo_shards_leave(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	const char *params[2] = {v->queue, s->member};
+	const char *params[2] = {v->queue, s->leases.member};
 	PGresult *res;
 
 	/* At shutdown only: a short blocking call on an idle connection,
@@ -485,6 +487,6 @@ void pgo_shards_leave(pgo_relay_t *r, slot_t *s)
 			   params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		pgo_log(PGO_LOG_WARN, r->subject, "member %s: leave: %s",
-			s->member, pgo_pq_msg(s->conn.pg, res));
+			s->leases.member, pgo_pq_msg(s->conn.pg, res));
 	PQclear(res);
 }

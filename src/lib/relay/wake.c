@@ -141,7 +141,7 @@ static bool claims(const pgo_relay_t *r, const slot_t *s)
 {
 	return (s->conn.state == PGO_CONN_READY ||
 		s->conn.state == PGO_CONN_BUSY) &&
-	       (r->mode == PGO_MODE_CONCURRENT || s->nowned);
+	       (r->mode == PGO_MODE_CONCURRENT || s->leases.n);
 }
 
 void pgo_wake_schedule(pgo_relay_t *r, int64_t now)
