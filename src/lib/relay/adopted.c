@@ -154,7 +154,7 @@ static void columns(const pgo_relay_t *r, const char *q, char *out, size_t n)
 static void claim_held(pgo_relay_t *r, const char *q, const char *cols,
 		       const char *cond, bool by_key)
 {
-	snprintf(r->claim_sql, sizeof(r->claim_sql),
+	snprintf(r->sql.claim, sizeof(r->sql.claim),
 		 "SELECT c.* FROM (SELECT %s FROM %s t WHERE (%s) AND %s) "
 		 "c(id, topic, key, type, payload, headers, created_at, "
 		 "attempts, shard, bytes) "
@@ -180,7 +180,7 @@ void pgo_adopted_build_sql(pgo_relay_t *r)
 	switch (r->mode) {
 	case PGO_MODE_CONCURRENT:
 		/* $2: the floor (0: adopted tables have none). */
-		snprintf(r->claim_sql, sizeof(r->claim_sql),
+		snprintf(r->sql.claim, sizeof(r->sql.claim),
 			 "SELECT %s FROM %s t WHERE (%s) AND t.%s >= "
 			 "$2::bigint AND NOT EXISTS (SELECT 1 FROM "
 			 "pgoutbox.adopted_state s WHERE s.queue = '%s' AND "
@@ -222,16 +222,16 @@ void pgo_adopted_build_sql(pgo_relay_t *r)
 	{
 		/* The channel as a quoted identifier. */
 		const char *ch = map(r, M_CHANNEL);
-		size_t o = 0, cap = sizeof(r->listen_sql);
+		size_t o = 0, cap = sizeof(r->sql.listen);
 
-		o = (size_t)snprintf(r->listen_sql, cap, "LISTEN \"");
+		o = (size_t)snprintf(r->sql.listen, cap, "LISTEN \"");
 		for (; *ch && o + 3 < cap; ch++) {
 			if (*ch == '"')
-				r->listen_sql[o++] = '"';
-			r->listen_sql[o++] = *ch;
+				r->sql.listen[o++] = '"';
+			r->sql.listen[o++] = *ch;
 		}
-		r->listen_sql[o++] = '"';
-		r->listen_sql[o] = '\0';
+		r->sql.listen[o++] = '"';
+		r->sql.listen[o] = '\0';
 	}
 	if (shard_col)
 		snprintf(shard, sizeof(shard), "pgoutbox.shard_of(key, id, %s)",
@@ -246,7 +246,7 @@ void pgo_adopted_build_sql(pgo_relay_t *r)
 	"$5::text[], $6::text[], $7::timestamptz[], $8::bigint[], $9::int[], " \
 	"$10::text[]) AS u(id, topic, key, type, payload, headers, "           \
 	"created_at, delay_ms, attempts, err)"
-	snprintf(r->retry_sql, sizeof(r->retry_sql),
+	snprintf(r->sql.retry, sizeof(r->sql.retry),
 		 "INSERT INTO pgoutbox.adopted_state AS s (queue, id, key, "
 		 "shard, attempts, run_at, last_error) "
 		 "SELECT '%s', id, key, %s, attempts, CASE WHEN delay_ms < 0 "
@@ -257,7 +257,7 @@ void pgo_adopted_build_sql(pgo_relay_t *r)
 		 "run_at = EXCLUDED.run_at, last_error = EXCLUDED.last_error, "
 		 "dead = false",
 		 q, shard);
-	snprintf(r->dead_sql, sizeof(r->dead_sql),
+	snprintf(r->sql.dead, sizeof(r->sql.dead),
 		 "WITH u AS (SELECT * FROM " UNNEST "), "
 		 "s AS (INSERT INTO pgoutbox.adopted_state (queue, id, key, "
 		 "shard, attempts, run_at, last_error, dead) "
@@ -279,7 +279,7 @@ void pgo_adopted_build_sql(pgo_relay_t *r)
 	/* $1: the acknowledged event ids.  Only pending rows: the pending
 	 * index finds them, and a row that is no longer pending (the
 	 * application marked it) is left alone. */
-	snprintf(r->done_sql, sizeof(r->done_sql),
+	snprintf(r->sql.done, sizeof(r->sql.done),
 		 "WITH s AS (DELETE FROM pgoutbox.adopted_state WHERE queue = "
 		 "'%s' AND id = ANY($1::bigint[])) "
 		 "%s%s%s%s WHERE %s = ANY($1::bigint[]) AND (%s)",

@@ -125,11 +125,11 @@ enum {
  * failed before below it, and those the sweep finds below it, so the
  * batch stays the oldest due rows of each shard (no fresh row is below
  * the floor but the ones put there by hand). */
-static void claim_union(pgo_relay_t *r, const char *q, const char *cond,
+static void claim_union(pgo_relay_sql_t *sql, const char *q, const char *cond,
 			const char *floor, const char *bytes, const char *lo,
 			const char *hi, const char *shard)
 {
-	snprintf(r->claim_sql, sizeof(r->claim_sql),
+	snprintf(sql->claim, sizeof(sql->claim),
 		 CLOCK
 		 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY(" BYTE_CUT_A
 		 "(SELECT c.id, " EVENT_BYTES(
@@ -205,112 +205,127 @@ static void settings_sql(char *buf, size_t size,
 		 v->sync_commit ? "on" : "off");
 }
 
-void pgo_claim_build_sql(pgo_relay_t *r)
+/* The concurrent claim: the oldest due rows, FOR UPDATE SKIP LOCKED. */
+static void claim_concurrent(pgo_relay_sql_t *sql, const char *q)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	const char *q = v->queue;
+	/* $2: the floor, $4 and $5 the sweep's pages.  Rows failed
+	 * before come first, from the small partial index below the
+	 * floor, then those the sweep finds below it. */
+	snprintf(sql->claim, sizeof(sql->claim),
+		 CLOCK ", behind AS (SELECT id, " EVENT_BYTES(
+			 "") " AS sz "
+			     "FROM pgoutbox.\"%s\" "
+			     "WHERE " BEHIND " AND id < $2 AND run_at <= " NOW
+			     " "
+			     "ORDER BY id LIMIT $1 FOR UPDATE SKIP "
+			     "LOCKED), "
+			     "swept AS (SELECT id, " EVENT_BYTES(
+				     "") " AS sz FROM pgoutbox.\"%s\" "
+					 "WHERE ctid >= $4::tid AND "
+					 "ctid < $5::tid AND id + 0 < "
+					 "$2 AND attempts = 0 AND "
+					 "last_error IS NULL AND "
+					 "run_at <= " NOW
+					 " LIMIT $1 - (SELECT count(*) "
+					 "FROM behind) FOR UPDATE SKIP "
+					 "LOCKED), "
+					 "fresh AS (SELECT "
+					 "id, " EVENT_BYTES(
+						 "") " AS sz "
+						     "FROM "
+						     "pgoutbox.\"%s\" "
+						     "WHERE "
+						     "id >= $2 AND "
+						     "run_at <= " NOW
+						     " ORDER BY id "
+						     "LIMIT $1 - "
+						     "(SELECT "
+						     "count(*) FROM "
+						     "behind) - "
+						     "(SELECT count(*) "
+						     "FROM swept) FOR "
+						     "UPDATE SKIP "
+						     "LOCKED) "
+						     "DELETE FROM "
+						     "pgoutbox.\"%s\" "
+						     "WHERE id = ANY("
+						     "ARRAY(" BYTE_CUT_A
+						     "SELECT id, sz "
+						     "FROM behind "
+						     "UNION ALL SELECT "
+						     "id, sz FROM "
+						     "swept UNION ALL "
+						     "SELECT id, sz "
+						     "FROM fresh) u) w "
+						     "WHERE w.before < "
+						     "$3))" RETURNING,
+		 q, q, q, q, "NULL::integer");
+}
 
+/* The ordered claim: the oldest due rows of the shards this connection
+ * leases, a row waiting while an older row of its key waits. */
+static void claim_ordered(pgo_relay_sql_t *sql, const char *q)
+{
 	char cond[2048];
 
-	switch (r->mode) {
-	case PGO_MODE_CONCURRENT:
-		/* $2: the floor, $4 and $5 the sweep's pages.  Rows failed
-		 * before come first, from the small partial index below the
-		 * floor, then those the sweep finds below it. */
-		snprintf(r->claim_sql, sizeof(r->claim_sql),
-			 CLOCK ", behind AS (SELECT id, " EVENT_BYTES(
-				 "") " AS sz "
-				     "FROM pgoutbox.\"%s\" "
-				     "WHERE " BEHIND
-				     " AND id < $2 AND run_at <= " NOW " "
-				     "ORDER BY id LIMIT $1 FOR UPDATE SKIP "
-				     "LOCKED), "
-				     "swept AS (SELECT id, " EVENT_BYTES(
-					     "") " AS sz FROM pgoutbox.\"%s\" "
-						 "WHERE ctid >= $4::tid AND "
-						 "ctid < $5::tid AND id + 0 < "
-						 "$2 AND attempts = 0 AND "
-						 "last_error IS NULL AND "
-						 "run_at <= " NOW
-						 " LIMIT $1 - (SELECT count(*) "
-						 "FROM behind) FOR UPDATE SKIP "
-						 "LOCKED), "
-						 "fresh AS (SELECT "
-						 "id, " EVENT_BYTES(
-							 "") " AS sz "
-							     "FROM "
-							     "pgoutbox.\"%s\" "
-							     "WHERE "
-							     "id >= $2 AND "
-							     "run_at <= " NOW
-							     " ORDER BY id "
-							     "LIMIT $1 - "
-							     "(SELECT "
-							     "count(*) FROM "
-							     "behind) - "
-							     "(SELECT count(*) "
-							     "FROM swept) FOR "
-							     "UPDATE SKIP "
-							     "LOCKED) "
-							     "DELETE FROM "
-							     "pgoutbox.\"%s\" "
-							     "WHERE id = ANY("
-							     "ARRAY(" BYTE_CUT_A
-							     "SELECT id, sz "
-							     "FROM behind "
-							     "UNION ALL SELECT "
-							     "id, sz FROM "
-							     "swept UNION ALL "
-							     "SELECT id, sz "
-							     "FROM fresh) u) w "
-							     "WHERE w.before < "
-							     "$3))" RETURNING,
-			 q, q, q, q, "NULL::integer");
-		break;
-	case PGO_MODE_ORDERED:
-		/* $2 the epochs of this connection's leases by shard
-		 * (element shard + 1; NULL where it owns none: shards.c), $3
-		 * the floor, $5 and $6 the sweep's pages.  %1$s and %2$s: the
-		 * shard of c and of h. */
-		snprintf(cond, sizeof(cond),
-			 "%1$s = ANY(ARRAY("
-			 "SELECT l.shard FROM pgoutbox.shard_leases l "
-			 "WHERE l.queue = '%3$s' AND "
-			 "l.epoch = ($2::bigint[])[l.shard + 1])) "
-			 "AND %1$s <> ALL(ARRAY(SELECT %2$s FROM "
-			 "pgoutbox.\"%3$s\" h WHERE h.attempts > 0 AND "
-			 "h.run_at = 'infinity')) "
-			 "AND c.run_at <= " NOW " "
-			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%3$s\" b "
-			 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
-			 "c.id AND b.run_at > " NOW ")",
-			 SHARD_OF("c."), SHARD_OF("h."), q);
-		claim_union(r, q, cond, "$3", "$4", "$5", "$6", SHARD_OF(""));
-		break;
-	default:
-		/* $2: the epoch of the leader lease (pseudo-shard -1), $3
-		 * the floor, $5 and $6 the sweep's pages. */
-		snprintf(cond, sizeof(cond),
-			 "EXISTS (SELECT 1 FROM pgoutbox.shard_leases l "
-			 "WHERE l.queue = '%s' AND l.shard = -1 AND "
-			 "l.epoch = $2::bigint) "
-			 "AND c.run_at <= " NOW " "
-			 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
-			 "WHERE b.attempts > 0 AND b.id < c.id "
-			 "AND b.run_at > " NOW ")",
-			 q, q);
-		claim_union(r, q, cond, "$3", "$4", "$5", "$6",
-			    "NULL::integer");
-		break;
+	/* $2 the epochs of this connection's leases by shard
+	 * (element shard + 1; NULL where it owns none: shards.c), $3
+	 * the floor, $5 and $6 the sweep's pages.  %1$s and %2$s: the
+	 * shard of c and of h. */
+	snprintf(cond, sizeof(cond),
+		 "%1$s = ANY(ARRAY("
+		 "SELECT l.shard FROM pgoutbox.shard_leases l "
+		 "WHERE l.queue = '%3$s' AND "
+		 "l.epoch = ($2::bigint[])[l.shard + 1])) "
+		 "AND %1$s <> ALL(ARRAY(SELECT %2$s FROM "
+		 "pgoutbox.\"%3$s\" h WHERE h.attempts > 0 AND "
+		 "h.run_at = 'infinity')) "
+		 "AND c.run_at <= " NOW " "
+		 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%3$s\" b "
+		 "WHERE b.attempts > 0 AND b.key = c.key AND b.id < "
+		 "c.id AND b.run_at > " NOW ")",
+		 SHARD_OF("c."), SHARD_OF("h."), q);
+	claim_union(sql, q, cond, "$3", "$4", "$5", "$6", SHARD_OF(""));
+}
+
+/* The strict claim: the oldest due rows of the queue for the leader; a
+ * row waiting for a retry holds back every later row. */
+static void claim_strict(pgo_relay_sql_t *sql, const char *q)
+{
+	char cond[2048];
+
+	/* $2: the epoch of the leader lease (pseudo-shard -1), $3
+	 * the floor, $5 and $6 the sweep's pages. */
+	snprintf(cond, sizeof(cond),
+		 "EXISTS (SELECT 1 FROM pgoutbox.shard_leases l "
+		 "WHERE l.queue = '%s' AND l.shard = -1 AND "
+		 "l.epoch = $2::bigint) "
+		 "AND c.run_at <= " NOW " "
+		 "AND NOT EXISTS (SELECT 1 FROM pgoutbox.\"%s\" b "
+		 "WHERE b.attempts > 0 AND b.id < c.id "
+		 "AND b.run_at > " NOW ")",
+		 q, q);
+	claim_union(sql, q, cond, "$3", "$4", "$5", "$6", "NULL::integer");
+}
+
+void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode,
+			 const struct pgo_conf_values *v)
+{
+	const char *q = v->queue;
+
+	switch (mode) {
+	case PGO_MODE_CONCURRENT: claim_concurrent(sql, q); break;
+	case PGO_MODE_ORDERED: claim_ordered(sql, q); break;
+	default: claim_strict(sql, q); break;
 	}
-	snprintf(r->listen_sql, sizeof(r->listen_sql),
+	snprintf(sql->listen, sizeof(sql->listen),
 		 "LISTEN \"" PGO_CHANNEL_PREFIX "%s\"", q);
-	settings_sql(r->session_sql, sizeof(r->session_sql), v, "false");
-	settings_sql(r->local_sql, sizeof(r->local_sql), v, "true");
+	settings_sql(sql->session, sizeof(sql->session), v, "false");
+	settings_sql(sql->local, sizeof(sql->local), v, "true");
 	/* A retried event goes back in with its id, its attempts, a later
 	 * run_at (never, for a halted one) and the error. */
 	snprintf(
-		r->retry_sql, sizeof(r->retry_sql),
+		sql->retry, sizeof(sql->retry),
 		"INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
 		"headers, created_at, run_at, attempts, last_error) "
 		"SELECT id, topic, key, type, payload, headers, created_at, "
@@ -323,7 +338,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		"headers, created_at, delay_ms, attempts, err)",
 		q);
 	snprintf(
-		r->dead_sql, sizeof(r->dead_sql),
+		sql->dead, sizeof(sql->dead),
 		"INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, "
 		"type, payload, headers, created_at, attempts, last_error) "
 		"SELECT id, '%s', topic, key, type, payload, headers, "
@@ -335,9 +350,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
 		"attempts = EXCLUDED.attempts, last_error = "
 		"EXCLUDED.last_error, failed_at = now()",
 		q);
-	r->done_sql[0] = '\0';
-	if (r->adopted)
-		pgo_adopted_build_sql(r);
+	sql->done[0] = '\0';
 }
 
 /* How often a slot sweeps at least (or every poll_interval if shorter):
@@ -355,7 +368,7 @@ void pgo_claim_build_sql(pgo_relay_t *r)
  * page).  And a sweep keeps a pace: the table's pages spread over the
  * period / SWEEP_SPREAD, and a claim ahead of the pace reads none.
  * While a sweep is due, the slot claims again at once; ahead of its
- * pace, when its next part is due (s->sweep_next), so a sweep ends
+ * pace, when its next part is due (s->sweep.next), so a sweep ends
  * about half a period after it began, even when no event comes.
  * Without a pace, every claim of a busy slot swept until the table's
  * end: under a held xmin, 3-5 s of claims averaging 4-5 ms instead of
@@ -380,38 +393,38 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 	memset(q, 0, sizeof(*q));
 	s->batch_limit = v->batch;
 	snprintf(q->limit, sizeof(q->limit), "%d", v->batch);
-	snprintf(q->floor, sizeof(q->floor), "%lld", (long long)r->floor);
+	snprintf(q->floor, sizeof(q->floor), "%lld", (long long)r->floor.id);
 	/* Only below a floor: none for an adopted table or with
 	 * relay.claim_floor off, none yet while it is 0. */
-	sweepable = v->claim_floor && !r->adopted && r->floor > 0;
+	sweepable = v->claim_floor && !r->adopted && r->floor.id > 0;
 	/* The first sweep one period after the floor first rose, not at
 	 * once: the slot's claims have come up from id 0 since the start,
 	 * so below the floor lie only rows put there by hand since then.
 	 * A sweep at once read the whole backlog a relay starts on (or
 	 * comes back to after an outage) again, 1 MB per claim, while
 	 * draining it: 4 % of the backends' CPU in a drain of 300,000. */
-	if (sweepable && s->sweep_at == 0)
-		s->sweep_at = now + pgo_claim_poll_ms(r);
-	if (!s->sweeping && sweepable && now >= s->sweep_at) {
-		s->sweeping = true;
-		s->sweep_page = 0;
-		s->sweep_start = now;
-		s->sweep_end = -1;
+	if (sweepable && s->sweep.at == 0)
+		s->sweep.at = now + pgo_claim_poll_ms(r);
+	if (!s->sweep.on && sweepable && now >= s->sweep.at) {
+		s->sweep.on = true;
+		s->sweep.page = 0;
+		s->sweep.start = now;
+		s->sweep.end = -1;
 	}
 	if (!sweepable)
-		s->sweeping = false;
-	s->sweep = s->sweeping && pgo_claim_sweep_due(r, s, now);
-	s->sweep_floor = r->floor;
-	if (s->sweep) {
-		if (s->sweep_pages == 0)
-			s->sweep_pages = SWEEP_PAGES_START;
-		lo = s->sweep_page;
-		hi = lo + s->sweep_pages;
+		s->sweep.on = false;
+	s->sweep.in_claim = s->sweep.on && pgo_claim_sweep_due(r, s, now);
+	s->sweep.floor = r->floor.id;
+	if (s->sweep.in_claim) {
+		if (s->sweep.pages == 0)
+			s->sweep.pages = SWEEP_PAGES_START;
+		lo = s->sweep.page;
+		hi = lo + s->sweep.pages;
 	}
-	s->sweep_hi = hi;
+	s->sweep.hi = hi;
 	snprintf(q->lo, sizeof(q->lo), "(%lld,0)", (long long)lo);
 	snprintf(q->hi, sizeof(q->hi), "(%lld,0)", (long long)hi);
-	q->pages[0] = s->sweep ? v->queue : NULL;
+	q->pages[0] = s->sweep.in_claim ? v->queue : NULL;
 	s->batch_bytes = v->batch_bytes;
 	snprintf(q->bytes, sizeof(q->bytes), "%d", v->batch_bytes);
 	q->params[0] = q->limit;
@@ -422,14 +435,14 @@ void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 		q->params[4] = q->hi;
 		q->nparams = 5;
 	} else if (r->mode == PGO_MODE_STRICT) {
-		q->params[1] = s->leader_epoch;
+		q->params[1] = s->leases.leader_epoch;
 		q->params[2] = q->floor;
 		q->params[3] = q->bytes;
 		q->params[4] = q->lo;
 		q->params[5] = q->hi;
 		q->nparams = 6;
 	} else {
-		q->params[1] = s->owned_map;
+		q->params[1] = s->leases.map;
 		q->params[2] = q->floor;
 		q->params[3] = q->bytes;
 		q->params[4] = q->lo;
@@ -445,21 +458,21 @@ bool pgo_claim_sweep_due(const pgo_relay_t *r, slot_t *s, int64_t now)
 {
 	int64_t spread = pgo_claim_poll_ms(r) / SWEEP_SPREAD;
 
-	s->sweep_next = 0;
-	if (!s->sweeping)
+	s->sweep.next = 0;
+	if (!s->sweep.on)
 		return false;
 	/* Until the table's size is known, and on a short period, as
 	 * fast as the claims go. */
-	if (s->sweep_end <= 0 || spread <= 0)
+	if (s->sweep.end <= 0 || spread <= 0)
 		return true;
 	/* Due: the pace (the table's size, as last read, over half the
 	 * period) has reached the sweep's next page.  A table that grows
 	 * meanwhile (a held xmin keeps every deleted row) speeds it up, so
 	 * a sweep still ends about half a period after it began. */
-	if (s->sweep_page * spread <= s->sweep_end * (now - s->sweep_start))
+	if (s->sweep.page * spread <= s->sweep.end * (now - s->sweep.start))
 		return true;
-	s->sweep_next =
-		s->sweep_start + s->sweep_page * spread / s->sweep_end + 1;
+	s->sweep.next =
+		s->sweep.start + s->sweep.page * spread / s->sweep.end + 1;
 	return false;
 }
 
@@ -493,7 +506,7 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 			     : -1;
 	int n;
 
-	if (!s->sweep) {
+	if (!s->sweep.in_claim) {
 		/* The average claim without a sweep, a sixteenth of each
 		 * new one. */
 		if (us >= 0)
@@ -503,19 +516,19 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 					: us;
 		return;
 	}
-	s->sweep = false;
+	s->sweep.in_claim = false;
 	if (us >= 0 && us - s->claim_us > SWEEP_BUDGET_US)
-		s->sweep_pages = s->sweep_pages / 2 > SWEEP_PAGES_MIN
-					 ? s->sweep_pages / 2
+		s->sweep.pages = s->sweep.pages / 2 > SWEEP_PAGES_MIN
+					 ? s->sweep.pages / 2
 					 : SWEEP_PAGES_MIN;
 	else if (us >= 0 && us - s->claim_us < SWEEP_BUDGET_US / 2)
-		s->sweep_pages = s->sweep_pages * 2 < SWEEP_PAGES_MAX
-					 ? s->sweep_pages * 2
+		s->sweep.pages = s->sweep.pages * 2 < SWEEP_PAGES_MAX
+					 ? s->sweep.pages * 2
 					 : SWEEP_PAGES_MAX;
 	if (!res) {
 		/* The round failed: no sweep again before its time. */
-		s->sweeping = false;
-		s->sweep_at = now + pgo_claim_poll_ms(r);
+		s->sweep.on = false;
+		s->sweep.at = now + pgo_claim_poll_ms(r);
 		return;
 	}
 	n = PQntuples(res);
@@ -523,42 +536,43 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 	    PQntuples(pages) == 1)
 		end = strtoll(PQgetvalue(pages, 0, 0), NULL, 10);
 	if (end >= 0)
-		s->sweep_end = end;
+		s->sweep.end = end;
 	if (pgo_claim_full(s, res)) {
 		/* Full, with fresh rows from below the floor: the pages
 		 * may hold more of them.  Read them again. */
 		for (int i = 0; i < n; i++)
 			if (strtoll(PQgetvalue(res, i, COL_ID), NULL, 10) <
-				    s->sweep_floor &&
+				    s->sweep.floor &&
 			    strcmp(PQgetvalue(res, i, COL_ATTEMPTS), "0") == 0)
 				return;
 	}
-	s->sweep_page = s->sweep_hi;
+	s->sweep.page = s->sweep.hi;
 	/* Without the table's size (the statement failed) the sweep
 	 * goes on: the next claim's round asks again. */
-	if (end < 0 || s->sweep_page < end)
+	if (end < 0 || s->sweep.page < end)
 		return;
-	s->sweeping = false;
-	s->sweep_at = now + pgo_claim_poll_ms(r);
+	s->sweep.on = false;
+	s->sweep.at = now + pgo_claim_poll_ms(r);
 	pgo_log(PGO_LOG_DEBUG, r->subject,
 		"slot %d: sweep of %lld pages done in %.1f s", s->idx,
-		(long long)end, (double)(now - s->sweep_start) / 1000.0);
+		(long long)end, (double)(now - s->sweep.start) / 1000.0);
 }
 
 int pgo_claim_index(const slot_t *s)
 {
-	return 1 + (s->sweep ? 1 : 0);
+	return 1 + (s->sweep.in_claim ? 1 : 0);
 }
 
 int pgo_claim_pages_index(const slot_t *s)
 {
-	return s->sweep ? 0 : -1;
+	return s->sweep.in_claim ? 0 : -1;
 }
 
-double pgo_relay_jitter(pgo_relay_t *r)
+/* How long a round trip to PostgreSQL may take: the server's own limit
+ * on a statement (the session settings above), plus the lease timeout. */
+int64_t pgo_claim_round_limit(const struct pgo_conf_values *v)
 {
-	r->rnd = r->rnd * 1103515245u + 12345u;
-	return (double)((r->rnd >> 8) & 0xffffff) / (double)0x1000000;
+	return v->statement_timeout + v->lease_timeout;
 }
 
 /* "2026-11-30 16:53:33.123456+00" -> "2026-11-30T16:53:33.123456Z" */

@@ -14,40 +14,144 @@
  * connection anywhere ends the cycle: the server rolls the claim back, so
  * the batch is claimed again later.  claim.c builds the statements,
  * settle.c decides, shards.c keeps the leases; this file sends and moves.
+ * The decisions themselves are pure functions at the top (the
+ * transitions, what a claim's answer and the sink's verdicts lead to),
+ * so that tests/unit/test_cycle.c can try each one without a server.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "relay/relay_int.h"
 
-/* Ends a cycle: frees the batch and the claimed rows. */
-static void end_cycle(slot_t *s)
+/* --- the transitions (pure) --- */
+
+slot_state_t pgo_slot_next(slot_state_t from, slot_event_t ev)
+{
+	switch (ev) {
+	case SLOT_EV_CLAIM_SENT:
+		return from == SLOT_IDLE ? SLOT_CLAIMING : from;
+	case SLOT_EV_LEASE_SENT:
+		return from == SLOT_IDLE ? SLOT_REBALANCING : from;
+	case SLOT_EV_CHORE_SENT: return from == SLOT_IDLE ? SLOT_CHORE : from;
+	case SLOT_EV_ROWS:
+		return from == SLOT_CLAIMING ? SLOT_PUBLISHING : from;
+	case SLOT_EV_END_TX:
+		return from == SLOT_CLAIMING || from == SLOT_PUBLISHING
+			       ? SLOT_SETTLING
+			       : from;
+	case SLOT_EV_VERDICTS:
+		return from == SLOT_PUBLISHING ? SLOT_SETTLING : from;
+	case SLOT_EV_SETTLE_FAILED:
+		return from == SLOT_SETTLING ? SLOT_SETTLING : from;
+	case SLOT_EV_SETTLED: return from == SLOT_SETTLING ? SLOT_IDLE : from;
+	case SLOT_EV_ROUND_DONE:
+		return from == SLOT_REBALANCING || from == SLOT_CHORE
+			       ? SLOT_IDLE
+			       : from;
+	case SLOT_EV_SEND_FAILED:
+	case SLOT_EV_LOST:
+	case SLOT_EV_ABANDONED: return SLOT_IDLE;
+	}
+	return from;
+}
+
+void pgo_cycle_claim_outcome(int mode, wake_state_t wake, int n, bool full,
+			     bool wake_claim, int dry_wakes,
+			     pgo_claim_outcome_t *out)
+{
+	/* A full batch says more is waiting: claim again at once.  In
+	 * concurrent mode every slot shares the queue, so all may help; in
+	 * the ordered modes only this slot's shards are known to be busy.
+	 * While the relay holds no sleeper lock (wake.c) producers do not
+	 * notify, so any batch does, and in the ordered modes every slot
+	 * claims again (a slot that found nothing looks once more each
+	 * time another found something) until all come back dry; then the
+	 * relay asks for the lock.  While it holds the lock or waits for
+	 * it, producers notify and the grant's NOTIFY kicks a claim. */
+	bool awake = wake == WAKE_AWAKE || wake == WAKE_RELEASING;
+
+	out->more = full || (awake && n > 0);
+	/* Woken by producers while asleep, every connection claims (the
+	 * event may be in any one's shards); one whose claims keep coming
+	 * back dry goes cold (relay.c). */
+	out->went_cold = false;
+	if (n > 0)
+		dry_wakes = 0;
+	else if (wake_claim)
+		out->went_cold = ++dry_wakes == COLD_AFTER;
+	out->dry_wakes = dry_wakes;
+	if (mode == PGO_MODE_CONCURRENT)
+		out->relay_more = out->more;
+	else if (wake != WAKE_OFF)
+		out->relay_more = awake && n > 0;
+	else
+		out->relay_more = -1;
+}
+
+int64_t pgo_cycle_backoff(int64_t backoff, int64_t max)
+{
+	backoff = backoff ? backoff * 2 : 100;
+	return backoff > max ? max : backoff;
+}
+
+unsigned pgo_cycle_round2(const pgo_settle_plan_t *plan, bool adopted)
+{
+	unsigned what = 0;
+
+	if (plan->unavailable)
+		return PGO_ROUND2_ROLLBACK;
+	if ((plan->n_retry || plan->n_dead) && !adopted)
+		what |= PGO_ROUND2_UNARCHIVE;
+	if (plan->n_ok && adopted)
+		what |= PGO_ROUND2_DONE;
+	if (plan->n_retry)
+		what |= PGO_ROUND2_RETRY;
+	if (plan->n_dead)
+		what |= PGO_ROUND2_DEAD;
+	return what | PGO_ROUND2_COMMIT;
+}
+
+/* --- moving the slot --- */
+
+static void move(slot_t *s, slot_event_t ev)
+{
+	s->state = pgo_slot_next(s->state, ev);
+}
+
+/* Frees the batch and the claimed rows. */
+static void forget_batch(slot_t *s)
 {
 	PQclear(s->claimed);
 	s->claimed = NULL;
 	memset(&s->batch, 0, sizeof(s->batch));
 	s->fix = NULL;
 	pgo_arena_reset(s->arena);
-	s->state = SLOT_IDLE;
 }
 
-/* Sends the round queued on the slot and moves it to `next`; a failed
+/* Ends a cycle (ev: why): frees the batch, the slot is idle. */
+static void end_cycle(slot_t *s, slot_event_t ev)
+{
+	forget_batch(s);
+	move(s, ev);
+}
+
+/* Sends the round queued on the slot and moves it on with ev; a failed
  * send (the connection went down) ends the cycle. */
-static bool send_round(slot_t *s, slot_state_t next)
+static bool send_round(slot_t *s, slot_event_t ev)
 {
 	if (pgo_conn_send(&s->conn) != PGO_OK) {
-		end_cycle(s);
+		end_cycle(s, SLOT_EV_SEND_FAILED);
 		return false;
 	}
-	s->state = next;
+	move(s, ev);
 	return true;
 }
 
 /* Ends a claim round that cannot go on (failed, empty, no memory). */
-static void finish_tx(slot_t *s, const char *how)
+static void finish_tx(slot_t *s, const char *how, slot_event_t ev)
 {
 	pgo_conn_query(&s->conn, how, 0, NULL);
-	if (send_round(s, SLOT_SETTLING))
+	if (send_round(s, ev))
 		s->t.settle = s->conn.round.sent_us;
 }
 
@@ -87,24 +191,24 @@ void pgo_cycle_claim(pgo_relay_t *r, slot_t *s)
 
 	pgo_claim_prepare(r, s, now, &q);
 	memset(&s->t, 0, sizeof(s->t));
-	s->t.sweep = s->sweep;
-	s->t.pages = s->sweep ? (int)(s->sweep_hi - s->sweep_page) : 0;
+	s->t.sweep = s->sweep.in_claim;
+	s->t.pages = s->sweep.in_claim ? (int)(s->sweep.hi - s->sweep.page) : 0;
 	if (q.pages[0])
 		pgo_conn_exec_prepared(&s->conn, "pgoutbox_pages", 1, q.pages);
 	pgo_conn_query(&s->conn, "BEGIN", 0, NULL);
 	pgo_conn_exec_prepared(&s->conn, "pgoutbox_claim", q.nparams, q.params);
-	if (!send_round(s, SLOT_CLAIMING))
+	if (!send_round(s, SLOT_EV_CLAIM_SENT))
 		return;
 	pgo_floor_claiming(r);
 	s->claim_started = now;
 	s->t.sent = s->conn.round.sent_us;
-	r->next_poll = now + pgo_claim_poll_ms(r);
+	r->sched.next_poll = now + pgo_claim_poll_ms(r);
 }
 
 void pgo_cycle_rebalance(pgo_relay_t *r, slot_t *s)
 {
 	if (pgo_shards_send(r, s))
-		s->state = SLOT_REBALANCING;
+		move(s, SLOT_EV_LEASE_SENT);
 }
 
 /* --- publishing and settling --- */
@@ -117,7 +221,7 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	pgo_batch_t *b = &s->batch;
 	PGresult *res, *pages = NULL;
 	int n, rc, ci = pgo_claim_index(s), pi = pgo_claim_pages_index(s);
-	bool awake;
+	pgo_claim_outcome_t o;
 
 	if (s->conn.round.got > ci)
 		s->t.claim = s->conn.round.at[ci];
@@ -126,7 +230,7 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 			s->conn.round.err);
 		pgo_conn_round_clear(&s->conn);
 		pgo_claim_swept(r, s, NULL, NULL);
-		finish_tx(s, "ROLLBACK");
+		finish_tx(s, "ROLLBACK", SLOT_EV_END_TX);
 		return;
 	}
 	res = pgo_conn_take(&s->conn, ci);
@@ -136,48 +240,36 @@ static void claimed(pgo_relay_t *r, slot_t *s)
 	n = PQntuples(res);
 	pgo_claim_swept(r, s, res, pages);
 	PQclear(pages);
-	/* A full batch says more is waiting: claim again at once.  In
-	 * concurrent mode every slot shares the queue, so all may help; in
-	 * the ordered modes only this slot's shards are known to be busy.
-	 * While the relay holds no sleeper lock (wake.c) producers do not
-	 * notify, so any batch does, and in the ordered modes every slot
-	 * claims again (a slot that found nothing looks once more each
-	 * time another found something) until all come back dry; then the
-	 * relay asks for the lock.  While it holds the lock or waits for
-	 * it, producers notify and the grant's NOTIFY kicks a claim.  A
+	/* How the slot and the relay go on (pgo_cycle_claim_outcome).  A
 	 * sweep going on claims again too, for its next pages, when its
-	 * pace is there (claim.c; the loop claims at s->sweep_next). */
-	awake = r->wake == WAKE_AWAKE || r->wake == WAKE_RELEASING;
-	s->more = pgo_claim_full(s, res) || (awake && n > 0);
-	/* Woken by producers while asleep, every connection claims (the
-	 * event may be in any one's shards); one whose claims keep coming
-	 * back dry goes cold (relay.c). */
-	if (n > 0)
-		s->dry_wakes = 0;
-	else if (s->wake_claim && ++s->dry_wakes == COLD_AFTER)
+	 * pace is there (claim.c; the loop claims at s->sweep.next). */
+	pgo_cycle_claim_outcome(r->mode, r->wake.state, n,
+				pgo_claim_full(s, res), s->cold.wake_claim,
+				s->cold.dry_wakes, &o);
+	s->more = o.more;
+	s->cold.dry_wakes = o.dry_wakes;
+	if (o.went_cold)
 		pgo_log(PGO_LOG_DEBUG, r->subject,
 			"slot %d: cold: its last %d claims after producers' "
 			"notifications found nothing; it looks every %d ms "
 			"until one finds events",
 			s->idx, COLD_AFTER, COLD_MS);
-	if (s->sweeping && pgo_claim_sweep_due(r, s, pgo_now_ms()))
+	if (s->sweep.on && pgo_claim_sweep_due(r, s, pgo_now_ms()))
 		s->wants_claim = true;
-	if (r->mode == PGO_MODE_CONCURRENT)
-		r->more = s->more;
-	else if (r->wake != WAKE_OFF)
-		r->more = awake && n > 0;
+	if (o.relay_more >= 0)
+		r->sched.more = o.relay_more;
 	if (n == 0) {
 		PQclear(res);
-		finish_tx(s, "COMMIT");
+		finish_tx(s, "COMMIT", SLOT_EV_END_TX);
 		return;
 	}
 	if (pgo_claim_batch(r, s, res) < 0) {
 		/* Without memory nothing can be published: roll back. */
 		pgo_log(PGO_LOG_ERROR, r->subject, "out of memory for a batch");
-		finish_tx(s, "ROLLBACK");
+		finish_tx(s, "ROLLBACK", SLOT_EV_END_TX);
 		return;
 	}
-	s->state = SLOT_PUBLISHING;
+	move(s, SLOT_EV_ROWS);
 	s->t.submit = pgo_now_us();
 	/* The sink calls done() when every verdict is set, perhaps before
 	 * submit returns; the slot is not touched here after that. */
@@ -207,9 +299,55 @@ void pgo_cycle_sink_done(void *ctx, pgo_batch_t *batch)
 		pgo_sink_name(r->sink));
 }
 
+/* The settle delays' jitter: a value in [0,1) (an LCG seeded at
+ * start). */
 static double jitter(void *ctx)
 {
-	return pgo_relay_jitter(ctx);
+	pgo_relay_t *r = ctx;
+
+	r->rnd = r->rnd * 1103515245u + 12345u;
+	return (double)((r->rnd >> 8) & 0xffffff) / (double)0x1000000;
+}
+
+/* --- retries coming due --- */
+
+/* Remembers that a retry comes due at `due` (monotonic ms), so that the
+ * loop claims then (pgo_cycle_next_retry()). */
+static void retry_at(pgo_relay_t *r, int64_t due)
+{
+	int worst = 0;
+
+	if (r->sched.nretry_due <
+	    (int)(sizeof(r->sched.retry_due) / sizeof(r->sched.retry_due[0]))) {
+		r->sched.retry_due[r->sched.nretry_due++] = due;
+		return;
+	}
+	/* Full: keep the earliest; a later one is found by a claim anyway
+	 * (or, at worst, by the fallback poll). */
+	for (int i = 1; i < r->sched.nretry_due; i++)
+		if (r->sched.retry_due[i] > r->sched.retry_due[worst])
+			worst = i;
+	if (due < r->sched.retry_due[worst])
+		r->sched.retry_due[worst] = due;
+}
+
+int64_t pgo_cycle_next_retry(pgo_relay_t *r, int64_t now, bool *due_now)
+{
+	int64_t next = 0;
+	int n = 0;
+
+	*due_now = false;
+	for (int i = 0; i < r->sched.nretry_due; i++) {
+		if (r->sched.retry_due[i] <= now) {
+			*due_now = true;
+			continue;
+		}
+		r->sched.retry_due[n++] = r->sched.retry_due[i];
+		if (!next || r->sched.retry_due[i] < next)
+			next = r->sched.retry_due[i];
+	}
+	r->sched.nretry_due = n;
+	return next;
 }
 
 /* Queues the retry or dead-letter INSERT of the events with verdict
@@ -259,7 +397,7 @@ static void queue_done(pgo_relay_t *r, slot_t *s)
 
 	if (pgo_claim_ids(&s->batch, true, &ids)) {
 		params[0] = ids.data;
-		pgo_conn_query(&s->conn, r->done_sql, 1, params);
+		pgo_conn_query(&s->conn, r->sql.done, 1, params);
 	} else {
 		s->conn.round.failed = true; /* forces a rollback */
 	}
@@ -273,17 +411,16 @@ static void unavailable(pgo_relay_t *r, slot_t *s, size_t i)
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	pgo_batch_t *b = &s->batch;
 
-	r->sink_backoff = r->sink_backoff ? r->sink_backoff * 2 : 100;
+	r->outage.backoff =
+		pgo_cycle_backoff(r->outage.backoff, v->reconnect_max);
 	pgo_observe_sink(r, false);
-	if (r->sink_backoff > v->reconnect_max)
-		r->sink_backoff = v->reconnect_max;
-	pgo_log(r->sink_backoff == 100 ? PGO_LOG_WARN : PGO_LOG_DEBUG,
+	pgo_log(r->outage.backoff == 100 ? PGO_LOG_WARN : PGO_LOG_DEBUG,
 		r->subject,
 		"sink unavailable (%s): a batch of %zu goes back untouched; "
 		"claiming again in %lld ms",
 		b->errors[i] ? b->errors[i] : "down", b->n,
-		(long long)r->sink_backoff);
-	r->sink_pause_until = pgo_now_ms() + r->sink_backoff;
+		(long long)r->outage.backoff);
+	r->outage.pause_until = pgo_now_ms() + r->outage.backoff;
 	/* The batch is still pending: claim it again when the pause ends,
 	 * even if no wake-up comes (a sink without health reports, such
 	 * as exec or stdout, never says it is back). */
@@ -358,6 +495,7 @@ static void settle(pgo_relay_t *r, slot_t *s)
 	size_t *failed = pgo_arena_alloc(s->arena, sizeof(*failed) * b->n);
 	pgo_settle_plan_t plan;
 	size_t n = b->n;
+	unsigned round2;
 
 	s->t.done = pgo_now_us();
 	if (!failed) {
@@ -365,16 +503,17 @@ static void settle(pgo_relay_t *r, slot_t *s)
 			"out of memory settling a batch of %zu: rolled back",
 			b->n);
 		b->n = 0;
-		finish_tx(s, "ROLLBACK");
+		finish_tx(s, "ROLLBACK", SLOT_EV_END_TX);
 		return;
 	}
 	pgo_settle_plan(&rules, b, s->fix, failed, jitter, r, &plan);
-	if (plan.unavailable) {
+	round2 = pgo_cycle_round2(&plan, r->adopted != NULL);
+	if (round2 & PGO_ROUND2_ROLLBACK) {
 		unavailable(r, s, plan.first_failed);
 	} else {
 		int64_t now = pgo_now_ms();
 
-		r->sink_backoff = 0;
+		r->outage.backoff = 0;
 		pgo_observe_acked(r, b);
 		if (plan.n_ok)
 			pgo_observe_sink(r, true);
@@ -384,19 +523,19 @@ static void settle(pgo_relay_t *r, slot_t *s)
 		for (size_t i = 0; i < b->n; i++)
 			if (b->acks[i] == PGO_ACK_RETRY &&
 			    s->fix[i].delay_ms > 0)
-				pgo_relay_retry_at(r, now + s->fix[i].delay_ms);
+				retry_at(r, now + s->fix[i].delay_ms);
 		log_plan(r, s, &plan);
-		if ((plan.n_retry || plan.n_dead) && !r->adopted)
+		if (round2 & PGO_ROUND2_UNARCHIVE)
 			queue_unarchive(r, s);
-		if (plan.n_ok && r->adopted)
+		if (round2 & PGO_ROUND2_DONE)
 			queue_done(r, s);
-		if (plan.n_retry)
-			queue_rows(s, PGO_ACK_RETRY, r->retry_sql);
-		if (plan.n_dead)
-			queue_rows(s, PGO_ACK_DEAD, r->dead_sql);
+		if (round2 & PGO_ROUND2_RETRY)
+			queue_rows(s, PGO_ACK_RETRY, r->sql.retry);
+		if (round2 & PGO_ROUND2_DEAD)
+			queue_rows(s, PGO_ACK_DEAD, r->sql.dead);
 		pgo_conn_query(&s->conn, "COMMIT", 0, NULL);
 	}
-	if (!send_round(s, SLOT_SETTLING))
+	if (!send_round(s, SLOT_EV_VERDICTS))
 		pgo_log(PGO_LOG_WARN, r->subject,
 			"lost the connection before COMMIT: %zu events go "
 			"back to the queue and will be sent again",
@@ -416,20 +555,20 @@ static void settled(pgo_relay_t *r, slot_t *s)
 				s->batch.n, s->conn.round.err);
 		/* The transaction is aborted: end it. */
 		pgo_conn_round_clear(&s->conn);
-		end_cycle(s);
-		finish_tx(s, "ROLLBACK");
+		forget_batch(s);
+		finish_tx(s, "ROLLBACK", SLOT_EV_SETTLE_FAILED);
 		return;
 	}
 	pgo_conn_round_clear(&s->conn);
 	if (s->batch.n) {
-		r->stats.published += (uint64_t)s->n_ok;
-		r->stats.retried += (uint64_t)s->n_retry;
-		r->stats.dead += (uint64_t)s->n_dead;
-		r->stats.batches++;
+		r->stats.total.published += (uint64_t)s->n_ok;
+		r->stats.total.retried += (uint64_t)s->n_retry;
+		r->stats.total.dead += (uint64_t)s->n_dead;
+		r->stats.total.batches++;
 		pgo_observe_settled(r, s, pgo_now_ms());
 	}
 	log_cycle(r, s);
-	end_cycle(s);
+	end_cycle(s, SLOT_EV_SETTLED);
 }
 
 void pgo_cycle_lost(pgo_relay_t *r, slot_t *s)
@@ -441,14 +580,14 @@ void pgo_cycle_lost(pgo_relay_t *r, slot_t *s)
 			"connection lost with a batch of %zu in flight: it "
 			"was rolled back and will be sent again",
 			s->batch.n);
-	end_cycle(s);
+	end_cycle(s, SLOT_EV_LOST);
 	pgo_shards_reset(r, s);
 	/* The server may have crashed: acks committed without waiting for
 	 * the flush (relay.synchronous_commit), or not yet replicated to a
 	 * standby it failed over to, can be undone, and their rows are back
 	 * below the floor. */
 	pgo_floor_reset(r);
-	r->stats.reconnects++;
+	r->stats.total.reconnects++;
 }
 
 void pgo_cycle_abandon(pgo_relay_t *r, slot_t *s)
@@ -460,7 +599,7 @@ void pgo_cycle_abandon(pgo_relay_t *r, slot_t *s)
 		"relay.drain_timeout: rolled back, it will be sent again",
 		s->idx, s->batch.n);
 	pgo_sink_cancel(r->sink, &s->batch);
-	end_cycle(s);
+	end_cycle(s, SLOT_EV_ABANDONED);
 	pgo_conn_drop(&s->conn, "stopping");
 	pgo_shards_reset(r, s);
 }
@@ -474,20 +613,20 @@ bool pgo_cycle_chore(pgo_relay_t *r, slot_t *s, int64_t now)
 
 	if (s->state != SLOT_IDLE || s->conn.state != PGO_CONN_READY)
 		return false;
-	if (v->maintain_interval && now >= r->next_maintain)
+	if (v->maintain_interval && now >= r->sched.next_maintain)
 		health = false;
-	else if (v->stats_interval && now >= r->next_health)
+	else if (v->stats_interval && now >= r->sched.next_health)
 		health = true;
 	else
 		return false;
 	if (health) {
-		r->next_health = now + v->stats_interval;
+		r->sched.next_health = now + v->stats_interval;
 		pgo_conn_query(&s->conn,
 			       "SELECT kind, subject, detail FROM "
 			       "pgoutbox.health('5 minutes')",
 			       0, NULL);
 	} else {
-		r->next_maintain = now + v->maintain_interval;
+		r->sched.next_maintain = now + v->maintain_interval;
 		pgo_conn_query(&s->conn,
 			       "SELECT done, created, dropped FROM "
 			       "pgoutbox.maintain()",
@@ -495,8 +634,8 @@ bool pgo_cycle_chore(pgo_relay_t *r, slot_t *s, int64_t now)
 	}
 	if (pgo_conn_send(&s->conn) != PGO_OK)
 		return false;
-	r->chore_health = health;
-	s->state = SLOT_CHORE;
+	r->sched.chore_health = health;
+	move(s, SLOT_EV_CHORE_SENT);
 	return true;
 }
 
@@ -507,9 +646,9 @@ static void chore_done(pgo_relay_t *r, slot_t *s)
 
 	if (s->conn.round.failed || !res) {
 		pgo_log(PGO_LOG_WARN, r->subject, "%s failed: %s",
-			r->chore_health ? "health check" : "maintenance",
+			r->sched.chore_health ? "health check" : "maintenance",
 			s->conn.round.err);
-	} else if (r->chore_health) {
+	} else if (r->sched.chore_health) {
 		/* What keeps vacuum from reclaiming the queue's rows. */
 		for (int i = 0; i < PQntuples(res); i++)
 			pgo_log(PGO_LOG_WARN, r->subject, "health: %s %s: %s",
@@ -535,16 +674,17 @@ void pgo_cycle_round(pgo_relay_t *r, slot_t *s)
 	case SLOT_CLAIMING: claimed(r, s); break;
 	case SLOT_SETTLING: settled(r, s); break;
 	case SLOT_REBALANCING:
-		s->state = SLOT_IDLE;
+		move(s, SLOT_EV_ROUND_DONE);
 		pgo_shards_done(r, s);
 		pgo_log(PGO_LOG_DEBUG, r->subject,
 			"slot %d: lease round %.1f ms", s->idx, took);
 		break;
 	case SLOT_CHORE:
-		s->state = SLOT_IDLE;
+		move(s, SLOT_EV_ROUND_DONE);
 		pgo_log(PGO_LOG_DEBUG, r->subject, "slot %d: %s %.1f ms",
 			s->idx,
-			r->chore_health ? "health check" : "maintenance", took);
+			r->sched.chore_health ? "health check" : "maintenance",
+			took);
 		chore_done(r, s);
 		break;
 	default: pgo_conn_round_clear(&s->conn); break;

@@ -50,65 +50,65 @@ bool pgo_floor_init(pgo_relay_t *r)
 
 	/* An adopted table has no floor: its rows are marked, not
 	 * deleted, so the pending index is what skips the sent ones. */
-	r->floor_used = v->claim_floor && !r->adopted;
-	r->floor_interval = FLOOR_PROBE_MIN_MS;
-	if (!r->floor_used)
+	r->floor.used = v->claim_floor && !r->adopted;
+	r->floor.interval = FLOOR_PROBE_MIN_MS;
+	if (!r->floor.used)
 		return true;
-	r->floor_setup.subject = r->subject;
-	r->floor_setup.app_name = r->app_name;
+	r->floor.setup.subject = r->subject;
+	r->floor.setup.app_name = r->app_name;
 	/* The relay's settings: its timeouts bound the probe too. */
-	r->floor_setup.sql[0] = r->session_sql;
-	r->floor_setup.sql[1] = NULL;
-	r->floor_setup.local_sql = r->local_sql;
-	r->floor_setup.prep_name[0] = "pgoutbox_floor";
-	r->floor_setup.prep_sql[0] =
+	r->floor.setup.sql[0] = r->sql.session;
+	r->floor.setup.sql[1] = NULL;
+	r->floor.setup.local_sql = r->sql.local;
+	r->floor.setup.prep_name[0] = "pgoutbox_floor";
+	r->floor.setup.prep_sql[0] =
 		"SELECT new_floor, new_line, new_writers FROM "
 		"pgoutbox.claim_floor($1, $2::bigint, $3::bigint, "
 		"$4::text[])";
-	r->floor_setup.prep_name[1] = NULL;
-	pgo_conn_init(&r->floor_conn, r->conf, &r->floor_setup);
-	r->floor_io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
-				      &r->floor_revents);
-	return r->floor_io != NULL;
+	r->floor.setup.prep_name[1] = NULL;
+	pgo_conn_init(&r->floor.conn, r->conf, &r->floor.setup);
+	r->floor.io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
+				      &r->floor.revents);
+	return r->floor.io != NULL;
 }
 
 void pgo_floor_pooled(pgo_relay_t *r)
 {
-	r->floor_setup.pooled = true;
+	r->floor.setup.pooled = true;
 }
 
 void pgo_floor_close(pgo_relay_t *r)
 {
-	if (!r->floor_used)
+	if (!r->floor.used)
 		return;
-	pgo_conn_close(&r->floor_conn);
-	r->floor_probing = false;
+	pgo_conn_close(&r->floor.conn);
+	r->floor.probing = false;
 }
 
 void pgo_floor_free(pgo_relay_t *r)
 {
-	free(r->floor_writers);
-	r->floor_writers = NULL;
+	free(r->floor.writers);
+	r->floor.writers = NULL;
 }
 
 void pgo_floor_claiming(pgo_relay_t *r)
 {
-	r->floor_wanted = true;
+	r->floor.wanted = true;
 }
 
 void pgo_floor_reset(pgo_relay_t *r)
 {
-	if (r->floor)
+	if (r->floor.id)
 		pgo_log(PGO_LOG_DEBUG, r->subject,
 			"claim floor %lld -> 0 with a lost connection",
-			(long long)r->floor);
-	r->floor = 0;
-	r->floor_line[0] = '\0';
-	free(r->floor_writers);
-	r->floor_writers = NULL;
-	r->floor_next = 0;
-	r->floor_interval = FLOOR_PROBE_MIN_MS;
-	r->floor_gen++;
+			(long long)r->floor.id);
+	r->floor.id = 0;
+	r->floor.line[0] = '\0';
+	free(r->floor.writers);
+	r->floor.writers = NULL;
+	r->floor.next = 0;
+	r->floor.interval = FLOOR_PROBE_MIN_MS;
+	r->floor.gen++;
 }
 
 int64_t pgo_floor_turn(pgo_relay_t *r, int64_t now)
@@ -117,33 +117,34 @@ int64_t pgo_floor_turn(pgo_relay_t *r, int64_t now)
 	char floor[24];
 	const char *params[4];
 
-	if (!r->floor_used)
+	if (!r->floor.used)
 		return 0;
-	pgo_conn_kick(&r->floor_conn, now);
-	if (r->floor_wanted && !r->floor_off && !r->floor_probing && !r->stop &&
-	    r->floor_conn.state == PGO_CONN_READY && now >= r->floor_next) {
-		snprintf(floor, sizeof(floor), "%lld", (long long)r->floor);
+	pgo_conn_kick(&r->floor.conn, now);
+	if (r->floor.wanted && !r->floor.off && !r->floor.probing &&
+	    !r->run.stop && r->floor.conn.state == PGO_CONN_READY &&
+	    now >= r->floor.next) {
+		snprintf(floor, sizeof(floor), "%lld", (long long)r->floor.id);
 		params[0] = pgo_conf_values(r->conf)->queue;
 		params[1] = floor;
-		params[2] = r->floor_line[0] ? r->floor_line : NULL;
-		params[3] = r->floor_writers;
-		pgo_conn_exec_prepared(&r->floor_conn, "pgoutbox_floor", 4,
+		params[2] = r->floor.line[0] ? r->floor.line : NULL;
+		params[3] = r->floor.writers;
+		pgo_conn_exec_prepared(&r->floor.conn, "pgoutbox_floor", 4,
 				       params);
-		if (pgo_conn_send(&r->floor_conn) == PGO_OK) {
-			r->floor_probing = true;
-			r->floor_wanted = false;
-			r->floor_sent_gen = r->floor_gen;
-			r->floor_next = now + r->floor_interval;
+		if (pgo_conn_send(&r->floor.conn) == PGO_OK) {
+			r->floor.probing = true;
+			r->floor.wanted = false;
+			r->floor.sent_gen = r->floor.gen;
+			r->floor.next = now + r->floor.interval;
 		}
 	}
-	pgo_conn_pollfd(&r->floor_conn, &pfd);
-	pgo_loop_io_set(r->floor_io, pfd.fd, pfd.events);
-	r->floor_revents = 0;
-	if (r->floor_conn.state == PGO_CONN_DOWN)
-		return r->floor_conn.retry_at;
-	if (r->floor_wanted && !r->floor_probing && !r->floor_off &&
-	    r->floor_conn.state == PGO_CONN_READY)
-		return r->floor_next;
+	pgo_conn_pollfd(&r->floor.conn, &pfd);
+	pgo_loop_io_set(r->floor.io, pfd.fd, pfd.events);
+	r->floor.revents = 0;
+	if (r->floor.conn.state == PGO_CONN_DOWN)
+		return r->floor.conn.retry_at;
+	if (r->floor.wanted && !r->floor.probing && !r->floor.off &&
+	    r->floor.conn.state == PGO_CONN_READY)
+		return r->floor.next;
 	return 0;
 }
 
@@ -151,72 +152,72 @@ int64_t pgo_floor_turn(pgo_relay_t *r, int64_t now)
  * back next time. */
 static void probe_done(pgo_relay_t *r)
 {
-	PGresult *res = r->floor_conn.round.res[0];
+	PGresult *res = r->floor.conn.round.res[0];
 	int64_t f, moved;
 	char *w;
 
-	r->floor_probing = false;
-	if (r->floor_sent_gen != r->floor_gen)
+	r->floor.probing = false;
+	if (r->floor.sent_gen != r->floor.gen)
 		return; /* asked before the floor went back to 0 */
-	if (r->floor_conn.round.failed || !res ||
+	if (r->floor.conn.round.failed || !res ||
 	    PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
 		/* A floor that cannot move is still safe: claims go on from
 		 * where it is, as they did before there was one.  A timeout
 		 * or a lost connection: probe again later. */
-		if (r->floor_conn.round.failed &&
-		    pgo_sqlstate_retriable(r->floor_conn.round.sqlstate)) {
+		if (r->floor.conn.round.failed &&
+		    pgo_sqlstate_retriable(r->floor.conn.round.sqlstate)) {
 			pgo_log(PGO_LOG_DEBUG, r->subject,
 				"claim floor probe: %s",
-				r->floor_conn.round.err);
+				r->floor.conn.round.err);
 			return;
 		}
-		r->floor_off = true;
+		r->floor.off = true;
 		pgo_log(PGO_LOG_WARN, r->subject,
 			"the claim floor stays at %lld: pgoutbox.claim_floor() "
 			"failed: %s",
-			(long long)r->floor,
-			r->floor_conn.round.err[0] ? r->floor_conn.round.err
+			(long long)r->floor.id,
+			r->floor.conn.round.err[0] ? r->floor.conn.round.err
 						   : "no row");
 		return;
 	}
 	f = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	if (!(w = strdup(PQgetvalue(res, 0, 2))))
 		return; /* no memory: probe again later */
-	moved = f > r->floor ? f - r->floor : 0;
+	moved = f > r->floor.id ? f - r->floor.id : 0;
 	if (moved) {
 		pgo_log(PGO_LOG_DEBUG, r->subject, "claim floor %lld -> %lld",
-			(long long)r->floor, (long long)f);
-		r->floor = f;
+			(long long)r->floor.id, (long long)f);
+		r->floor.id = f;
 	}
-	snprintf(r->floor_line, sizeof(r->floor_line), "%s",
+	snprintf(r->floor.line, sizeof(r->floor.line), "%s",
 		 PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
-	free(r->floor_writers);
-	r->floor_writers = w;
+	free(r->floor.writers);
+	r->floor.writers = w;
 	/* A probe that only read the line moves nothing: no signal. */
-	if (PQgetisnull(res, 0, 1) || !r->floor_line[0] || f == 0)
+	if (PQgetisnull(res, 0, 1) || !r->floor.line[0] || f == 0)
 		return;
-	if (moved > FLOOR_MOVED_HIGH && r->floor_interval > FLOOR_PROBE_MIN_MS)
-		r->floor_interval /= 2;
+	if (moved > FLOOR_MOVED_HIGH && r->floor.interval > FLOOR_PROBE_MIN_MS)
+		r->floor.interval /= 2;
 	else if (moved < FLOOR_MOVED_LOW &&
-		 r->floor_interval < FLOOR_PROBE_MAX_MS)
-		r->floor_interval *= 2;
-	if (r->floor_interval < FLOOR_PROBE_MIN_MS)
-		r->floor_interval = FLOOR_PROBE_MIN_MS;
-	if (r->floor_interval > FLOOR_PROBE_MAX_MS)
-		r->floor_interval = FLOOR_PROBE_MAX_MS;
+		 r->floor.interval < FLOOR_PROBE_MAX_MS)
+		r->floor.interval *= 2;
+	if (r->floor.interval < FLOOR_PROBE_MIN_MS)
+		r->floor.interval = FLOOR_PROBE_MIN_MS;
+	if (r->floor.interval > FLOOR_PROBE_MAX_MS)
+		r->floor.interval = FLOOR_PROBE_MAX_MS;
 }
 
 void pgo_floor_step(pgo_relay_t *r)
 {
 	pgo_conn_event_t ev;
 
-	if (!r->floor_used)
+	if (!r->floor.used)
 		return;
-	ev = pgo_conn_step(&r->floor_conn, r->floor_revents);
-	r->floor_revents = 0;
+	ev = pgo_conn_step(&r->floor.conn, r->floor.revents);
+	r->floor.revents = 0;
 	if (ev == PGO_CONN_EV_NONE &&
-	    pgo_conn_expire(&r->floor_conn, pgo_now_ms(),
-			    pgo_relay_round_limit(pgo_conf_values(r->conf))))
+	    pgo_conn_expire(&r->floor.conn, pgo_now_ms(),
+			    pgo_claim_round_limit(pgo_conf_values(r->conf))))
 		ev = PGO_CONN_EV_LOST;
 	switch (ev) {
 	case PGO_CONN_EV_ROUND:
@@ -224,20 +225,20 @@ void pgo_floor_step(pgo_relay_t *r)
 			pgo_log(PGO_LOG_DEBUG, r->subject,
 				"claim floor probe %.1f ms",
 				(double)(pgo_now_us() -
-					 r->floor_conn.round.sent_us) /
+					 r->floor.conn.round.sent_us) /
 					1000.0);
 		probe_done(r);
-		pgo_conn_round_clear(&r->floor_conn);
+		pgo_conn_round_clear(&r->floor.conn);
 		break;
 	case PGO_CONN_EV_FATAL:
 		pgo_log(PGO_LOG_WARN, r->subject,
 			"claim floor connection: %s; the floor stays at %lld",
-			r->floor_conn.fatal.msg, (long long)r->floor);
-		r->floor_off = true;
-		r->floor_probing = false;
+			r->floor.conn.fatal.msg, (long long)r->floor.id);
+		r->floor.off = true;
+		r->floor.probing = false;
 		break;
 	default: break;
 	}
-	if (r->floor_conn.state == PGO_CONN_DOWN)
-		r->floor_probing = false;
+	if (r->floor.conn.state == PGO_CONN_DOWN)
+		r->floor.probing = false;
 }

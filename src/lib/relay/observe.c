@@ -2,7 +2,7 @@
  * observe.c — what the relay tells its operator: its metrics, /readyz,
  * systemd's READY=1, and the gauges read from the database.
  *
- * The counters are the relay's own stats (r->stats, the numbers of the
+ * The counters are the relay's own stats (r->stats.total, the numbers of the
  * stats log line), copied into the registry when a scrape comes; the
  * histograms are observed where a batch settles (cycle.c).  The gauges
  * that need a query (events pending and the age of the oldest due one,
@@ -49,28 +49,13 @@ struct pgo_relay_metrics {
 static void collect(void *arg);
 static bool ready(void *arg, char *why, size_t size);
 
-int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
+/* The relay's series in the registry, labelled L. */
+static void families(pgo_relay_t *r, pgo_relay_metrics_t *m, pgo_metrics_t *reg,
+		     const char *L)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	pgo_relay_metrics_t *m = calloc(1, sizeof(*m));
-	pgo_endpoint_probe_t probe = {collect, ready, r};
 	const double *sb = pgo_metrics_seconds_buckets;
 	int nb = pgo_metrics_seconds_nbuckets;
-	pgo_metrics_t *reg;
-	const char *L;
 
-	if (!m)
-		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
-				     "out of memory for the relay's metrics");
-	r->metrics = m;
-	r->mon = pgo_monitor_new(r->loop, r->conf, r->subject, err);
-	if (!r->mon)
-		return err->code;
-	pgo_monitor_probe(r->mon, &probe);
-	reg = pgo_monitor_metrics(r->mon);
-	L = pgo_metrics_labels(m->labels, sizeof(m->labels), "queue", v->queue,
-			       "sink", pgo_sink_name(r->sink), "relay", v->name,
-			       NULL);
 #define FAMILY(type, name, help, b, n)                                         \
 	pgo_metric_series(pgo_metrics_family(reg, type, name, help, b, n), L)
 	m->published =
@@ -107,8 +92,10 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 				   NULL, 0);
 	m->takeovers =
 		FAMILY(PGO_METRIC_COUNTER, "pgoutbox_lease_takeovers_total",
-		       "Shard leases this relay acquired (at start, in a "
-		       "rebalance, or from a relay that died)",
+		       "Shard leases this relay took over from another relay "
+		       "(one that died, or gave them up in a rebalance); not "
+		       "first grants, nor leases moved between its own "
+		       "connections",
 		       NULL, 0);
 	m->mode_conflicts = FAMILY(
 		PGO_METRIC_GAUGE, "pgoutbox_relay_mode_conflicts",
@@ -162,6 +149,27 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 			      "time)",
 			      NULL, 0);
 #undef FAMILY
+}
+
+int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	pgo_relay_metrics_t *m = calloc(1, sizeof(*m));
+	pgo_endpoint_probe_t probe = {collect, ready, r};
+	const char *L;
+
+	if (!m)
+		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
+				     "out of memory for the relay's metrics");
+	r->stats.metrics = m;
+	r->stats.mon = pgo_monitor_new(r->loop, r->conf, r->subject, err);
+	if (!r->stats.mon)
+		return err->code;
+	pgo_monitor_probe(r->stats.mon, &probe);
+	L = pgo_metrics_labels(m->labels, sizeof(m->labels), "queue", v->queue,
+			       "sink", pgo_sink_name(r->sink), "relay", v->name,
+			       NULL);
+	families(r, m, pgo_monitor_metrics(r->stats.mon), L);
 	pgo_series_set(m->sink_up, 1);
 	if (!*v->metrics_listen)
 		return PGO_OK;
@@ -189,24 +197,24 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 
 void pgo_observe_destroy(pgo_relay_t *r)
 {
-	pgo_relay_metrics_t *m = r->metrics;
+	pgo_relay_metrics_t *m = r->stats.metrics;
 
 	if (m) {
 		if (m->conn_used)
 			pgo_conn_close(&m->conn);
 		pgo_loop_io_del(m->io);
 		free(m);
-		r->metrics = NULL;
+		r->stats.metrics = NULL;
 	}
-	pgo_monitor_destroy(r->mon);
-	r->mon = NULL;
+	pgo_monitor_destroy(r->stats.mon);
+	r->stats.mon = NULL;
 }
 
 /* Before a scrape: the counters and the gauges kept in memory. */
 static void collect(void *arg)
 {
 	pgo_relay_t *r = arg;
-	pgo_relay_metrics_t *m = r->metrics;
+	pgo_relay_metrics_t *m = r->stats.metrics;
 	int conns = 0, owned = 0;
 
 	for (int i = 0; i < r->nslots; i++) {
@@ -215,14 +223,14 @@ static void collect(void *arg)
 		if (s->conn.state == PGO_CONN_READY ||
 		    s->conn.state == PGO_CONN_BUSY)
 			conns++;
-		owned += s->nowned;
+		owned += s->leases.n;
 	}
-	pgo_series_set(m->published, (double)r->stats.published);
-	pgo_series_set(m->retried, (double)r->stats.retried);
-	pgo_series_set(m->dead, (double)r->stats.dead);
-	pgo_series_set(m->batches, (double)r->stats.batches);
-	pgo_series_set(m->wakeups, (double)r->stats.wakeups);
-	pgo_series_set(m->reconnects, (double)r->stats.reconnects);
+	pgo_series_set(m->published, (double)r->stats.total.published);
+	pgo_series_set(m->retried, (double)r->stats.total.retried);
+	pgo_series_set(m->dead, (double)r->stats.total.dead);
+	pgo_series_set(m->batches, (double)r->stats.total.batches);
+	pgo_series_set(m->wakeups, (double)r->stats.total.wakeups);
+	pgo_series_set(m->reconnects, (double)r->stats.total.reconnects);
 	pgo_series_set(m->pg_conns, conns);
 	pgo_series_set(m->shards, owned);
 	pgo_series_set(m->sink_up, pgo_observe_sink_up(r) ? 1 : 0);
@@ -230,7 +238,8 @@ static void collect(void *arg)
 
 bool pgo_observe_sink_up(const pgo_relay_t *r)
 {
-	return !r->sink_down && !(r->metrics && r->metrics->outage);
+	return !r->outage.down &&
+	       !(r->stats.metrics && r->stats.metrics->outage);
 }
 
 /* /readyz: every claiming connection up and the sink taking events. */
@@ -238,7 +247,7 @@ static bool ready(void *arg, char *why, size_t size)
 {
 	pgo_relay_t *r = arg;
 
-	if (r->stop) {
+	if (r->run.stop) {
 		snprintf(why, size, "stopping");
 		return false;
 	}
@@ -256,13 +265,13 @@ static bool ready(void *arg, char *why, size_t size)
 			return false;
 		}
 	}
-	if (r->sink_down) {
+	if (r->outage.down) {
 		snprintf(why, size, "sink %s down: %s", pgo_sink_name(r->sink),
-			 r->sink_down_why[0] ? r->sink_down_why : "no reason");
+			 r->outage.why[0] ? r->outage.why : "no reason");
 		why[strcspn(why, "\n")] = '\0';
 		return false;
 	}
-	if (r->metrics->outage) {
+	if (r->stats.metrics->outage) {
 		snprintf(why, size,
 			 "sink %s unavailable: it refused the last batch",
 			 pgo_sink_name(r->sink));
@@ -275,7 +284,7 @@ static bool ready(void *arg, char *why, size_t size)
 
 void pgo_observe_sink(pgo_relay_t *r, bool up)
 {
-	pgo_relay_metrics_t *m = r->metrics;
+	pgo_relay_metrics_t *m = r->stats.metrics;
 
 	if (!m) /* health() while attaching, before the metrics exist */
 		return;
@@ -287,17 +296,17 @@ void pgo_observe_sink(pgo_relay_t *r, bool up)
 void pgo_observe_takeovers(pgo_relay_t *r, int n)
 {
 	if (n > 0)
-		pgo_series_add(r->metrics->takeovers, n);
+		pgo_series_add(r->stats.metrics->takeovers, n);
 }
 
 void pgo_observe_mode_conflicts(pgo_relay_t *r, int n)
 {
-	pgo_series_set(r->metrics->mode_conflicts, n);
+	pgo_series_set(r->stats.metrics->mode_conflicts, n);
 }
 
 void pgo_observe_settled(pgo_relay_t *r, const slot_t *s, int64_t now)
 {
-	pgo_relay_metrics_t *m = r->metrics;
+	pgo_relay_metrics_t *m = r->stats.metrics;
 
 	pgo_series_observe(m->batch_seconds,
 			   (double)(now - s->claim_started) / 1000.0);
@@ -305,7 +314,7 @@ void pgo_observe_settled(pgo_relay_t *r, const slot_t *s, int64_t now)
 
 void pgo_observe_acked(pgo_relay_t *r, const pgo_batch_t *b)
 {
-	pgo_relay_metrics_t *m = r->metrics;
+	pgo_relay_metrics_t *m = r->stats.metrics;
 	int64_t wall;
 
 	if (!m->served) /* nobody scrapes: spare the batch the parsing */
@@ -327,7 +336,7 @@ void pgo_observe_acked(pgo_relay_t *r, const pgo_batch_t *b)
 static void gauges_done(pgo_relay_t *r)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	pgo_relay_metrics_t *m = r->metrics;
+	pgo_relay_metrics_t *m = r->stats.metrics;
 	pgo_round_t *round = &m->conn.round;
 	PGresult *res;
 	char labels[160];
@@ -371,7 +380,7 @@ static void gauges_done(pgo_relay_t *r)
 int64_t pgo_observe_turn(pgo_relay_t *r, int64_t now)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	pgo_relay_metrics_t *m = r->metrics;
+	pgo_relay_metrics_t *m = r->stats.metrics;
 	struct pollfd pfd;
 	bool all_up = true;
 
@@ -380,11 +389,11 @@ int64_t pgo_observe_turn(pgo_relay_t *r, int64_t now)
 		if (r->slots[i].conn.state < PGO_CONN_READY)
 			all_up = false;
 	if (all_up)
-		pgo_monitor_ready(r->mon);
+		pgo_monitor_ready(r->stats.mon);
 	if (!m->conn_used)
 		return 0;
 	pgo_conn_kick(&m->conn, now);
-	if (!m->busy && !r->stop && m->conn.state == PGO_CONN_READY &&
+	if (!m->busy && !r->run.stop && m->conn.state == PGO_CONN_READY &&
 	    now >= m->next_query) {
 		pgo_conn_query(&m->conn, m->pending_sql, 0, NULL);
 		pgo_conn_query(&m->conn,
@@ -418,7 +427,7 @@ int64_t pgo_observe_turn(pgo_relay_t *r, int64_t now)
 
 void pgo_observe_step(pgo_relay_t *r)
 {
-	pgo_relay_metrics_t *m = r->metrics;
+	pgo_relay_metrics_t *m = r->stats.metrics;
 	pgo_conn_event_t ev;
 
 	if (!m->conn_used)
@@ -437,5 +446,5 @@ void pgo_observe_step(pgo_relay_t *r)
 
 void pgo_observe_stopping(pgo_relay_t *r)
 {
-	pgo_monitor_stopping(r->mon);
+	pgo_monitor_stopping(r->stats.mon);
 }

@@ -46,17 +46,88 @@ static void relay_error(pgo_relay_t *r, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(r->errmsg, sizeof(r->errmsg), fmt, ap);
+	vsnprintf(r->run.errmsg, sizeof(r->run.errmsg), fmt, ap);
 	va_end(ap);
 }
 
 static void sink_health(void *ctx, int up, const char *reason);
 
+/* The slots' sessions: the relay's settings (claim.c), LISTEN on slot 0
+ * only, the prepared claim, the checks a relay's session makes first. */
+static void setup_sessions(pgo_relay_t *r, const struct pgo_conf_values *v)
+{
+	int n = 0;
+
+	r->setup.subject = r->subject;
+	r->setup.app_name = r->app_name;
+	/* The settings of claim.c's settings_sql, for the session; through
+	 * a transaction pooler, per transaction instead (local_sql). */
+	r->setup.sql[n++] = r->sql.session;
+	r->setup.local_sql = r->sql.local;
+	if (v->listen)
+		r->setup.sql[n++] = r->sql.listen;
+	r->setup.sql[n] = NULL;
+	r->setup.prep_name[0] = "pgoutbox_claim";
+	r->setup.prep_sql[0] = r->sql.claim;
+	r->setup.prep_name[1] = "pgoutbox_pages";
+	r->setup.prep_sql[1] = "SELECT pg_relation_size(format('pgoutbox.%I', "
+			       "$1::text)::regclass) / "
+			       "current_setting('block_size')::bigint";
+	r->setup.prep_name[2] = NULL;
+	r->setup.check_schema = true;
+	/* A work queue's rows are jobs for workers: a relay would publish
+	 * and delete them.  An adopted table (adopted.c) is relayed. */
+	r->setup.refuse_sql =
+		"SELECT format('queue \"%s\" is a work queue: its jobs are run "
+		"by `pgoutbox worker --queue %s`, a relay would publish and "
+		"delete them; relay an outbox queue', name, name) "
+		"FROM (SELECT $1::text AS name) q "
+		"WHERE pgoutbox.queue_kind(name) NOT IN ('outbox', 'adopted')";
+	snprintf(r->queue, sizeof(r->queue), "%s", v->queue);
+	r->setup.refuse_param[0] = r->queue;
+	snprintf(r->missing_hint, sizeof(r->missing_hint),
+		 "relay.queue \"%s\" is not a queue of this database (create "
+		 "it with `pgoutbox queue create %s`, or fix --queue)",
+		 v->queue, v->queue);
+	r->setup.missing_hint = r->missing_hint;
+	r->setup_quiet = r->setup;
+	if (v->listen)
+		r->setup_quiet.sql[n - 1] = NULL; /* the same, minus LISTEN */
+}
+
+/* The relay.in_flight slots, each with its connection, leases, arena and
+ * socket; false without memory. */
+static bool init_slots(pgo_relay_t *r, pgo_conf_t *conf)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(conf);
+
+	r->nslots = v->in_flight < 1	       ? 1
+		    : v->in_flight > MAX_SLOTS ? MAX_SLOTS
+					       : v->in_flight;
+	for (int i = 0; i < r->nslots; i++) {
+		slot_t *s = &r->slots[i];
+
+		s->idx = i;
+		/* One connection LISTENs: a wake-up goes to every slot
+		 * anyway, and each listener costs producers at commit. */
+		pgo_conn_init(&s->conn, conf,
+			      i == 0 ? &r->setup : &r->setup_quiet);
+		pgo_shards_init(r, s);
+		s->arena = pgo_arena_new(64 * 1024);
+		s->io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
+					&s->revents);
+		if (!s->arena || !s->leases.shards || !s->leases.epochs ||
+		    !s->leases.map || !s->io)
+			return false;
+	}
+	return true;
+}
+
 pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 {
 	const struct pgo_conf_values *v;
 	pgo_relay_t *r;
-	int n = 0, rc;
+	int rc;
 
 	if (!conf || !sink) {
 		pgo_error_set(err, PGO_ERR_INVALID, 0,
@@ -83,64 +154,15 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 		pgo_relay_destroy(r);
 		return NULL;
 	}
-	pgo_claim_build_sql(r);
-	r->setup.subject = r->subject;
-	r->setup.app_name = r->app_name;
-	/* The settings of claim.c's settings_sql, for the session; through
-	 * a transaction pooler, per transaction instead (local_sql). */
-	r->setup.sql[n++] = r->session_sql;
-	r->setup.local_sql = r->local_sql;
-	if (v->listen)
-		r->setup.sql[n++] = r->listen_sql;
-	r->setup.sql[n] = NULL;
-	r->setup.prep_name[0] = "pgoutbox_claim";
-	r->setup.prep_sql[0] = r->claim_sql;
-	r->setup.prep_name[1] = "pgoutbox_pages";
-	r->setup.prep_sql[1] = "SELECT pg_relation_size(format('pgoutbox.%I', "
-			       "$1::text)::regclass) / "
-			       "current_setting('block_size')::bigint";
-	r->setup.prep_name[2] = NULL;
-	r->setup.check_schema = true;
-	/* A work queue's rows are jobs for workers: a relay would publish
-	 * and delete them.  An adopted table (adopted.c) is relayed. */
-	r->setup.refuse_sql =
-		"SELECT format('queue \"%s\" is a work queue: its jobs are run "
-		"by `pgoutbox worker --queue %s`, a relay would publish and "
-		"delete them; relay an outbox queue', name, name) "
-		"FROM (SELECT $1::text AS name) q "
-		"WHERE pgoutbox.queue_kind(name) NOT IN ('outbox', 'adopted')";
-	snprintf(r->queue, sizeof(r->queue), "%s", v->queue);
-	r->setup.refuse_param[0] = r->queue;
-	snprintf(r->missing_hint, sizeof(r->missing_hint),
-		 "relay.queue \"%s\" is not a queue of this database (create "
-		 "it with `pgoutbox queue create %s`, or fix --queue)",
-		 v->queue, v->queue);
-	r->setup.missing_hint = r->missing_hint;
-	r->setup_quiet = r->setup;
-	if (v->listen)
-		r->setup_quiet.sql[n - 1] = NULL; /* the same, minus LISTEN */
-	r->nslots = v->in_flight < 1	       ? 1
-		    : v->in_flight > MAX_SLOTS ? MAX_SLOTS
-					       : v->in_flight;
-	for (int i = 0; i < r->nslots; i++) {
-		slot_t *s = &r->slots[i];
-
-		s->idx = i;
-		/* One connection LISTENs: a wake-up goes to every slot
-		 * anyway, and each listener costs producers at commit. */
-		pgo_conn_init(&s->conn, conf,
-			      i == 0 ? &r->setup : &r->setup_quiet);
-		pgo_shards_init(r, s);
-		s->arena = pgo_arena_new(64 * 1024);
-		s->io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
-					&s->revents);
-		if (!s->arena || !s->owned_shards || !s->owned_epochs ||
-		    !s->owned_map || !s->io) {
-			pgo_relay_destroy(r);
-			pgo_error_set(err, PGO_ERR_NOMEM, 1,
-				      "out of memory for a relay");
-			return NULL;
-		}
+	pgo_claim_sql_build(&r->sql, r->mode, v);
+	if (r->adopted)
+		pgo_adopted_build_sql(r);
+	setup_sessions(r, v);
+	if (!init_slots(r, conf)) {
+		pgo_relay_destroy(r);
+		pgo_error_set(err, PGO_ERR_NOMEM, 1,
+			      "out of memory for a relay");
+		return NULL;
 	}
 	if (!pgo_wake_init(r) || !pgo_floor_init(r)) {
 		pgo_relay_destroy(r);
@@ -197,24 +219,24 @@ void pgo_relay_destroy(pgo_relay_t *r)
 
 void pgo_relay_request_stop(pgo_relay_t *r)
 {
-	r->stop = 1;
+	r->run.stop = 1;
 	pgo_loop_wake(r->loop);
 }
 
 void pgo_relay_request_reload(pgo_relay_t *r)
 {
-	r->reload = 1;
+	r->run.reload = 1;
 	pgo_loop_wake(r->loop);
 }
 
 void pgo_relay_get_stats(const pgo_relay_t *r, pgo_relay_stats_t *out)
 {
-	*out = r->stats;
+	*out = r->stats.total;
 }
 
 const char *pgo_relay_errmsg(const pgo_relay_t *r)
 {
-	return r->errmsg;
+	return r->run.errmsg;
 }
 
 /* The sink host's health(): pause claiming while the downstream is
@@ -225,65 +247,26 @@ static void sink_health(void *ctx, int up, const char *reason)
 
 	pgo_observe_sink(r, up != 0);
 	if (!up) {
-		if (!r->sink_down)
+		if (!r->outage.down)
 			pgo_log(PGO_LOG_WARN, r->subject,
 				"sink down (%s): claiming paused",
 				reason && *reason ? reason : "no reason given");
-		r->sink_down = true;
-		snprintf(r->sink_down_why, sizeof(r->sink_down_why), "%s",
+		r->outage.down = true;
+		snprintf(r->outage.why, sizeof(r->outage.why), "%s",
 			 reason ? reason : "");
 		return;
 	}
-	if (r->sink_down) {
+	if (r->outage.down) {
 		pgo_log(PGO_LOG_INFO, r->subject, "sink up again: claiming");
 		/* The sink knows: no need to wait out the backoff that
 		 * batches refused during the outage built up. */
-		r->sink_pause_until = 0;
-		r->sink_backoff = 0;
-		r->kick = true;
+		r->outage.pause_until = 0;
+		r->outage.backoff = 0;
+		r->sched.kick = true;
 		pgo_loop_wake(r->loop);
 	}
-	r->sink_down = false;
-	r->sink_down_why[0] = '\0';
-}
-
-void pgo_relay_retry_at(pgo_relay_t *r, int64_t due)
-{
-	int worst = 0;
-
-	if (r->nretry_due <
-	    (int)(sizeof(r->retry_due) / sizeof(r->retry_due[0]))) {
-		r->retry_due[r->nretry_due++] = due;
-		return;
-	}
-	/* Full: keep the earliest; a later one is found by a claim anyway
-	 * (or, at worst, by the fallback poll). */
-	for (int i = 1; i < r->nretry_due; i++)
-		if (r->retry_due[i] > r->retry_due[worst])
-			worst = i;
-	if (due < r->retry_due[worst])
-		r->retry_due[worst] = due;
-}
-
-/* The earliest remembered retry (0: none); drops those already due and
- * says so through *due_now. */
-static int64_t next_retry(pgo_relay_t *r, int64_t now, bool *due_now)
-{
-	int64_t next = 0;
-	int n = 0;
-
-	*due_now = false;
-	for (int i = 0; i < r->nretry_due; i++) {
-		if (r->retry_due[i] <= now) {
-			*due_now = true;
-			continue;
-		}
-		r->retry_due[n++] = r->retry_due[i];
-		if (!next || r->retry_due[i] < next)
-			next = r->retry_due[i];
-	}
-	r->nretry_due = n;
-	return next;
+	r->outage.down = false;
+	r->outage.why[0] = '\0';
 }
 
 /* --- the loop --- */
@@ -291,8 +274,8 @@ static int64_t next_retry(pgo_relay_t *r, int64_t now, bool *due_now)
 static void log_stats(pgo_relay_t *r, int64_t now)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	pgo_relay_stats_t *a = &r->stats, *b = &r->stats_last;
-	double secs = (double)(now - r->stats_last_at) / 1000.0;
+	pgo_relay_stats_t *a = &r->stats.total, *b = &r->stats.last;
+	double secs = (double)(now - r->stats.last_at) / 1000.0;
 
 	pgo_log(PGO_LOG_INFO, r->subject,
 		"stats: published %llu (%.0f/s), retried %llu, dead %llu, "
@@ -302,9 +285,9 @@ static void log_stats(pgo_relay_t *r, int64_t now)
 		(unsigned long long)a->retried, (unsigned long long)a->dead,
 		(unsigned long long)a->batches, (unsigned long long)a->wakeups,
 		(unsigned long long)a->reconnects);
-	r->stats_last = *a;
-	r->stats_last_at = now;
-	r->next_stats = v->stats_interval ? now + v->stats_interval : 0;
+	r->stats.last = *a;
+	r->stats.last_at = now;
+	r->stats.next = v->stats_interval ? now + v->stats_interval : 0;
 }
 
 static void do_reload(pgo_relay_t *r)
@@ -312,7 +295,7 @@ static void do_reload(pgo_relay_t *r)
 	extern char **environ;
 	int changed = 0;
 
-	r->reload = 0;
+	r->run.reload = 0;
 	if (pgo_conf_reload(r->conf, environ, &changed) != PGO_OK) {
 		pgo_log(PGO_LOG_ERROR, r->subject,
 			"reload failed, keeping the running configuration: %s",
@@ -339,19 +322,12 @@ static void begin_stop(pgo_relay_t *r, int64_t now)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 
-	r->stop = 2;
-	r->drain_until = now + v->drain_timeout;
+	r->run.stop = 2;
+	r->run.drain_until = now + v->drain_timeout;
 	pgo_log(PGO_LOG_INFO, r->subject,
 		"stopping: finishing the batches in flight");
 	pgo_observe_stopping(r);
-	pgo_sink_drain(r->sink, r->drain_until);
-}
-
-/* How long a round trip to PostgreSQL may take: the server's own limit
- * on a statement, plus the lease timeout. */
-int64_t pgo_relay_round_limit(const struct pgo_conf_values *v)
-{
-	return v->statement_timeout + v->lease_timeout;
+	pgo_sink_drain(r->sink, r->run.drain_until);
 }
 
 /* What one turn waits for at most: the relay's own deadlines (the sink's
@@ -370,38 +346,41 @@ static int64_t turn_deadline(pgo_relay_t *r, int64_t retry_next, bool paused)
 		s->revents = 0;
 		deadline = pgo_deadline_min(
 			deadline, pgo_conn_round_deadline(
-					  &s->conn, pgo_relay_round_limit(v)));
+					  &s->conn, pgo_claim_round_limit(v)));
 		if (s->conn.state == PGO_CONN_DOWN)
 			deadline = pgo_deadline_min(deadline, s->conn.retry_at);
 		/* A membership round waits for the slot to be idle: a past
 		 * due time must not spin the loop meanwhile. */
-		if (!r->stop)
+		if (!r->run.stop)
 			deadline = pgo_deadline_min(deadline,
 						    pgo_shards_next(r, s));
 		/* A sweep ahead of its pace: its next part (claim.c). */
-		if (!r->stop && !paused && s->sweep_next &&
+		if (!r->run.stop && !paused && s->sweep.next &&
 		    s->state == SLOT_IDLE)
-			deadline = pgo_deadline_min(deadline, s->sweep_next);
-		if (!r->stop && !paused && s->cold_at && s->state == SLOT_IDLE)
-			deadline = pgo_deadline_min(deadline, s->cold_at);
+			deadline = pgo_deadline_min(deadline, s->sweep.next);
+		if (!r->run.stop && !paused && s->cold.at &&
+		    s->state == SLOT_IDLE)
+			deadline = pgo_deadline_min(deadline, s->cold.at);
 	}
 	pgo_wake_pollfd(r, &deadline);
-	if (r->stop)
-		return pgo_deadline_min(deadline, r->drain_until);
-	deadline = pgo_deadline_min(deadline, r->next_poll);
+	if (r->run.stop)
+		return pgo_deadline_min(deadline, r->run.drain_until);
+	deadline = pgo_deadline_min(deadline, r->sched.next_poll);
 	deadline = pgo_deadline_min(deadline, retry_next);
 	/* Chores wait for slot 0 (no busy loop while it is down or
 	 * working). */
 	if (r->slots[0].state == SLOT_IDLE &&
 	    r->slots[0].conn.state == PGO_CONN_READY) {
 		if (v->maintain_interval)
-			deadline = pgo_deadline_min(deadline, r->next_maintain);
+			deadline = pgo_deadline_min(deadline,
+						    r->sched.next_maintain);
 		if (v->stats_interval)
-			deadline = pgo_deadline_min(deadline, r->next_health);
+			deadline = pgo_deadline_min(deadline,
+						    r->sched.next_health);
 	}
-	if (paused && !r->sink_down)
-		deadline = pgo_deadline_min(deadline, r->sink_pause_until);
-	return pgo_deadline_min(deadline, r->next_stats);
+	if (paused && !r->outage.down)
+		deadline = pgo_deadline_min(deadline, r->outage.pause_until);
+	return pgo_deadline_min(deadline, r->stats.next);
 }
 
 /* After the loop's turn: drive every connection and react to what it
@@ -420,17 +399,17 @@ static bool step_slots(pgo_relay_t *r)
 		if (ev == PGO_CONN_EV_NONE &&
 		    pgo_conn_expire(
 			    &s->conn, pgo_now_ms(),
-			    pgo_relay_round_limit(pgo_conf_values(r->conf))))
+			    pgo_claim_round_limit(pgo_conf_values(r->conf))))
 			ev = PGO_CONN_EV_LOST;
 		switch (ev) {
 		case PGO_CONN_EV_ROUND: pgo_cycle_round(r, s); break;
 		case PGO_CONN_EV_LOST: pgo_cycle_lost(r, s); break;
 		case PGO_CONN_EV_READY:
 			pgo_shards_reset(r, s);
-			r->kick = true;
+			r->sched.kick = true;
 			break;
 		case PGO_CONN_EV_FATAL:
-			r->fatal_code = s->conn.fatal.code;
+			r->run.fatal_code = s->conn.fatal.code;
 			relay_error(r, "%s", s->conn.fatal.msg);
 			pgo_log(PGO_LOG_ERROR, r->subject, "%s",
 				s->conn.fatal.msg);
@@ -457,8 +436,8 @@ static int check_pooler(pgo_relay_t *r)
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	pgo_pooler_t kind;
 
-	if (pgo_pooler_wait(r->conf, r->app_name, r->subject, r->loop, &r->stop,
-			    &kind) != PGO_OK ||
+	if (pgo_pooler_wait(r->conf, r->app_name, r->subject, r->loop,
+			    &r->run.stop, &kind) != PGO_OK ||
 	    kind < PGO_POOLER_TRANSACTION)
 		return PGO_OK; /* stopped first, or a session of our own */
 	if (kind == PGO_POOLER_STATEMENT) {
@@ -491,7 +470,7 @@ static int check_pooler(pgo_relay_t *r)
 	/* No LISTEN, and a session advisory lock would stay on a server
 	 * connection others get: no wake-up handshake either. */
 	pgo_wake_close(r);
-	r->wake = WAKE_OFF;
+	r->wake.state = WAKE_OFF;
 	pgo_log(PGO_LOG_WARN, r->subject,
 		"the database connection goes through %s: no LISTEN, so new "
 		"events are found by the fallback poll every %lld ms "
@@ -501,24 +480,18 @@ static int check_pooler(pgo_relay_t *r)
 	return PGO_OK;
 }
 
-int pgo_relay_run(pgo_relay_t *r)
+/* The run's timers at the start; the line that says how it runs. */
+static void run_start(pgo_relay_t *r, int64_t now)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	int64_t now;
-	bool fatal = false;
 
-	if (check_pooler(r) != PGO_OK) {
-		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->errmsg);
-		return PGO_ERR_INVALID;
-	}
-	now = pgo_now_ms();
-
-	r->kick = true;
-	r->stats_last_at = now;
-	r->next_maintain = now; /* once at start, then on the interval */
-	r->next_health = now + (v->stats_interval ? v->stats_interval : 0);
-	r->next_poll = now + pgo_claim_poll_ms(r);
-	r->next_stats = v->stats_interval ? now + v->stats_interval : 0;
+	r->sched.kick = true;
+	r->stats.last_at = now;
+	r->sched.next_maintain = now; /* once at start, then on the interval */
+	r->sched.next_health =
+		now + (v->stats_interval ? v->stats_interval : 0);
+	r->sched.next_poll = now + pgo_claim_poll_ms(r);
+	r->stats.next = v->stats_interval ? now + v->stats_interval : 0;
 	pgo_log(PGO_LOG_INFO, r->subject,
 		"starting: %s mode, batch %d, %d connection%s, %s%s, "
 		"fallback poll %lld ms",
@@ -529,142 +502,169 @@ int pgo_relay_run(pgo_relay_t *r)
 		v->listen && !r->pooled
 			? "LISTEN (and a sleeper-lock connection)"
 			: "no LISTEN (poll only)",
-		r->floor_used ? ", a claim-floor connection" : "",
+		r->floor.used ? ", a claim-floor connection" : "",
 		(long long)v->poll_interval);
-	for (;;) {
-		int64_t retry_next = 0;
-		int busy = 0, rc;
-		bool paused;
-		unsigned claimed = 0;	/* slots that claim from this turn */
-		bool producers = false; /* the kick: producers' NOTIFYs only */
-		bool kicked; /* a kick pending from before the turn */
+}
 
-		now = pgo_now_ms();
-		if (r->stop == 1)
-			begin_stop(r, now);
-		if (r->reload)
-			do_reload(r);
-		v = pgo_conf_values(r->conf);
-		if (r->next_stats && now >= r->next_stats)
-			log_stats(r, now);
-		if (now >= r->next_poll) {
-			r->kick = true;
-			r->next_poll = now + pgo_claim_poll_ms(r);
-		}
-		{
-			bool due_now;
+/* The turn's timers: a stop or reload asked for, the stats line, the
+ * fallback poll, retries coming due.  Returns the next retry (0: none). */
+static int64_t turn_timers(pgo_relay_t *r, int64_t now)
+{
+	int64_t retry_next;
+	bool due_now;
 
-			retry_next = next_retry(r, now, &due_now);
-			if (due_now)
-				r->kick = true;
-		}
-		/* Lease rounds, then claims on idle, connected slots.  In
-		 * the ordered modes a wake-up goes to every slot, since the
-		 * event may be in any slot's shards. */
-		paused = r->sink_down || now < r->sink_pause_until;
-		/* Every slot LISTENs, so one NOTIFY reaches each of them in
-		 * the same turn: whether producers woke the relay is decided
-		 * against the kick from before the turn, not the one the
-		 * first slot's notifications just set. */
-		kicked = r->kick;
-		for (int i = 0; i < r->nslots && !r->stop; i++) {
-			slot_t *s = &r->slots[i];
-
-			pgo_conn_kick(&s->conn, now);
-			if (s->conn.notifies) {
-				/* Notifications from two producers or more at
-				 * once while asleep: they commit side by side,
-				 * where each NOTIFY costs them (wake.c). */
-				if (r->wake == WAKE_ASLEEP &&
-				    pgo_wake_side_by_side(r, &s->conn)) {
-					r->wake_busy = true;
-				}
-				r->stats.wakeups += (uint64_t)s->conn.notifies;
-				if (!kicked && r->wake == WAKE_ASLEEP &&
-				    r->mode != PGO_MODE_CONCURRENT &&
-				    !pgo_wake_own(r, &s->conn))
-					producers = true;
-				s->conn.notifies = 0;
-				r->kick = true;
-			}
-			if (s->sweep_next && now >= s->sweep_next) {
-				s->sweep_next = 0;
-				s->wants_claim = true;
-			}
-			if (s->cold_at && now >= s->cold_at) {
-				s->cold_at = 0;
-				s->wants_claim = true;
-			}
-			if (pgo_shards_due(r, s, now)) {
-				pgo_cycle_rebalance(r, s);
-				continue;
-			}
-			/* Nothing before the first beat said that no relay
-			 * of another mode runs on the queue. */
-			if (!r->mode_checked)
-				continue;
-			if (i == 0 && pgo_cycle_chore(r, s, now))
-				continue;
-			if (s->state != SLOT_IDLE ||
-			    s->conn.state != PGO_CONN_READY || paused ||
-			    (r->mode != PGO_MODE_CONCURRENT && !s->nowned))
-				continue;
-			s->wake_claim = producers && !r->more && !s->more &&
-					!s->wants_claim;
-			if (s->wake_claim && s->dry_wakes >= COLD_AFTER) {
-				/* Cold: it looks at COLD_MS. */
-				if (!s->cold_at)
-					s->cold_at = now + COLD_MS;
-				continue;
-			}
-			if (r->kick || r->more || s->more || s->wants_claim) {
-				s->wants_claim = false;
-				s->cold_at = 0;
-				if (r->mode == PGO_MODE_CONCURRENT)
-					r->kick = false;
-				pgo_cycle_claim(r, s);
-				claimed |= 1u << i;
-			}
-		}
-		if (r->mode != PGO_MODE_CONCURRENT && r->kick && !paused) {
-			/* Busy slots claim once their cycle ends: their claim
-			 * may have been taken before the commit that woke us.
-			 * One that claimed in this turn did so after reading
-			 * every notification of it: it sees those commits. */
-			for (int i = 0; i < r->nslots; i++)
-				if (r->slots[i].state != SLOT_IDLE &&
-				    !(claimed & (1u << i)))
-					r->slots[i].wants_claim = true;
-			r->kick = false;
-		}
-		pgo_wake_schedule(r, now);
-		if (r->stop && now >= r->drain_until)
-			drain_expired(r);
-		/* Stop once every batch in flight has settled. */
-		for (int i = 0; i < r->nslots; i++)
-			if (r->slots[i].state != SLOT_IDLE)
-				busy++;
-		if ((r->stop && busy == 0) || fatal)
-			break;
-
-		/* The sink's watchers and timers run inside this turn (and
-		 * may settle batches); the slots' sockets are stepped after
-		 * it. */
-		rc = pgo_loop_run_once(
-			r->loop,
-			pgo_deadline_min(
-				pgo_deadline_min(
-					turn_deadline(r, retry_next, paused),
-					pgo_floor_turn(r, now)),
-				pgo_observe_turn(r, now)));
-		if (rc < 0) {
-			relay_error(r, "poll: %s", strerror(-rc));
-			return PGO_ERR_IO;
-		}
-		if (!step_slots(r) || r->refused)
-			fatal = true;
-		pgo_observe_step(r);
+	if (r->run.stop == 1)
+		begin_stop(r, now);
+	if (r->run.reload)
+		do_reload(r);
+	if (r->stats.next && now >= r->stats.next)
+		log_stats(r, now);
+	if (now >= r->sched.next_poll) {
+		r->sched.kick = true;
+		r->sched.next_poll = now + pgo_claim_poll_ms(r);
 	}
+	retry_next = pgo_cycle_next_retry(r, now, &due_now);
+	if (due_now)
+		r->sched.kick = true;
+	return retry_next;
+}
+
+/* The slot's notifications since the last turn: counted, and they kick
+ * a claim.  *producers: producers sent them while the relay slept (not
+ * its own NOTIFY after a grant), and no kick was pending before the
+ * turn (kicked). */
+static void take_notifies(pgo_relay_t *r, slot_t *s, bool kicked,
+			  bool *producers)
+{
+	if (!s->conn.notifies)
+		return;
+	/* Notifications from two producers or more at once while asleep:
+	 * they commit side by side, where each NOTIFY costs them
+	 * (wake.c). */
+	if (r->wake.state == WAKE_ASLEEP && pgo_wake_side_by_side(r, &s->conn))
+		r->wake.busy = true;
+	r->stats.total.wakeups += (uint64_t)s->conn.notifies;
+	if (!kicked && r->wake.state == WAKE_ASLEEP &&
+	    r->mode != PGO_MODE_CONCURRENT && !pgo_wake_own(r, &s->conn))
+		*producers = true;
+	s->conn.notifies = 0;
+	r->sched.kick = true;
+}
+
+/* One slot's work for the turn: its lease round when due, slot 0's
+ * chores, else a claim when anything asks for one.  Returns true when it
+ * claimed. */
+static bool schedule_slot(pgo_relay_t *r, slot_t *s, int64_t now, bool paused,
+			  bool producers)
+{
+	if (s->sweep.next && now >= s->sweep.next) {
+		s->sweep.next = 0;
+		s->wants_claim = true;
+	}
+	if (s->cold.at && now >= s->cold.at) {
+		s->cold.at = 0;
+		s->wants_claim = true;
+	}
+	if (pgo_shards_due(r, s, now)) {
+		pgo_cycle_rebalance(r, s);
+		return false;
+	}
+	/* Nothing before the first beat said that no relay of another mode
+	 * runs on the queue. */
+	if (!r->members.checked)
+		return false;
+	if (s->idx == 0 && pgo_cycle_chore(r, s, now))
+		return false;
+	if (s->state != SLOT_IDLE || s->conn.state != PGO_CONN_READY ||
+	    paused || (r->mode != PGO_MODE_CONCURRENT && !s->leases.n))
+		return false;
+	s->cold.wake_claim =
+		producers && !r->sched.more && !s->more && !s->wants_claim;
+	if (s->cold.wake_claim && s->cold.dry_wakes >= COLD_AFTER) {
+		/* Cold: it looks at COLD_MS. */
+		if (!s->cold.at)
+			s->cold.at = now + COLD_MS;
+		return false;
+	}
+	if (!r->sched.kick && !r->sched.more && !s->more && !s->wants_claim)
+		return false;
+	s->wants_claim = false;
+	s->cold.at = 0;
+	if (r->mode == PGO_MODE_CONCURRENT)
+		r->sched.kick = false;
+	pgo_cycle_claim(r, s);
+	return true;
+}
+
+/* Lease rounds, then claims on idle, connected slots.  In the ordered
+ * modes a wake-up goes to every slot, since the event may be in any
+ * slot's shards. */
+static void schedule_slots(pgo_relay_t *r, int64_t now, bool paused)
+{
+	unsigned claimed = 0;	/* slots that claim from this turn */
+	bool producers = false; /* the kick: producers' NOTIFYs only */
+	/* Every slot LISTENs, so one NOTIFY reaches each of them in the
+	 * same turn: whether producers woke the relay is decided against
+	 * the kick from before the turn, not the one the first slot's
+	 * notifications just set. */
+	bool kicked = r->sched.kick;
+
+	for (int i = 0; i < r->nslots && !r->run.stop; i++) {
+		slot_t *s = &r->slots[i];
+
+		pgo_conn_kick(&s->conn, now);
+		take_notifies(r, s, kicked, &producers);
+		if (schedule_slot(r, s, now, paused, producers))
+			claimed |= 1u << i;
+	}
+	if (r->mode != PGO_MODE_CONCURRENT && r->sched.kick && !paused) {
+		/* Busy slots claim once their cycle ends: their claim may
+		 * have been taken before the commit that woke us.  One that
+		 * claimed in this turn did so after reading every
+		 * notification of it: it sees those commits. */
+		for (int i = 0; i < r->nslots; i++)
+			if (r->slots[i].state != SLOT_IDLE &&
+			    !(claimed & (1u << i)))
+				r->slots[i].wants_claim = true;
+		r->sched.kick = false;
+	}
+}
+
+/* Slots inside a cycle. */
+static int busy_slots(const pgo_relay_t *r)
+{
+	int busy = 0;
+
+	for (int i = 0; i < r->nslots; i++)
+		if (r->slots[i].state != SLOT_IDLE)
+			busy++;
+	return busy;
+}
+
+/* Waits for the turn's events: the sink's watchers and timers run inside
+ * it (and may settle batches); the slots' sockets are stepped after it.
+ * Returns false when the loop failed (errmsg set). */
+static bool wait_turn(pgo_relay_t *r, int64_t now, int64_t retry_next,
+		      bool paused)
+{
+	int rc = pgo_loop_run_once(
+		r->loop,
+		pgo_deadline_min(
+			pgo_deadline_min(turn_deadline(r, retry_next, paused),
+					 pgo_floor_turn(r, now)),
+			pgo_observe_turn(r, now)));
+
+	if (rc < 0) {
+		relay_error(r, "poll: %s", strerror(-rc));
+		return false;
+	}
+	return true;
+}
+
+/* The run is over: leave the memberships (unless a fatal error ended
+ * it), close every connection. */
+static int run_end(pgo_relay_t *r, bool fatal)
+{
 	pgo_wake_close(r);
 	pgo_floor_close(r);
 	for (int i = 0; i < r->nslots; i++) {
@@ -673,8 +673,38 @@ int pgo_relay_run(pgo_relay_t *r)
 		pgo_conn_close(&r->slots[i].conn);
 	}
 	if (fatal)
-		return r->fatal_code ? r->fatal_code : PGO_ERR_SCHEMA;
+		return r->run.fatal_code ? r->run.fatal_code : PGO_ERR_SCHEMA;
 	log_stats(r, pgo_now_ms());
 	pgo_log(PGO_LOG_INFO, r->subject, "stopped");
 	return PGO_OK;
+}
+
+int pgo_relay_run(pgo_relay_t *r)
+{
+	bool fatal = false;
+
+	if (check_pooler(r) != PGO_OK) {
+		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
+		return PGO_ERR_INVALID;
+	}
+	run_start(r, pgo_now_ms());
+	for (;;) {
+		int64_t now = pgo_now_ms();
+		int64_t retry_next = turn_timers(r, now);
+		bool paused = r->outage.down || now < r->outage.pause_until;
+
+		schedule_slots(r, now, paused);
+		pgo_wake_schedule(r, now);
+		if (r->run.stop && now >= r->run.drain_until)
+			drain_expired(r);
+		/* Stop once every batch in flight has settled. */
+		if ((r->run.stop && busy_slots(r) == 0) || fatal)
+			break;
+		if (!wait_turn(r, now, retry_next, paused))
+			return PGO_ERR_IO;
+		if (!step_slots(r) || r->members.refused)
+			fatal = true;
+		pgo_observe_step(r);
+	}
+	return run_end(r, fatal);
 }

@@ -15,6 +15,15 @@
  *   observe.c metrics, /readyz, READY=1, the gauges read from the database
  *   wake.c    the wake-up handshake: the sleeper lock and its connection
  *   floor.c   the claim floor, probed on a connection of its own
+ *
+ * Calls point one way, down this list: relay.c wires the others and
+ * runs the turns; cycle.c calls claim.c, settle.c, shards.c, floor.c and
+ * observe.c; shards.c calls observe.c; floor.c calls claim.c.  Nothing
+ * calls back into relay.c or cycle.c: what they share is the handle.
+ * The decisions that need no server (the claim SQL, the slot's
+ * transitions, what a claim or a lease round changed, the settle plan)
+ * are pure functions declared here, tested by tests/unit/test_claim.c,
+ * test_cycle.c, test_shards.c and test_settle.c.
  */
 #ifndef PGO_RELAY_INT_H
 #define PGO_RELAY_INT_H
@@ -60,38 +69,61 @@ typedef enum wake_state {
 #define COLD_AFTER 16
 #define COLD_MS	   2
 
+/* A slot's sweep of the heap below the claim floor (claim.c). */
+typedef struct slot_sweep {
+	bool in_claim; /* its claim in flight sweeps pages below */
+	bool on;       /* a sweep goes on: the heap, page by page */
+	int64_t at;    /* monotonic ms: the next sweep */
+	int64_t floor; /* the floor when the sweep's claim was sent */
+	int64_t page;  /* the sweep's next heap page */
+	int64_t hi;    /* the claim in flight sweeps up to this page */
+	int pages;     /* pages a sweep's claim reads, sized by time */
+	int64_t start; /* monotonic ms: the sweep began */
+	int64_t end;   /* the table's pages, as last read (-1: ?) */
+	int64_t next;  /* ahead of its pace: the next part then */
+} slot_sweep_t;
+
+/* Woken by producers while asleep (relay.c): a connection whose claims
+ * keep coming back dry looks only every COLD_MS. */
+typedef struct slot_cold {
+	int dry_wakes;	 /* such claims in a row that found nothing */
+	int64_t at;	 /* a cold connection's next look (monotonic ms) */
+	bool wake_claim; /* its claim in flight answers producers */
+} slot_cold_t;
+
+/* The connection as a member of the queue's relays (shards.c): in the
+ * ordered and strict modes, its leases. */
+typedef struct slot_leases {
+	char member[96];       /* "<relay name>/<slot>" */
+	int n;		       /* shards owned (strict: 1 = leader) */
+	char *shards;	       /* PostgreSQL array literal "{0,1,...}" */
+	char *epochs;	       /* their epochs, same order */
+	char *map;	       /* the epochs by shard: "{NULL,7}" */
+	char leader_epoch[24]; /* strict mode: epoch of the leader lease */
+	int64_t next_round;    /* monotonic ms: the next lease round or beat */
+	bool beating;	       /* its round in flight has the beat */
+	bool locking;	       /* ... after the rebalance lock */
+} slot_leases_t;
+
 typedef struct slot {
-	int idx;
-	pgo_conn_t conn;
-	slot_state_t state;
-	PGresult *claimed;     /* rows of the batch: events point into it */
-	pgo_batch_t batch;     /* the batch the sink works on */
-	settle_row_t *fix;     /* per event, filled when settling */
-	pgo_arena_t *arena;    /* per-cycle memory, reset after settling */
-	pgo_loop_io_t *io;     /* the connection's socket in the loop */
-	short revents;	       /* what the loop saw on it this turn */
-	int64_t claim_started; /* monotonic ms, for the stats */
-	int batch_limit;       /* batch size asked for in this claim */
-	int batch_bytes;       /* and its byte cap (relay.batch_bytes) */
-	int n_ok, n_retry, n_dead;
-	bool wants_claim;    /* woken while busy: claim after this cycle */
-	bool more;	     /* its last batch was full: claim again */
-	bool sweep;	     /* its claim in flight sweeps pages below */
-	bool sweeping;	     /* a sweep goes on: the heap, page by page */
-	int64_t sweep_at;    /* monotonic ms: the next sweep */
-	int64_t sweep_floor; /* the floor when the sweep's claim was sent */
-	int64_t sweep_page;  /* the sweep's next heap page */
-	int64_t sweep_hi;    /* the claim in flight sweeps up to this page */
-	int sweep_pages;     /* pages a sweep's claim reads, sized by time */
-	int64_t sweep_start; /* monotonic ms: the sweep began */
-	int64_t sweep_end;   /* the table's pages, as last read (-1: ?) */
-	int64_t sweep_next;  /* ahead of its pace: the next part then */
-	/* Woken by producers while asleep (relay.c): a connection whose
-	 * claims keep coming back dry looks only every COLD_MS. */
-	int dry_wakes;	  /* such claims in a row that found nothing */
-	int64_t cold_at;  /* a cold connection's next look (monotonic ms) */
-	bool wake_claim;  /* its claim in flight answers producers */
-	int64_t claim_us; /* a claim round without a sweep, us (average) */
+	int idx;		   /* its place in r->slots */
+	pgo_conn_t conn;	   /* its connection (db/conn.c) */
+	slot_state_t state;	   /* where its cycle is (cycle.c moves it) */
+	PGresult *claimed;	   /* rows of the batch: events point into it */
+	pgo_batch_t batch;	   /* the batch the sink works on */
+	settle_row_t *fix;	   /* per event, filled when settling */
+	pgo_arena_t *arena;	   /* per-cycle memory, reset after settling */
+	pgo_loop_io_t *io;	   /* the connection's socket in the loop */
+	short revents;		   /* what the loop saw on it this turn */
+	int64_t claim_started;	   /* monotonic ms, for the stats */
+	int batch_limit;	   /* batch size asked for in this claim */
+	int batch_bytes;	   /* and its byte cap (relay.batch_bytes) */
+	int n_ok, n_retry, n_dead; /* the batch's plan, counted if it commits */
+	bool wants_claim;   /* woken while busy: claim after this cycle */
+	bool more;	    /* its last batch was full: claim again */
+	slot_sweep_t sweep; /* the sweep below the floor (claim.c) */
+	slot_cold_t cold;   /* cold to producers' wake-ups (relay.c) */
+	int64_t claim_us;   /* a claim round without a sweep, us (average) */
 	/* The cycle's phases (monotonic us), logged at debug when it ends:
 	 * the claim round sent, the claim back, the batch handed to the
 	 * sink, its verdicts in, round 2 sent. */
@@ -100,104 +132,136 @@ typedef struct slot {
 		bool sweep; /* the claim swept pages below the floor */
 		int pages;  /* how many */
 	} t;
-	/* Ordered and strict modes: this connection's leases. */
-	char member[96];	/* "<relay name>/<slot>" */
-	int nowned;		/* shards owned (strict: 1 = leader) */
-	char *owned_shards;	/* PostgreSQL array literal "{0,1,...}" */
-	char *owned_epochs;	/* their epochs, same order */
-	char *owned_map;	/* the epochs by shard: "{NULL,7}" (shards.c) */
-	char leader_epoch[24];	/* strict mode: epoch of the leader lease */
-	int64_t next_rebalance; /* monotonic ms: the next lease round or beat */
-	bool beating;		/* its round in flight starts with the beat */
+	slot_leases_t leases; /* membership and leases (shards.c) */
 } slot_t;
 
-struct pgo_relay {
-	pgo_conf_t *conf;
-	pgo_sink_t *sink;
-	int mode;	   /* pgo_mode_t, fixed at start */
-	char subject[160]; /* log prefix "relay outbox -> stdout" */
-	char app_name[64]; /* application_name of the sessions */
-	char claim_sql[16384];
-	char retry_sql[2048];
-	char dead_sql[2048];
-	char done_sql[2048]; /* adopted tables: the acked events' `done` */
-	char listen_sql[160];
-	/* An adopted table's map (adopted.c), NULL for pgoutbox's own
-	 * queues: one row of pgoutbox.adopted. */
-	PGresult *adopted;
-	char session_sql[1024]; /* the relay's settings for its sessions */
-	char local_sql[1024];	/* the same for one transaction (pooled) */
-	bool pooled;		/* through a transaction pooler (pooler.c) */
-	char missing_hint[256]; /* setup.missing_hint: relay.queue is wrong */
-	pgo_conn_setup_t setup; /* slot 0: with LISTEN */
-	pgo_conn_setup_t setup_quiet; /* the other slots: without */
-	slot_t slots[MAX_SLOTS];
-	int nslots;
-	pgo_loop_t *loop;	      /* the one loop: slots, sink, wake-ups */
-	pgo_sink_host_t host;	      /* what the sink is attached with */
-	bool sink_down;		      /* the sink said its downstream is down */
-	char sink_down_why[256];      /* ... and why */
-	int64_t drain_until;	      /* stopping: batches get until then */
-	volatile sig_atomic_t stop;   /* SIGTERM/SIGINT seen (2: logged) */
-	volatile sig_atomic_t reload; /* SIGHUP seen */
-	bool kick;		      /* start a claim on an idle slot */
-	bool more;		      /* last batch was full: claim on all */
-	int64_t next_poll;	      /* fallback poll (monotonic ms) */
-	int64_t retry_due[32];	      /* retries this relay scheduled (ms) */
-	int nretry_due;
-	int64_t sink_pause_until; /* the sink is down: no claims before */
-	int64_t sink_backoff;	  /* current pause after an outage, ms */
-	int64_t next_maintain;	  /* pgoutbox.maintain() due (ms) */
-	int64_t next_health;	  /* pgoutbox.health() due (ms) */
-	bool chore_health;	  /* the chore in flight: health (else
-				   * maintenance) */
-	int64_t next_stats;
-	pgo_relay_stats_t stats;
-	pgo_relay_stats_t stats_last; /* at the previous stats line */
-	int64_t stats_last_at;	      /* when that line was written */
-	/* The claim floor (floor.c): no fresh row of the queue has a lower
-	 * id, now or later; claims start there. */
-	int64_t floor;
-	char floor_line[24];	 /* pending line ("" = none), see 006 */
-	char *floor_writers;	 /* its writers: a text[] literal */
-	bool floor_used;	 /* relay.claim_floor, not adopted */
-	bool floor_probing;	 /* a probe is in flight */
-	bool floor_wanted;	 /* a claim went out since the last */
-	int64_t floor_next;	 /* monotonic ms: the next probe */
-	int64_t floor_interval;	 /* ms between probes, by the rate */
-	bool floor_off;		 /* the probe failed: floor stays put */
-	unsigned floor_gen;	 /* +1 at each reset to 0 */
-	unsigned floor_sent_gen; /* of the probe in flight */
-	pgo_conn_t floor_conn;	 /* the probes' connection */
-	pgo_conn_setup_t floor_setup;
-	pgo_loop_io_t *floor_io;
-	short floor_revents;
-	unsigned rnd;		      /* jitter state */
+/* The SQL texts of a relay, built once at start from the queue and the
+ * mode (claim.c; adopted.c for an adopted table). */
+typedef struct pgo_relay_sql {
+	char claim[16384];  /* round 1's claim, prepared as pgoutbox_claim */
+	char retry[2048];   /* round 2: retried events back into the queue */
+	char dead[2048];    /* round 2: events to pgoutbox.dead_letters */
+	char done[2048];    /* adopted tables: the acked events' `done` */
+	char listen[160];   /* LISTEN on the queue's channel (slot 0) */
+	char session[1024]; /* the relay's settings for its sessions */
+	char local[1024];   /* the same for one transaction (pooled) */
+} pgo_relay_sql_t;
+
+/* The claim floor (floor.c): no fresh row of the queue has a lower id,
+ * now or later; claims start there.  Probed on a connection of its own. */
+typedef struct relay_floor {
+	int64_t id;		/* the floor: claims start at this id */
+	char line[24];		/* pending line ("" = none), see 006 */
+	char *writers;		/* its writers: a text[] literal */
+	bool used;		/* relay.claim_floor, not adopted */
+	bool probing;		/* a probe is in flight */
+	bool wanted;		/* a claim went out since the last */
+	int64_t next;		/* monotonic ms: the next probe */
+	int64_t interval;	/* ms between probes, by the rate */
+	bool off;		/* the probe failed: floor stays put */
+	unsigned gen;		/* +1 at each reset to 0 */
+	unsigned sent_gen;	/* of the probe in flight */
+	pgo_conn_t conn;	/* the probes' connection */
+	pgo_conn_setup_t setup; /* its setup: the relay's settings */
+	pgo_loop_io_t *io;	/* its socket in the loop */
+	short revents;		/* what the loop saw on it this turn */
+} relay_floor_t;
+
+/* The wake-up handshake (wake.c): the sleeper lock's connection. */
+typedef struct relay_wake {
+	wake_state_t state; /* where the handshake is (the header of wake.c) */
+	bool busy;	    /* 2+ notifications at once while asleep: release */
+	int64_t linger_until;	/* awake and dry: ask for the lock then */
+	int64_t linger_end;	/* no lingering from then (0: none) */
+	int linger_ms;		/* relay.wake_linger */
+	pgo_conn_t conn;	/* the sleeper lock's connection */
+	pgo_conn_setup_t setup; /* its setup: no timeouts */
+	pgo_loop_io_t *io;	/* its socket in the loop */
+	short revents;		/* what the loop saw on it this turn */
+	char lock_sql[256];	/* take the lock, then NOTIFY */
+	char unlock_sql[160];	/* give it back */
+} relay_wake_t;
+
+/* When the slots claim, and the relay's other timers (relay.c). */
+typedef struct relay_sched {
+	bool kick;	       /* start a claim on an idle slot */
+	bool more;	       /* last batch was full: claim on all */
+	int64_t next_poll;     /* fallback poll (monotonic ms) */
+	int64_t retry_due[32]; /* retries this relay scheduled (ms) */
+	int nretry_due;	       /* how many of retry_due are set (cycle.c) */
+	int64_t next_maintain; /* pgoutbox.maintain() due (ms) */
+	int64_t next_health;   /* pgoutbox.health() due (ms) */
+	bool chore_health;     /* the chore in flight: health (else
+				* maintenance) */
+} relay_sched_t;
+
+/* The sink's outages: while down, no claims. */
+typedef struct relay_outage {
+	bool down;	     /* the sink said its downstream is down */
+	char why[256];	     /* ... and why */
+	int64_t pause_until; /* a batch was refused: no claims before */
+	int64_t backoff;     /* current pause after an outage, ms */
+} relay_outage_t;
+
+/* What the relay tells its operator (relay.c, observe.c). */
+typedef struct relay_stats {
+	pgo_relay_stats_t total;      /* since the start */
+	pgo_relay_stats_t last;	      /* at the previous stats line */
+	int64_t last_at;	      /* when that line was written */
+	int64_t next;		      /* the next stats line (0: none) */
 	struct pgo_monitor *mon;      /* metrics, endpoint, sd_notify */
 	pgo_relay_metrics_t *metrics; /* its series (observe.c) */
-	/* The wake-up handshake (wake.c): the sleeper lock's connection. */
-	wake_state_t wake;
-	bool wake_busy; /* 2+ notifications at once while asleep: release */
-	int64_t wake_linger_until; /* awake and dry: ask for the lock then */
-	int64_t wake_linger_end;   /* no lingering from then (0: none) */
-	int wake_linger_ms;	   /* relay.wake_linger */
-	pgo_conn_t wake_conn;
-	pgo_conn_setup_t wake_setup;
-	pgo_loop_io_t *wake_io;
-	short wake_revents;
-	char wake_lock_sql[256];
-	char wake_unlock_sql[160];
-	/* Membership (shards.c): slot 0 announces the relay in
-	 * pgoutbox.relays with its mode (pgoutbox.relay_beat()), so that
-	 * relays of another mode on the queue see each other. */
-	bool mode_checked;	  /* the first beat is done: no claims before */
+} relay_stats_t;
+
+/* Membership (shards.c): slot 0 announces the relay in pgoutbox.relays
+ * with its mode (pgoutbox.relay_beat()), so that relays of another mode
+ * on the queue see each other. */
+typedef struct relay_members {
+	bool checked;		  /* the first beat is done: no claims before */
 	bool beat_off;		  /* relay_beat() refused us: no beats */
 	bool refused;		  /* the first beat found another mode: stop */
 	char conflicts[512];	  /* the relays of another mode last logged */
 	int64_t conflicts_logged; /* monotonic ms, when */
-	char errmsg[512];
-	int fatal_code; /* of the setup refusal that ended the run */
-	char queue[64]; /* relay.queue (not reloadable), for the setup */
+} relay_members_t;
+
+/* How the run goes and how it ended. */
+typedef struct relay_run {
+	volatile sig_atomic_t stop;   /* SIGTERM/SIGINT seen (2: logged) */
+	volatile sig_atomic_t reload; /* SIGHUP seen */
+	int64_t drain_until;	      /* stopping: batches get until then */
+	char errmsg[512];	      /* why it ended (pgo_relay_errmsg) */
+	int fatal_code;		      /* of the setup refusal that ended it */
+} relay_run_t;
+
+struct pgo_relay {
+	/* What it relays, fixed at start. */
+	pgo_conf_t *conf;  /* the configuration (reloadable keys change) */
+	pgo_sink_t *sink;  /* where the events go */
+	int mode;	   /* pgo_mode_t, fixed at start */
+	char subject[160]; /* log prefix "relay outbox -> stdout" */
+	char app_name[64]; /* application_name of the sessions */
+	char queue[64];	   /* relay.queue (not reloadable), for the setup */
+	/* An adopted table's map (adopted.c), NULL for pgoutbox's own
+	 * queues: one row of pgoutbox.adopted. */
+	PGresult *adopted;
+	bool pooled;	     /* through a transaction pooler (pooler.c) */
+	pgo_relay_sql_t sql; /* its statements (claim.c) */
+	/* The slots: one connection and one cycle each (cycle.c). */
+	char missing_hint[256]; /* setup.missing_hint: relay.queue is wrong */
+	pgo_conn_setup_t setup; /* slot 0: with LISTEN */
+	pgo_conn_setup_t setup_quiet; /* the other slots: without */
+	slot_t slots[MAX_SLOTS];      /* nslots of them are in use */
+	int nslots;		      /* relay.in_flight, 1..MAX_SLOTS */
+	pgo_loop_t *loop;	      /* the one loop: slots, sink, wake-ups */
+	pgo_sink_host_t host;	      /* what the sink is attached with */
+	unsigned rnd;		      /* jitter state (settle delays) */
+	relay_sched_t sched;	      /* when to claim, chores' timers */
+	relay_outage_t outage;	      /* the sink's outages */
+	relay_floor_t floor;	      /* the claim floor (floor.c) */
+	relay_wake_t wake;	      /* the sleeper lock (wake.c) */
+	relay_members_t members; /* membership, the mode check (shards.c) */
+	relay_stats_t stats;	 /* stats line, metrics (observe.c) */
+	relay_run_t run;	 /* stop, reload, how it ended */
 };
 
 /* claim.c: SQL texts, parameters and the batch (no I/O) */
@@ -210,20 +274,26 @@ typedef struct pgo_claim_req {
 	const char *pages[1]; /* of the table's size; pages[0] NULL: none */
 } pgo_claim_req_t;
 
-/* Builds every SQL text of the relay: session settings, LISTEN, claim,
- * retry and dead-letter statements for the configured queue and mode. */
-void pgo_claim_build_sql(pgo_relay_t *r);
+/* Builds every SQL text of a relay of pgoutbox's own queue v->queue in
+ * the given mode (pgo_mode_t): session settings, LISTEN, claim, retry and
+ * dead-letter statements; sql->done empty.  Pure: the unit tests read
+ * what it writes. */
+void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode,
+			 const struct pgo_conf_values *v);
 /* Fills the next claim's parameters; decides whether it sweeps pages of
  * the table below the floor. */
 void pgo_claim_prepare(pgo_relay_t *r, slot_t *s, int64_t now,
 		       pgo_claim_req_t *q);
 /* Whether a sweep going on is due for its next pages now; if not, its
- * next part's time goes to s->sweep_next. */
+ * next part's time goes to s->sweep.next. */
 bool pgo_claim_sweep_due(const pgo_relay_t *r, slot_t *s, int64_t now);
 /* The claim round's statement index of the claim (after the table's
  * size), and of the table's size (-1: not in the round). */
 int pgo_claim_index(const slot_t *s);
 int pgo_claim_pages_index(const slot_t *s);
+/* How long a round trip to PostgreSQL may take before the connection is
+ * dropped: statement_timeout plus lease_timeout. */
+int64_t pgo_claim_round_limit(const struct pgo_conf_values *v);
 /* The fallback poll's interval: relay.poll_interval, at most the sweep
  * interval of the claim floor. */
 int64_t pgo_claim_poll_ms(const pgo_relay_t *r);
@@ -257,7 +327,7 @@ const char *pgo_claim_shard_of(const slot_t *s, size_t i);
 int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err);
 void pgo_adopted_free(pgo_relay_t *r);
 /* Builds the claim, LISTEN, retry, dead-letter and done statements from
- * the map (pure; called by pgo_claim_build_sql()). */
+ * the map into r->sql, over what pgo_claim_sql_build() wrote (pure). */
 void pgo_adopted_build_sql(pgo_relay_t *r);
 
 /* settle.c: the settle rules (pure) */
@@ -270,9 +340,9 @@ typedef struct pgo_settle_rules {
 } pgo_settle_rules_t;
 
 typedef struct pgo_settle_plan {
-	bool unavailable; /* roll everything back, spend nothing */
-	int n_ok, n_retry, n_dead;
-	int n_halted;	     /* of n_retry: kept with no run time */
+	bool unavailable;	   /* roll everything back, spend nothing */
+	int n_ok, n_retry, n_dead; /* the batch's plan, counted if it commits */
+	int n_halted;		   /* of n_retry: kept with no run time */
 	size_t first_failed; /* first event not OK (n: none), for the log */
 	/* Ordered modes: events the sink took although an earlier event of
 	 * their key failed in the same batch, so a consumer may already
@@ -292,6 +362,61 @@ void pgo_settle_plan(const pgo_settle_rules_t *rules, pgo_batch_t *b,
 
 /* cycle.c: a slot's state machine (the only writer of slot->state) */
 
+/* What moves a slot from one state to the next. */
+typedef enum slot_event {
+	SLOT_EV_CLAIM_SENT,    /* IDLE -> CLAIMING: round 1 sent */
+	SLOT_EV_LEASE_SENT,    /* IDLE -> REBALANCING: a lease round sent */
+	SLOT_EV_CHORE_SENT,    /* IDLE -> CHORE: maintenance or health sent */
+	SLOT_EV_ROWS,	       /* CLAIMING -> PUBLISHING: the sink has them */
+	SLOT_EV_END_TX,	       /* CLAIMING, PUBLISHING -> SETTLING: nothing
+				* to publish (empty, failed, no memory):
+				* COMMIT or ROLLBACK sent */
+	SLOT_EV_VERDICTS,      /* PUBLISHING -> SETTLING: the sink's
+				* verdicts in (ok, failed or unavailable),
+				* round 2 sent */
+	SLOT_EV_SETTLE_FAILED, /* SETTLING -> SETTLING: round 2 failed, its
+				* ROLLBACK sent */
+	SLOT_EV_SETTLED,       /* SETTLING -> IDLE: round 2 came back */
+	SLOT_EV_ROUND_DONE,    /* REBALANCING, CHORE -> IDLE */
+	SLOT_EV_SEND_FAILED,   /* any -> IDLE: a round could not be sent,
+				* the connection is down */
+	SLOT_EV_LOST,	       /* any -> IDLE: the connection was lost; it
+				* reconnects (conn.c), the cycle is over */
+	SLOT_EV_ABANDONED      /* any -> IDLE: stopping, out of time */
+} slot_event_t;
+
+/* The state after ev in state from; from itself when ev cannot happen
+ * there (pure: the transitions of the header of cycle.c). */
+slot_state_t pgo_slot_next(slot_state_t from, slot_event_t ev);
+
+/* What a claim's answer decides for the slot and the relay. */
+typedef struct pgo_claim_outcome {
+	bool more;	/* the slot claims again at once */
+	int relay_more; /* r->sched.more becomes this (-1: unchanged) */
+	int dry_wakes;	/* the slot's dry claims after producers' NOTIFYs */
+	bool went_cold; /* this claim made the slot cold (COLD_AFTER) */
+} pgo_claim_outcome_t;
+
+/* A claim found n rows (full: cut by relay.batch or batch_bytes) in the
+ * relay's mode and wake-up state; wake_claim: it answered producers'
+ * notifications, after dry_wakes dry ones (pure). */
+void pgo_cycle_claim_outcome(int mode, wake_state_t wake, int n, bool full,
+			     bool wake_claim, int dry_wakes,
+			     pgo_claim_outcome_t *out);
+/* The pause after the sink refused a batch as unavailable: 100 ms, then
+ * doubling, at most max (pure). */
+int64_t pgo_cycle_backoff(int64_t backoff, int64_t max);
+
+/* What round 2 sends after the sink's verdicts (pgo_cycle_round2()). */
+#define PGO_ROUND2_ROLLBACK  0x01u /* the sink is down: all back */
+#define PGO_ROUND2_UNARCHIVE 0x02u /* failed events leave the archive */
+#define PGO_ROUND2_DONE	     0x04u /* adopted: the acked rows' `done` */
+#define PGO_ROUND2_RETRY     0x08u /* retried events back in */
+#define PGO_ROUND2_DEAD	     0x10u /* events to dead letters */
+#define PGO_ROUND2_COMMIT    0x20u /* and COMMIT */
+/* The statements of round 2 for a settle plan (pure). */
+unsigned pgo_cycle_round2(const pgo_settle_plan_t *plan, bool adopted);
+
 /* Starts a claim round on an idle, ready slot. */
 void pgo_cycle_claim(pgo_relay_t *r, slot_t *s);
 /* Starts a lease round (ordered, strict) on an idle, ready slot. */
@@ -308,12 +433,9 @@ void pgo_cycle_lost(pgo_relay_t *r, slot_t *s);
 /* Stopping and out of time: roll back a batch the sink still holds. */
 void pgo_cycle_abandon(pgo_relay_t *r, slot_t *s);
 
-double pgo_relay_jitter(pgo_relay_t *r);
-/* Remembers that a retry comes due at `due` (monotonic ms). */
-void pgo_relay_retry_at(pgo_relay_t *r, int64_t due);
-/* How long a round trip to PostgreSQL may take before the connection is
- * dropped: statement_timeout plus lease_timeout. */
-int64_t pgo_relay_round_limit(const struct pgo_conf_values *v);
+/* The earliest retry the settled batches scheduled (0: none); drops
+ * those already due and says so through *due_now. */
+int64_t pgo_cycle_next_retry(pgo_relay_t *r, int64_t now, bool *due_now);
 
 /* observe.c: metrics, readiness, the database gauges */
 
@@ -344,7 +466,7 @@ void pgo_observe_settled(pgo_relay_t *r, const slot_t *s, int64_t now);
 /* floor.c: the claim floor and its probes */
 
 /* Sets up the probes' connection (relay.claim_floor on, not an adopted
- * table); false without memory.  After pgo_claim_build_sql(). */
+ * table); false without memory.  After the statements are built. */
 bool pgo_floor_init(pgo_relay_t *r);
 /* Through a transaction pooler: no session state on its connection. */
 void pgo_floor_pooled(pgo_relay_t *r);
@@ -402,5 +524,34 @@ bool pgo_shards_send(pgo_relay_t *r, slot_t *s);
 void pgo_shards_done(pgo_relay_t *r, slot_t *s);
 /* Shutdown: releases the slot's leases and member row (blocking, short). */
 void pgo_shards_leave(pgo_relay_t *r, slot_t *s);
+
+/* What a lease round changed for a slot (pgo_shards_change()). */
+typedef struct pgo_lease_change {
+	bool changed;	 /* the shards or their epochs changed: new map */
+	int gained;	 /* shards it holds now and did not before */
+	int released;	 /* shards it held and gave up */
+	bool kick;	 /* it holds shards: claim at once (a backlog) */
+	bool others_now; /* it holds fewer: the relay's other slots run
+			  * their lease round at once, for the freed ones */
+} pgo_lease_change_t;
+
+/* Whether a lease last held by owner (NULL or "": never held) is taken
+ * over from another relay by member ("<relay>/<slot>"): not a first
+ * grant, not a lease moved between the relay's own connections as they
+ * share the shards out, nor one a relay restarted under its name takes
+ * back (pure). */
+bool pgo_shards_foreign(const char *owner, const char *member);
+/* How many elements of the integer array literal `from` ("{1,2}") the
+ * literal `set` lacks (pure). */
+int pgo_shards_missing(const char *set, const char *from);
+/* From the shards and epochs a slot held (literals) to those a lease
+ * round gave it (pure). */
+void pgo_shards_change(const char *old_shards, const char *old_epochs,
+		       const char *shards, const char *epochs,
+		       pgo_lease_change_t *out);
+/* The ordered claim's epoch map: element shard + 1 is the epoch of an
+ * owned shard, NULL for the others, max(all, highest shard + 1) elements
+ * ("{NULL,7,7,NULL}").  Malloc'd; NULL without memory (pure). */
+char *pgo_shards_epoch_map(const char *shards, const char *epochs, int all);
 
 #endif

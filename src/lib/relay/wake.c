@@ -54,42 +54,42 @@ bool pgo_wake_init(pgo_relay_t *r)
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	const char *q = v->queue;
 
-	r->wake = WAKE_OFF;
-	r->wake_linger_ms = (int)v->wake_linger;
+	r->wake.state = WAKE_OFF;
+	r->wake.linger_ms = (int)v->wake_linger;
 	/* An adopted table's writers notify on their own (its trigger, or
 	 * the application's channel): no handshake there. */
 	if (!v->listen || r->adopted)
 		return true;
 	/* Queue names are validated identifiers: safe inside quotes. */
-	snprintf(r->wake_lock_sql, sizeof(r->wake_lock_sql),
+	snprintf(r->wake.lock_sql, sizeof(r->wake.lock_sql),
 		 "SELECT pg_advisory_lock(pgoutbox.wake_ns('%s'), 0), "
 		 "pg_notify('" PGO_CHANNEL_PREFIX "%s', '')",
 		 q, q);
-	snprintf(r->wake_unlock_sql, sizeof(r->wake_unlock_sql),
+	snprintf(r->wake.unlock_sql, sizeof(r->wake.unlock_sql),
 		 "SELECT pg_advisory_unlock(pgoutbox.wake_ns('%s'), 0)", q);
-	r->wake_setup.subject = r->subject;
-	r->wake_setup.app_name = r->app_name;
+	r->wake.setup.subject = r->subject;
+	r->wake.setup.app_name = r->app_name;
 	/* It waits in a lock for as long as a producer's transaction runs. */
-	r->wake_setup.sql[0] = "SET statement_timeout = 0";
-	r->wake_setup.sql[1] = "SET lock_timeout = 0";
-	r->wake_setup.sql[2] = NULL;
-	pgo_conn_init(&r->wake_conn, r->conf, &r->wake_setup);
-	r->wake_io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
-				     &r->wake_revents);
-	if (!r->wake_io)
+	r->wake.setup.sql[0] = "SET statement_timeout = 0";
+	r->wake.setup.sql[1] = "SET lock_timeout = 0";
+	r->wake.setup.sql[2] = NULL;
+	pgo_conn_init(&r->wake.conn, r->conf, &r->wake.setup);
+	r->wake.io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
+				     &r->wake.revents);
+	if (!r->wake.io)
 		return false;
-	r->wake = WAKE_AWAKE;
+	r->wake.state = WAKE_AWAKE;
 	return true;
 }
 
 void pgo_wake_close(pgo_relay_t *r)
 {
-	if (r->wake == WAKE_OFF)
+	if (r->wake.state == WAKE_OFF)
 		return;
 	/* A backend left waiting in the lock would hold producers to
 	 * NOTIFY until it is granted: cancel the wait first. */
-	if (r->wake == WAKE_ASKING && r->wake_conn.pg) {
-		PGcancel *c = PQgetCancel(r->wake_conn.pg);
+	if (r->wake.state == WAKE_ASKING && r->wake.conn.pg) {
+		PGcancel *c = PQgetCancel(r->wake.conn.pg);
 		char buf[128];
 
 		if (c) {
@@ -97,8 +97,8 @@ void pgo_wake_close(pgo_relay_t *r)
 			PQfreeCancel(c);
 		}
 	}
-	pgo_conn_close(&r->wake_conn);
-	r->wake = WAKE_AWAKE;
+	pgo_conn_close(&r->wake.conn);
+	r->wake.state = WAKE_AWAKE;
 }
 
 /* How many of the senders of the notifications just taken are not the
@@ -106,7 +106,7 @@ void pgo_wake_close(pgo_relay_t *r)
  * one of them. */
 static int senders(const pgo_relay_t *r, const pgo_conn_t *c, bool *own)
 {
-	int me = r->wake_conn.pg ? PQbackendPID(r->wake_conn.pg) : 0;
+	int me = r->wake.conn.pg ? PQbackendPID(r->wake.conn.pg) : 0;
 	int others = 0;
 
 	*own = false;
@@ -141,7 +141,7 @@ static bool claims(const pgo_relay_t *r, const slot_t *s)
 {
 	return (s->conn.state == PGO_CONN_READY ||
 		s->conn.state == PGO_CONN_BUSY) &&
-	       (r->mode == PGO_MODE_CONCURRENT || s->nowned);
+	       (r->mode == PGO_MODE_CONCURRENT || s->leases.n);
 }
 
 void pgo_wake_schedule(pgo_relay_t *r, int64_t now)
@@ -149,15 +149,15 @@ void pgo_wake_schedule(pgo_relay_t *r, int64_t now)
 	bool asleep = true;
 	int claiming = 0;
 
-	if (r->wake == WAKE_OFF)
+	if (r->wake.state == WAKE_OFF)
 		return;
-	pgo_conn_kick(&r->wake_conn, now);
-	if (r->wake_conn.state == PGO_CONN_BUSY)
+	pgo_conn_kick(&r->wake.conn, now);
+	if (r->wake.conn.state == PGO_CONN_BUSY)
 		return; /* asking or releasing */
-	if (r->wake_conn.state != PGO_CONN_READY) {
+	if (r->wake.conn.state != PGO_CONN_READY) {
 		/* No handshake: producers may skip their NOTIFY. */
-		r->next_poll =
-			pgo_deadline_min(r->next_poll, now + WAKE_DOWN_POLL_MS);
+		r->sched.next_poll = pgo_deadline_min(r->sched.next_poll,
+						      now + WAKE_DOWN_POLL_MS);
 		return;
 	}
 	/* Asleep: every slot that claims is idle with no claim to come (a
@@ -173,101 +173,101 @@ void pgo_wake_schedule(pgo_relay_t *r, int64_t now)
 		    s->more || s->wants_claim)
 			asleep = false;
 	}
-	if (!claiming || r->kick || r->more || r->stop)
+	if (!claiming || r->sched.kick || r->sched.more || r->run.stop)
 		asleep = false;
 	/* The linger (the header): a claim that found events starts it
 	 * again; while it runs, a claim at its end instead of the lock. */
-	if (r->wake == WAKE_AWAKE && !asleep && r->more)
-		r->wake_linger_until = 0;
-	if (r->wake == WAKE_AWAKE && asleep && now < r->wake_linger_end) {
-		if (r->wake_linger_until == 0)
-			r->wake_linger_until = now + r->wake_linger_ms;
-		if (now < r->wake_linger_until) {
-			r->next_poll = pgo_deadline_min(r->next_poll,
-							r->wake_linger_until);
+	if (r->wake.state == WAKE_AWAKE && !asleep && r->sched.more)
+		r->wake.linger_until = 0;
+	if (r->wake.state == WAKE_AWAKE && asleep && now < r->wake.linger_end) {
+		if (r->wake.linger_until == 0)
+			r->wake.linger_until = now + r->wake.linger_ms;
+		if (now < r->wake.linger_until) {
+			r->sched.next_poll = pgo_deadline_min(
+				r->sched.next_poll, r->wake.linger_until);
 			asleep = false;
 		}
 	}
-	if (r->wake == WAKE_AWAKE && asleep) {
-		r->wake_linger_until = 0;
-		pgo_conn_query(&r->wake_conn, r->wake_lock_sql, 0, NULL);
-		if (pgo_conn_send(&r->wake_conn) == PGO_OK)
-			r->wake = WAKE_ASKING;
-	} else if (r->wake == WAKE_ASLEEP && r->wake_busy) {
-		pgo_conn_query(&r->wake_conn, r->wake_unlock_sql, 0, NULL);
-		if (pgo_conn_send(&r->wake_conn) == PGO_OK)
-			r->wake = WAKE_RELEASING;
+	if (r->wake.state == WAKE_AWAKE && asleep) {
+		r->wake.linger_until = 0;
+		pgo_conn_query(&r->wake.conn, r->wake.lock_sql, 0, NULL);
+		if (pgo_conn_send(&r->wake.conn) == PGO_OK)
+			r->wake.state = WAKE_ASKING;
+	} else if (r->wake.state == WAKE_ASLEEP && r->wake.busy) {
+		pgo_conn_query(&r->wake.conn, r->wake.unlock_sql, 0, NULL);
+		if (pgo_conn_send(&r->wake.conn) == PGO_OK)
+			r->wake.state = WAKE_RELEASING;
 	}
-	r->wake_busy = false;
+	r->wake.busy = false;
 }
 
 void pgo_wake_pollfd(pgo_relay_t *r, int64_t *deadline)
 {
 	struct pollfd pfd;
 
-	if (r->wake == WAKE_OFF)
+	if (r->wake.state == WAKE_OFF)
 		return;
-	pgo_conn_pollfd(&r->wake_conn, &pfd);
-	pgo_loop_io_set(r->wake_io, pfd.fd, pfd.events);
-	r->wake_revents = 0;
-	if (r->wake_conn.state == PGO_CONN_DOWN)
-		*deadline = pgo_deadline_min(*deadline, r->wake_conn.retry_at);
+	pgo_conn_pollfd(&r->wake.conn, &pfd);
+	pgo_loop_io_set(r->wake.io, pfd.fd, pfd.events);
+	r->wake.revents = 0;
+	if (r->wake.conn.state == PGO_CONN_DOWN)
+		*deadline = pgo_deadline_min(*deadline, r->wake.conn.retry_at);
 }
 
 void pgo_wake_step(pgo_relay_t *r)
 {
 	pgo_conn_event_t ev;
 
-	if (r->wake == WAKE_OFF)
+	if (r->wake.state == WAKE_OFF)
 		return;
-	ev = pgo_conn_step(&r->wake_conn, r->wake_revents);
-	r->wake_revents = 0;
+	ev = pgo_conn_step(&r->wake.conn, r->wake.revents);
+	r->wake.revents = 0;
 	switch (ev) {
 	case PGO_CONN_EV_ROUND:
-		if (r->wake_conn.round.failed) {
+		if (r->wake.conn.round.failed) {
 			pgo_log(PGO_LOG_WARN, r->subject,
 				"wake-up lock: %s: polling until it is back",
-				r->wake_conn.round.err);
-			pgo_conn_round_clear(&r->wake_conn);
+				r->wake.conn.round.err);
+			pgo_conn_round_clear(&r->wake.conn);
 			/* The lock's state is unknown: start afresh. */
-			pgo_conn_drop(&r->wake_conn, "wake-up lock failed");
-			r->wake = WAKE_AWAKE;
-			r->kick = true;
+			pgo_conn_drop(&r->wake.conn, "wake-up lock failed");
+			r->wake.state = WAKE_AWAKE;
+			r->sched.kick = true;
 			break;
 		}
-		pgo_conn_round_clear(&r->wake_conn);
-		if (r->wake == WAKE_ASKING) {
+		pgo_conn_round_clear(&r->wake.conn);
+		if (r->wake.state == WAKE_ASKING) {
 			/* Granted: the re-check.  Our NOTIFY does it, for the
 			 * other relays of the queue as well, when it reaches
 			 * slot 0 (the LISTEN connection); a kick as well would
 			 * claim twice.  A slot 0 inside a cycle gets it only
 			 * once its transaction ends: kick now. */
-			r->wake = WAKE_ASLEEP;
+			r->wake.state = WAKE_ASLEEP;
 			if (r->slots[0].state != SLOT_IDLE ||
 			    r->slots[0].conn.state != PGO_CONN_READY)
-				r->kick = true;
-		} else if (r->wake == WAKE_RELEASING) {
+				r->sched.kick = true;
+		} else if (r->wake.state == WAKE_RELEASING) {
 			/* From now on producers may skip their NOTIFY: every
 			 * slot looks again, and goes on while it finds any. */
-			r->wake = WAKE_AWAKE;
-			r->kick = true;
-			r->wake_linger_end = pgo_now_ms() + WAKE_LINGER_FOR_MS;
-			if (r->wake_linger_ms <= 0)
-				r->wake_linger_end = 0;
+			r->wake.state = WAKE_AWAKE;
+			r->sched.kick = true;
+			r->wake.linger_end = pgo_now_ms() + WAKE_LINGER_FOR_MS;
+			if (r->wake.linger_ms <= 0)
+				r->wake.linger_end = 0;
 		}
 		break;
 	case PGO_CONN_EV_LOST:
 		/* The session's lock went with it (or goes soon): from now
 		 * on producers may skip their NOTIFY. */
-		r->wake = WAKE_AWAKE;
-		r->kick = true;
+		r->wake.state = WAKE_AWAKE;
+		r->sched.kick = true;
 		break;
 	case PGO_CONN_EV_FATAL:
 		/* The slots' own setup reports what is fatal; this one has
 		 * no checks of its own. */
 		pgo_log(PGO_LOG_WARN, r->subject, "wake-up connection: %s",
-			r->wake_conn.fatal.msg);
-		r->wake = WAKE_AWAKE;
+			r->wake.conn.fatal.msg);
+		r->wake.state = WAKE_AWAKE;
 		break;
 	default: break;
 	}
