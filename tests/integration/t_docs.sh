@@ -48,3 +48,8 @@ for f in sys.argv[1:]:
             print(f"{f}: no heading for #{anchor} in {p}", file=sys.stderr); bad += 1
 sys.exit(1 if bad else 0)
 PY
+# Every integration test has a row in tests/README.md's table.
+for t in tests/integration/t_*.sh; do
+	n=$(basename "$t" .sh)
+	grep -q "^| \`$n\` |" tests/README.md || fail "tests/README.md has no row for $n"
+done
