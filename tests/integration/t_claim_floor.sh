@@ -65,8 +65,10 @@ SQL
 	# dead letter goes back (with its id) and must be delivered again.
 	for _ in 1 2 3; do send_many 400; sleep 0.2; done
 	wait_until 30 '[ "$(pending)" = 0 ]'
-	grep -q "claim floor" "$T_TMP/out.$mode.log" || fail "$mode: the claim floor never moved"
-	floor=$(grep "claim floor" "$T_TMP/out.$mode.log" | tail -n 1 | awk '{print $NF}')
+	# "claim floor A -> B" lines (not the "claim floor probe N ms" ones a
+	# slow probe logs).
+	grep -qE "claim floor [0-9]+ -> [0-9]+$" "$T_TMP/out.$mode.log" || fail "$mode: the claim floor never moved"
+	floor=$(grep -E "claim floor [0-9]+ -> [0-9]+$" "$T_TMP/out.$mode.log" | tail -n 1 | awk '{print $NF}')
 	[ "$floor" -gt "$dead" ] || fail "$mode: the floor ($floor) did not pass the dead letter ($dead)"
 	before=$(sunk | ids_of | grep -c "^$dead\$")
 	"$PGO_BIN" queue retry "$dead" --queue outbox >/dev/null || fail "queue retry $dead"
