@@ -3,7 +3,7 @@
 #   make check   build with ASan+UBSan and run every test against real servers
 # and the rest:
 #   make build | bench | install [PREFIX=...] | uninstall | format | fuzz |
-#        valgrind | try-kafka | try-nats | clean
+#        valgrind | try-kafka | try-nats | man | deb | deb-test | clean
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -131,6 +131,13 @@ install: deps $(BUILD)/build.ninja
 	meson configure $(BUILD) --prefix=$(PREFIX)
 	ninja -C $(BUILD)
 	meson install -C $(BUILD)
+
+# The man pages and the bash completion (tools/cli_docs.py), made from
+# the binary's --help and `config reference`: $(BUILD)/pgoutbox*.[15],
+# $(BUILD)/pgoutbox.bash.  `man -l build/pgoutbox-relay.1` reads one.
+.PHONY: man
+man: build
+	ninja -C $(BUILD) pgoutbox.1 pgoutbox.bash
 
 uninstall:
 	@[ -f $(BUILD)/build.ninja ] || { echo "make uninstall: no $(BUILD) to uninstall from" >&2; exit 1; }
