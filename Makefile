@@ -134,10 +134,10 @@ install: deps $(BUILD)/build.ninja
 
 # The man pages and the bash completion (tools/cli_docs.py), made from
 # the binary's --help and `config reference`: $(BUILD)/pgoutbox*.[15],
-# $(BUILD)/pgoutbox.bash.  `man -l build/pgoutbox-relay.1` reads one.
+# $(BUILD)/contrib/completion/pgoutbox.  `man -l build/pgoutbox-relay.1` reads one.
 .PHONY: man
 man: build
-	ninja -C $(BUILD) pgoutbox.1 pgoutbox.bash
+	ninja -C $(BUILD) pgoutbox.1 contrib/completion/pgoutbox
 
 uninstall:
 	@[ -f $(BUILD)/build.ninja ] || { echo "make uninstall: no $(BUILD) to uninstall from" >&2; exit 1; }
