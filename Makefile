@@ -132,12 +132,13 @@ install: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 	meson install -C $(BUILD)
 
-# The man pages and the bash completion (tools/cli_docs.py), made from
-# the binary's --help and `config reference`: $(BUILD)/pgoutbox*.[15],
-# $(BUILD)/contrib/completion/pgoutbox.  `man -l build/pgoutbox-relay.1` reads one.
+# The man pages and the bash and zsh completions (tools/cli_docs.py),
+# made from the binary's --help and `config reference`:
+# $(BUILD)/pgoutbox*.[15], $(BUILD)/contrib/completion/{pgoutbox,_pgoutbox}.
+# `man -l build/pgoutbox-relay.1` reads one.
 .PHONY: man
 man: build
-	ninja -C $(BUILD) pgoutbox.1 contrib/completion/pgoutbox
+	ninja -C $(BUILD) pgoutbox.1 contrib/completion/pgoutbox contrib/completion/_pgoutbox
 
 # Debian packages from the tree (debian/): pgoutbox, libpgoutbox0,
 # libpgoutbox-dev in $(DEB_BUILD)/, built from a copy of the tracked and

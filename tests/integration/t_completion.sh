@@ -1,6 +1,6 @@
-# The bash completion (contrib/completion, made by tools/cli_docs.py from
-# the binary's help) completes commands, actions, flags and flag values
-# as the binary has them now (issue 43).
+# The bash and zsh completions (contrib/completion, made by
+# tools/cli_docs.py from the binary's help) complete commands, actions,
+# flags and flag values as the binary has them now (issue 43).
 . "$(dirname "$0")/../lib.sh"
 comp=$(dirname "$PGO_BIN")/contrib/completion/pgoutbox
 [ -s "$comp" ] || fail "no completion script at $comp"
@@ -55,4 +55,35 @@ for c in $cmds; do
 	done
 done
 [ "$n" -ge 100 ] || fail "only $n flags checked"
-note "$(echo "$cmds" | wc -l) commands, $n flags"
+
+# zsh: _pgoutbox called as a completion widget would, with compadd (which
+# matches against PREFIX) and _files stubbed: one candidate a line.
+zcomp=$(dirname "$PGO_BIN")/contrib/completion/_pgoutbox
+[ -s "$zcomp" ] || fail "no zsh completion at $zcomp"
+command -v zsh >/dev/null || fail "zsh missing: scripts/deps.sh installs it"
+zsh_words() {
+	zsh -f -c '
+		compadd() { [[ $1 == -- ]] && shift; local x; for x in "$@"; do [[ $x == ${PREFIX}* ]] && print -r -- $x; done; return 0; }
+		_files() { print -r -- "(files)"; }
+		f=$1; shift
+		words=("$@"); CURRENT=$#; PREFIX=${words[CURRENT]}
+		source $f' _ "$zcomp" "$@"
+}
+zexpect() { # zexpect WANT WORDS...
+	local want=$1 got
+	shift
+	got=$(zsh_words "$@" | sort | tr '\n' ' ' | sed 's/ $//')
+	[ "$got" = "$want" ] || fail "zsh: ${*}<TAB>: got \"$got\", want \"$want\""
+}
+zexpect "queue" pgoutbox qu
+zexpect "--sink" pgoutbox relay --si
+zexpect "concurrent ordered strict" pgoutbox relay --mode ""
+zexpect "$want" pgoutbox queue ""
+zexpect "(files)" pgoutbox relay --config ""
+got=$(zsh_words pgoutbox "" | grep -v '^-' | sort)
+[ "$got" = "$cmds" ] || fail "zsh: pgoutbox <TAB>: got $(echo $got)"
+for c in $cmds; do
+	[ "$(zsh_words pgoutbox "$c" -- | sort)" = "$(complete_words pgoutbox "$c" -- | sort)" ] ||
+		fail "zsh and bash offer different flags for $c"
+done
+note "$(echo "$cmds" | wc -l) commands, $n flags; zsh offers the same"

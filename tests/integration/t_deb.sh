@@ -60,6 +60,7 @@ for page in pgoutbox pgoutbox-relay pgoutbox-queue; do
 done
 man -w 5 pgoutbox.ini >/dev/null 2>&1 || fail "man 5 pgoutbox.ini: not installed"
 [ -s /usr/share/bash-completion/completions/pgoutbox ] || fail "no bash completion"
+[ -s /usr/share/zsh/vendor-completions/_pgoutbox ] || fail "no zsh completion"
 [ -s /lib/systemd/system/pgoutbox@.service ] || fail "no systemd unit"
 grep -q "^ExecStart=$bin run " /lib/systemd/system/pgoutbox@.service || fail "the unit does not run $bin"
 "$bin" config check --config /etc/pgoutbox/pgoutbox.ini >/dev/null || fail "the default configuration does not check"
