@@ -269,7 +269,7 @@ def man_ini(binary, version):
         sec, _, name = r['key'].partition('.')
         if sec != section:
             section = sec
-            out += ['.SH SECTION [' + esc(sec).upper() + ']']
+            out += ['.SH "THE [' + esc(sec) + '] SECTION"']
         facts = [r['type']]
         if r['default'] and r['default'] != '(empty)':
             facts.append('default ' + r['default'])
