@@ -11,8 +11,9 @@ Both are built from `pgoutbox --help`, `pgoutbox CMD --help` and
 `pgoutbox config reference`, which the binary prints from its command
 tables and the configuration key table: the pages and the completion
 cannot drift from the help.  The CMD list is meson's (it must name each
-output at configure time); a command the binary lists that is not in it,
-or the other way round, is an error.
+output at configure time): a CMD the binary does not have is an error; a
+command the binary has that the list lacks gets no page and a warning
+(tests/integration/t_man.sh fails on it, the build does not).
 """
 import os
 import re
@@ -304,15 +305,23 @@ def write(path, text):
 def man(binary, outdir, expected):
     text, cmds = top_help(binary)
     names = [n for n, _ in cmds]
-    if sorted(names) != sorted(expected):
-        sys.exit(f'cli_docs: the binary has the commands {names}, meson.build '
-                 f'names {expected} (keep man_commands in step)')
+    missing = [n for n in expected if n not in names]
+    if missing:
+        sys.exit(f'cli_docs: meson.build names {missing} in man_commands, '
+                 f'the binary has no such command (it has {names})')
+    # A command meson does not name yet gets no page (meson names each
+    # output before the build): said here, and t_man.sh fails on it.
+    for n in names:
+        if n not in expected:
+            print(f'cli_docs: warning: no man page for "{n}": add it to '
+                  f'man_commands in meson.build', file=sys.stderr)
     version = version_of(binary)
     write(os.path.join(outdir, 'pgoutbox.1'),
           man_main(binary, text, cmds, version))
     for name, summary in cmds:
-        write(os.path.join(outdir, f'pgoutbox-{name}.1'),
-              man_command(binary, name, summary, version))
+        if name in expected:
+            write(os.path.join(outdir, f'pgoutbox-{name}.1'),
+                  man_command(binary, name, summary, version))
     write(os.path.join(outdir, 'pgoutbox.ini.5'), man_ini(binary, version))
 
 
