@@ -3,7 +3,7 @@
 #   make check   build with ASan+UBSan and run every test against real servers
 # and the rest:
 #   make build | bench | install [PREFIX=...] | uninstall | format | fuzz |
-#        valgrind | try-kafka | try-nats | clean
+#        valgrind | try-kafka | try-nats | man | deb | deb-test | clean
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -131,6 +131,36 @@ install: deps $(BUILD)/build.ninja
 	meson configure $(BUILD) --prefix=$(PREFIX)
 	ninja -C $(BUILD)
 	meson install -C $(BUILD)
+
+# The man pages and the bash and zsh completions (tools/cli_docs.py),
+# made from the binary's --help and `config reference`:
+# $(BUILD)/pgoutbox*.[15], $(BUILD)/contrib/completion/{pgoutbox,_pgoutbox}.
+# `man -l build/pgoutbox-relay.1` reads one.
+.PHONY: man
+man: build
+	ninja -C $(BUILD) pgoutbox.1 contrib/completion/pgoutbox contrib/completion/_pgoutbox
+
+# Debian packages from the tree (debian/): pgoutbox, libpgoutbox0,
+# libpgoutbox-dev in $(DEB_BUILD)/, built from a copy of the tracked and
+# untracked files (not the build directories), then lintian, which must
+# report no error.  DEB_BUILD_OPTIONS defaults to nocheck (make check
+# runs the tests).  `make deb-test` runs tests/integration/t_deb.sh alone
+# (make check runs it too): it builds them, installs them on this
+# machine, runs them and purges them.
+DEB_BUILD ?= build-deb
+DEB_BUILD_OPTIONS ?= nocheck parallel=2
+.PHONY: deb deb-test
+deb:
+	@scripts/deps.sh
+	rm -rf $(DEB_BUILD)
+	mkdir -p $(DEB_BUILD)/src
+	git ls-files -co --exclude-standard -z | xargs -0 tar -cf - | tar -xf - -C $(DEB_BUILD)/src
+	cd $(DEB_BUILD)/src && DEB_BUILD_OPTIONS="$(DEB_BUILD_OPTIONS)" dpkg-buildpackage -b -us -uc >../build.log 2>&1 || { tail -40 ../build.log; exit 1; }
+	lintian --fail-on error --tag-display-limit 0 $(DEB_BUILD)/*.changes
+	@ls $(DEB_BUILD)/*.deb
+
+deb-test: asan
+	tests/run.sh $(ASAN_BUILD) t_deb
 
 uninstall:
 	@[ -f $(BUILD)/build.ninja ] || { echo "make uninstall: no $(BUILD) to uninstall from" >&2; exit 1; }
