@@ -202,6 +202,10 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 
 	(void)r;
 	qs = console_query(c, queues_sql, 0, NULL, why, sizeof(why));
+	if (!qs && c->conn) { /* connected: this query failed */
+		json_error(b, "%s", why);
+		return 503;
+	}
 	if (!qs) {
 		pgo_buf_puts(b, "{\"db\":{\"ok\":false,\"error\":");
 		pgo_buf_json_str(b, why);

@@ -181,8 +181,12 @@ pgo_console_t *pgo_console_new(const pgo_conf_t *conf, const char *listen,
 	const char *url = pgo_conf_get(conf, "database.url");
 	const char *token = pgo_conf_get(conf, "console.token");
 
-	if (c)
+	if (c) {
 		pthread_mutex_init(&c->lock, NULL);
+		pthread_mutex_init(&c->qlock, NULL);
+		pthread_cond_init(&c->qcond, NULL);
+		c->wake_fd = -1;
+	}
 	if (!c || !(c->keys = calloc(4, sizeof(char *))) ||
 	    !(c->vals = calloc(4, sizeof(char *))) ||
 	    !(c->url = strdup(url ? url : "")) ||
@@ -201,9 +205,19 @@ pgo_console_t *pgo_console_new(const pgo_conf_t *conf, const char *listen,
 		c->keys[2] = "dbname";
 		c->vals[2] = c->url;
 	}
-	if (console_http_start(c, listen, err) != PGO_OK) {
+	c->embedded = !listen;
+	if (listen ? console_http_start(c, listen, err) != PGO_OK
+		   : console_worker_start(c, err) != PGO_OK) {
 		pgo_console_destroy(c);
 		return NULL;
+	}
+	if (c->embedded) { /* the worker connects, not the loop's thread */
+		pgo_log(PGO_LOG_INFO, c->subject,
+			"console on the metrics address, %s",
+			console_token_set(c) ? "actions unlocked by "
+					       "console.token"
+					     : "read-only (no console.token)");
+		return c;
 	}
 	pthread_mutex_lock(&c->lock);
 	if (!console_db(c))
@@ -238,9 +252,14 @@ void pgo_console_destroy(pgo_console_t *c)
 	if (!c)
 		return;
 	console_http_stop(c);
+	console_worker_stop(c);
 	if (c->conn)
 		PQfinish(c->conn);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->qlock);
+	pthread_cond_destroy(&c->qcond);
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
 	free(c->keys);
 	free(c->vals);
 	free(c->url);

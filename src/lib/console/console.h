@@ -19,6 +19,9 @@
 #ifndef PGO_CONSOLE_H
 #define PGO_CONSOLE_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "pgoutbox.h"
 
 typedef struct pgo_console pgo_console_t;
@@ -30,6 +33,28 @@ typedef struct pgo_console pgo_console_t;
  * being down is no error: the pages say so until it is back. */
 pgo_console_t *pgo_console_new(const pgo_conf_t *conf, const char *listen,
 			       pgo_error_t *err);
+/* listen NULL: no listener of its own, for a metrics endpoint to serve
+ * the pages (pgo_console_mhd); a worker thread of the console answers
+ * the requests that need the database and takes the samples. */
+
+/* Whether the console serves this URL ("/", its files, "/api/..."). */
+bool pgo_console_path(const char *url);
+/* libmicrohttpd's access handler for a console URL, on an endpoint
+ * started with MHD_ALLOW_SUSPEND_RESUME: never waits for PostgreSQL (a
+ * request that needs it is suspended until the worker has answered).
+ * Returns an enum MHD_Result.  req_cls is the console's: give it to
+ * pgo_console_mhd_done() when the request ends. */
+struct MHD_Connection;
+int pgo_console_mhd(pgo_console_t *c, struct MHD_Connection *mc,
+		    const char *url, const char *method, const char *upload,
+		    size_t *upload_size, void **req_cls);
+void pgo_console_mhd_done(void **req_cls);
+/* Readable when a suspended request has its answer: the endpoint's loop
+ * watches it, calls pgo_console_woken() and runs libmicrohttpd.  -1 for
+ * a console with a listener of its own. */
+int pgo_console_wake_fd(const pgo_console_t *c);
+void pgo_console_woken(pgo_console_t *c);
+
 /* The port it listens on. */
 int pgo_console_port(const pgo_console_t *c);
 /* Records one throughput sample of every queue (call every few seconds;

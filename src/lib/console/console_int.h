@@ -71,6 +71,17 @@ struct pgo_console {
 	int64_t next_try;	   /* monotonic ms: no reconnect before */
 	char db_error[256];	   /* why PostgreSQL is unreachable, "" */
 	session_t sessions[SESSIONS_MAX];
+	/* Embedded in a metrics endpoint (pgo_console_embedded): requests
+	 * wait in this queue for the worker thread. */
+	bool embedded;
+	pthread_t worker;
+	bool worker_started;
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	struct request *queue; /* oldest first */
+	int queued;
+	bool quit;
+	int wake_fd; /* eventfd: written after each resume, -1 standalone */
 	sample_t ring[SAMPLES];
 	int ring_next; /* the slot written next */
 };
@@ -99,6 +110,10 @@ void console_session_end(session_t *s);
 /* http.c: listens and starts libmicrohttpd's thread; stops it. */
 int console_http_start(pgo_console_t *c, const char *listen, pgo_error_t *err);
 void console_http_stop(pgo_console_t *c);
+/* The embedded console's worker thread: answers the queued requests and
+ * samples; stop answers what still waits with 503 and joins it. */
+int console_worker_start(pgo_console_t *c, pgo_error_t *err);
+void console_worker_stop(pgo_console_t *c);
 
 /* sample.c: appends the series of the last 15 minutes as the JSON value
  * {"every_s":5,"t":[...],"queues":{"name":{"in":[...],"out":[...]}}}.

@@ -15,7 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -27,14 +30,28 @@
 #define PARAMS_MAX 16
 #define COOKIE	   "pgo_console"
 
-/* One request: its body (POST), decoded into parameters. */
+/* One request: what the answer needs, copied out of libmicrohttpd while
+ * the request is on its thread, so that the answer may be computed on
+ * another (the embedded console's worker, see below). */
 typedef struct request {
-	pgo_buf_t body;
+	pgo_buf_t body; /* POST: the form; GET: "name\0value\0..." */
 	bool too_big;
+	bool post;
 	int n;
 	char *name[PARAMS_MAX], *value[PARAMS_MAX]; /* into body */
+	char path[64];				    /* after "/api/" */
+	char cookie[40];			    /* the session cookie, "" */
+	char csrf[40];				    /* X-CSRF-Token, "" */
+	char from[64];				    /* the client address */
+	bool cross_origin; /* an Origin that is not this console */
+	/* the answer */
+	unsigned status;
+	pgo_buf_t out;
+	char set_cookie[128]; /* Set-Cookie, "" */
+	/* embedded: waiting for the worker, or answered by it */
 	struct MHD_Connection *conn;
-	bool post;
+	struct request *next; /* in the worker's queue */
+	bool queued, answered;
 } request_t;
 
 static void headers(struct MHD_Response *r, const char *ctype)
@@ -62,37 +79,38 @@ static enum MHD_Result send_body(struct MHD_Connection *mc, unsigned status,
 	if (!r)
 		return MHD_NO;
 	headers(r, ctype);
-	if (cookie)
+	if (cookie && *cookie)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, cookie);
 	rc = MHD_queue_response(mc, status, r);
 	MHD_destroy_response(r);
 	return rc;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *mc, unsigned status,
-				 pgo_buf_t *b, const char *cookie)
+static enum MHD_Result send_answer(struct MHD_Connection *mc, request_t *q)
 {
-	if (b->oom) {
+	if (q->out.oom) {
 		static const char oom[] = "{\"error\":\"out of memory\"}";
 
 		return send_body(mc, 503, "application/json", oom,
 				 sizeof(oom) - 1, NULL);
 	}
-	return send_body(mc, status, "application/json; charset=utf-8",
-			 b->data ? b->data : "", b->len, cookie);
+	return send_body(mc, q->status, "application/json; charset=utf-8",
+			 q->out.data ? q->out.data : "", q->out.len,
+			 q->set_cookie);
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *mc, unsigned status,
-				  const char *msg)
+/* The answer is an error. */
+static void fail(request_t *q, unsigned status, const char *msg)
 {
-	pgo_buf_t b;
-	enum MHD_Result rc;
+	q->status = status;
+	json_error(&q->out, "%s", msg);
+}
 
-	pgo_buf_init(&b);
-	json_error(&b, "%s", msg);
-	rc = send_json(mc, status, &b, NULL);
-	pgo_buf_free(&b);
-	return rc;
+static void unplus(char *s)
+{
+	for (; *s; s++)
+		if (*s == '+')
+			*s = ' ';
 }
 
 /* "application/x-www-form-urlencoded" into name/value pairs, in place. */
@@ -110,15 +128,11 @@ static bool parse_form(request_t *q)
 		eq = strchr(p, '=');
 		if (eq)
 			*eq = '\0';
-		for (char *s = p; *s; s++)
-			if (*s == '+')
-				*s = ' ';
+		unplus(p);
 		MHD_http_unescape(p);
 		q->name[q->n] = p;
 		q->value[q->n] = eq ? eq + 1 : p + strlen(p);
-		for (char *s = q->value[q->n]; *s; s++)
-			if (*s == '+')
-				*s = ' ';
+		unplus(q->value[q->n]);
 		MHD_http_unescape(q->value[q->n]);
 		q->n++;
 		p = amp ? amp + 1 : NULL;
@@ -126,19 +140,43 @@ static bool parse_form(request_t *q)
 	return true;
 }
 
+/* GET arguments, already decoded by libmicrohttpd, into body. */
+static enum MHD_Result copy_arg(void *cls, enum MHD_ValueKind kind,
+				const char *key, const char *value)
+{
+	request_t *q = cls;
+
+	(void)kind;
+	pgo_buf_append(&q->body, key, strlen(key) + 1);
+	pgo_buf_append(&q->body, value ? value : "",
+		       (value ? strlen(value) : 0) + 1);
+	q->n++;
+	return q->n < PARAMS_MAX ? MHD_YES : MHD_NO;
+}
+
+static void index_args(request_t *q)
+{
+	char *p = q->body.data;
+	int n = q->n;
+
+	q->n = 0;
+	for (int i = 0; p && i < n && !q->body.oom; i++) {
+		q->name[i] = p;
+		p += strlen(p) + 1;
+		q->value[i] = p;
+		p += strlen(p) + 1;
+		q->n++;
+	}
+}
+
 static const char *param(void *ctx, const char *name)
 {
 	request_t *q = ctx;
-	const char *v;
 
-	if (q->post) {
-		for (int i = 0; i < q->n; i++)
-			if (strcmp(q->name[i], name) == 0)
-				return q->value[i];
-		return "";
-	}
-	v = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, name);
-	return v ? v : "";
+	for (int i = 0; i < q->n; i++)
+		if (strcmp(q->name[i], name) == 0)
+			return q->value[i];
+	return "";
 }
 
 static void client_of(struct MHD_Connection *mc, char *out, size_t size)
@@ -170,6 +208,34 @@ static bool same_origin(struct MHD_Connection *mc)
 	       strcmp(origin + 7, host) == 0;
 }
 
+/* Copies what the answer needs out of the connection; false (and the
+ * answer set) when the request is wrong already. */
+static bool take_request(struct MHD_Connection *mc, request_t *q,
+			 const char *path)
+{
+	const char *v;
+
+	snprintf(q->path, sizeof(q->path), "%s", path);
+	v = MHD_lookup_connection_value(mc, MHD_COOKIE_KIND, COOKIE);
+	snprintf(q->cookie, sizeof(q->cookie), "%s", v ? v : "");
+	v = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-CSRF-Token");
+	snprintf(q->csrf, sizeof(q->csrf), "%s", v ? v : "");
+	client_of(mc, q->from, sizeof(q->from));
+	q->cross_origin = q->post && !same_origin(mc);
+	if (q->too_big) {
+		fail(q, 413, "request body over 64 kB");
+		return false;
+	}
+	if (q->post ? !parse_form(q)
+		    : (MHD_get_connection_values(mc, MHD_GET_ARGUMENT_KIND,
+						 copy_arg, q),
+		       index_args(q), q->n >= PARAMS_MAX)) {
+		fail(q, 400, "too many parameters");
+		return false;
+	}
+	return true;
+}
+
 /* A name to log actions with: printable, 1 to 60 characters. */
 static bool who_ok(const char *who)
 {
@@ -199,156 +265,234 @@ static void session_json(pgo_buf_t *b, const pgo_console_t *c,
 }
 
 /* /api/login, /api/logout, /api/session: the token and the cookie. */
-static enum MHD_Result on_session(pgo_console_t *c, struct MHD_Connection *mc,
-				  request_t *q, const char *what, session_t *s,
-				  const char *from)
+static void on_session(pgo_console_t *c, request_t *q, session_t *s)
 {
-	char cookie[128];
-	pgo_buf_t b;
-	enum MHD_Result rc;
-	unsigned status = 200;
-	const char *set = NULL;
-
-	pgo_buf_init(&b);
-	if (strcmp(what, "session") == 0) {
-		session_json(&b, c, s);
-	} else if (strcmp(what, "login") == 0) {
+	q->status = 200;
+	if (strcmp(q->path, "session") == 0) {
+		session_json(&q->out, c, s);
+	} else if (strcmp(q->path, "login") == 0) {
 		const char *who = param(q, "who");
 
 		if (!*who)
 			who = "operator";
 		if (!console_token_set(c)) {
-			status = 403;
-			json_error(&b, "no console.token is configured: this "
-				       "console is read-only");
+			fail(q, 403,
+			     "no console.token is configured: this "
+			     "console is read-only");
 		} else if (!who_ok(who)) {
-			status = 400;
-			json_error(&b, "name: 1 to 60 printable characters");
+			fail(q, 400, "name: 1 to 60 printable characters");
 		} else if (!console_token_ok(c, param(q, "token"))) {
-			status = 403;
-			json_error(&b, "wrong token");
+			fail(q, 403, "wrong token");
 			pgo_log(PGO_LOG_WARN, c->subject,
-				"login refused from %s: wrong token", from);
-		} else if (!(s = console_session_new(c, who, from))) {
-			status = 503;
-			json_error(&b, "no random bytes for a session");
+				"login refused from %s: wrong token", q->from);
+		} else if (!(s = console_session_new(c, who, q->from))) {
+			fail(q, 503, "no random bytes for a session");
 		} else {
-			snprintf(cookie, sizeof(cookie),
+			snprintf(q->set_cookie, sizeof(q->set_cookie),
 				 COOKIE "=%s; Path=/; HttpOnly; "
 					"SameSite=Strict",
 				 s->id);
-			set = cookie;
-			session_json(&b, c, s);
+			session_json(&q->out, c, s);
 			pgo_log(PGO_LOG_INFO, c->subject,
 				"%s logged in from %s: actions unlocked", who,
-				from);
+				q->from);
 		}
 	} else { /* logout */
 		if (s)
 			pgo_log(PGO_LOG_INFO, c->subject,
-				"%s logged out from %s", s->who, from);
+				"%s logged out from %s", s->who, q->from);
 		console_session_end(s);
-		set = COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0";
-		session_json(&b, c, NULL);
+		snprintf(q->set_cookie, sizeof(q->set_cookie),
+			 COOKIE "=; Path=/; HttpOnly; SameSite=Strict; "
+				"Max-Age=0");
+		session_json(&q->out, c, NULL);
 	}
-	rc = send_json(mc, status, &b, set);
-	pgo_buf_free(&b);
-	return rc;
 }
 
-static enum MHD_Result on_api(pgo_console_t *c, struct MHD_Connection *mc,
-			      request_t *q, const char *path)
+/* The answer of an /api/ request, from the request alone: it may run on
+ * any thread.  Takes the console's lock. */
+static void answer(pgo_console_t *c, request_t *q)
 {
-	const char *cookie =
-		MHD_lookup_connection_value(mc, MHD_COOKIE_KIND, COOKIE);
-	const char *csrf;
+	const char *path = q->path;
 	console_api_fn fn;
-	console_req_t r = {.get = param, .ctx = q};
-	char from[64];
+	console_req_t r = {.get = param, .ctx = q, .from = q->from};
 	bool action = false, session_route;
 	session_t *s;
-	pgo_buf_t b;
-	unsigned status;
-	enum MHD_Result rc;
 
-	client_of(mc, from, sizeof(from));
 	session_route = strcmp(path, "session") == 0 ||
 			strcmp(path, "login") == 0 ||
 			strcmp(path, "logout") == 0;
 	fn = session_route ? NULL : console_api_find(path, &action);
-	if (!session_route && !fn)
-		return send_error(mc, 404, "no such API");
-	if (q->post && q->too_big)
-		return send_error(mc, 413, "request body over 64 kB");
-	if (q->post && !parse_form(q))
-		return send_error(mc, 400, "too many parameters");
+	if (!session_route && !fn) {
+		fail(q, 404, "no such API");
+		return;
+	}
 	/* Reads are GET; actions, login and logout POST. */
 	if ((action || (session_route && strcmp(path, "session") != 0)) !=
-	    q->post)
-		return send_error(mc, 405,
-				  q->post ? "this is read with GET"
-					  : "actions need POST");
-	if (q->post && !same_origin(mc))
-		return send_error(mc, 403, "cross-origin request refused");
+	    q->post) {
+		fail(q, 405,
+		     q->post ? "this is read with GET" : "actions need POST");
+		return;
+	}
+	if (q->cross_origin) {
+		fail(q, 403, "cross-origin request refused");
+		return;
+	}
 	pthread_mutex_lock(&c->lock);
-	s = console_session_find(c, cookie);
-	if (session_route && strcmp(path, "logout") != 0) {
-		rc = on_session(c, mc, q, path, s, from);
-		pthread_mutex_unlock(&c->lock);
-		return rc;
-	}
-	if (q->post) {
-		csrf = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
-						   "X-CSRF-Token");
-		if (!s) {
+	s = console_session_find(c, q->cookie);
+	if (q->post && strcmp(path, "login") != 0) {
+		if (!s)
+			fail(q, 403,
+			     console_token_set(c)
+				     ? "read-only: unlock the console with its "
+				       "token to act"
+				     : "read-only: no console.token is "
+				       "configured");
+		else if (strcmp(q->csrf, s->csrf) != 0)
+			fail(q, 403, "CSRF check failed: reload the page");
+		if (!s || strcmp(q->csrf, s->csrf) != 0) {
 			pthread_mutex_unlock(&c->lock);
-			return send_error(
-				mc, 403,
-				console_token_set(c)
-					? "read-only: unlock the console with "
-					  "its token to act"
-					: "read-only: no console.token is "
-					  "configured");
-		}
-		if (!csrf || strcmp(csrf, s->csrf) != 0) {
-			pthread_mutex_unlock(&c->lock);
-			return send_error(mc, 403,
-					  "CSRF check failed: reload the page");
-		}
-		if (session_route) { /* logout */
-			rc = on_session(c, mc, q, path, s, from);
-			pthread_mutex_unlock(&c->lock);
-			return rc;
+			return;
 		}
 	}
-	r.session = s;
-	r.from = from;
-	pgo_buf_init(&b);
-	status = fn(c, &r, &b);
+	if (session_route) {
+		on_session(c, q, s);
+	} else {
+		r.session = s;
+		q->status = fn(c, &r, &q->out);
+	}
 	pthread_mutex_unlock(&c->lock);
-	rc = send_json(mc, status, &b, NULL);
-	pgo_buf_free(&b);
-	return rc;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
-				  const char *url, const char *method,
-				  const char *version, const char *upload,
-				  size_t *upload_size, void **req_cls)
+/* --- the embedded console's worker --- */
+
+/* On a relay's metrics address the loop must never wait for PostgreSQL:
+ * an /api/ request is suspended (MHD_suspend_connection) and queued for
+ * the console's worker thread, which answers it on the console's own
+ * connection and resumes it; libmicrohttpd's wake-up descriptor is in the
+ * loop's epoll set, so the loop sends the answer on its next turn.  The
+ * worker also takes the throughput samples.  At most QUEUE_MAX requests
+ * wait; more are answered 503 at once. */
+#define QUEUE_MAX 16
+
+/* Tells the endpoint's loop that a resumed request has its answer:
+ * libmicrohttpd's own wake-up does not reach a loop that polls its epoll
+ * descriptor from outside. */
+static void wake(pgo_console_t *c)
 {
-	pgo_console_t *c = cls;
+	uint64_t one = 1;
+
+	if (write(c->wake_fd, &one, sizeof(one)) < 0) {
+		/* full (the loop is behind): it wakes anyway */
+	}
+}
+
+int pgo_console_wake_fd(const pgo_console_t *c)
+{
+	return c ? c->wake_fd : -1;
+}
+
+void pgo_console_woken(pgo_console_t *c)
+{
+	uint64_t n;
+
+	if (c && read(c->wake_fd, &n, sizeof(n)) < 0) {
+		/* nothing to read: a spurious wake-up */
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	pgo_console_t *c = arg;
+	int64_t next_sample = 0;
+
+	pthread_mutex_lock(&c->qlock);
+	while (!c->quit) {
+		request_t *q = c->queue;
+		struct timespec ts;
+
+		if (q) {
+			c->queue = q->next;
+			c->queued--;
+			pthread_mutex_unlock(&c->qlock);
+			answer(c, q);
+			pthread_mutex_lock(&c->qlock);
+			q->answered = true;
+			MHD_resume_connection(q->conn);
+			wake(c);
+			continue;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		if ((int64_t)ts.tv_sec >= next_sample) {
+			pthread_mutex_unlock(&c->qlock);
+			pgo_console_sample(c);
+			pthread_mutex_lock(&c->qlock);
+			next_sample = (int64_t)ts.tv_sec + SAMPLE_EVERY_S;
+			continue;
+		}
+		ts.tv_sec = (time_t)next_sample;
+		ts.tv_nsec = 0;
+		pthread_cond_timedwait(&c->qcond, &c->qlock, &ts);
+	}
+	/* Stopping: whatever still waits is answered 503. */
+	while (c->queue) {
+		request_t *q = c->queue;
+
+		c->queue = q->next;
+		fail(q, 503, "the console is stopping");
+		q->answered = true;
+		MHD_resume_connection(q->conn);
+		wake(c);
+	}
+	pthread_mutex_unlock(&c->qlock);
+	return NULL;
+}
+
+/* Queues q for the worker; false when too many wait. */
+static bool enqueue(pgo_console_t *c, request_t *q)
+{
+	request_t **tail;
+
+	pthread_mutex_lock(&c->qlock);
+	if (c->queued >= QUEUE_MAX || c->quit) {
+		pthread_mutex_unlock(&c->qlock);
+		return false;
+	}
+	for (tail = &c->queue; *tail; tail = &(*tail)->next)
+		;
+	q->next = NULL;
+	q->queued = true;
+	*tail = q;
+	c->queued++;
+	MHD_suspend_connection(q->conn);
+	pthread_cond_signal(&c->qcond);
+	pthread_mutex_unlock(&c->qlock);
+	return true;
+}
+
+/* --- the request handler, shared by both modes --- */
+
+static enum MHD_Result serve(pgo_console_t *c, struct MHD_Connection *mc,
+			     const char *url, const char *method,
+			     const char *upload, size_t *upload_size,
+			     void **req_cls)
+{
 	request_t *q = *req_cls;
 
-	(void)version;
 	if (!q) { /* the headers: the body, if any, comes next */
 		if (!(q = calloc(1, sizeof(*q))))
 			return MHD_NO;
 		pgo_buf_init(&q->body);
+		pgo_buf_init(&q->out);
 		q->conn = mc;
 		q->post = strcmp(method, "POST") == 0;
 		*req_cls = q;
 		return MHD_YES;
 	}
+	if (q->answered) /* resumed: the worker answered */
+		return send_answer(mc, q);
+	if (q->queued)
+		return MHD_YES;
 	if (*upload_size) {
 		if (q->body.len + *upload_size > BODY_MAX)
 			q->too_big = true;
@@ -357,37 +501,118 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	if (q->body.oom)
-		return send_error(mc, 503, "out of memory");
+	if (q->body.oom) {
+		fail(q, 503, "out of memory");
+		return send_answer(mc, q);
+	}
 	if (!q->post && strcmp(method, "GET") != 0 &&
-	    strcmp(method, "HEAD") != 0)
-		return send_error(mc, 405, "only GET, HEAD and POST");
-	if (strncmp(url, "/api/", 5) == 0)
-		return on_api(c, mc, q, url + 5);
-	if (q->post)
-		return send_error(mc, 405, "pages are read with GET");
+	    strcmp(method, "HEAD") != 0) {
+		fail(q, 405, "only GET, HEAD and POST");
+		return send_answer(mc, q);
+	}
+	if (strncmp(url, "/api/", 5) == 0) {
+		pgo_buf_append(&q->body, "", 1); /* a form ends */
+		q->body.len--;
+		if (!take_request(mc, q, url + 5))
+			return send_answer(mc, q);
+		if (!c->embedded) {
+			answer(c, q);
+			return send_answer(mc, q);
+		}
+		if (enqueue(c, q))
+			return MHD_YES;
+		fail(q, 503, "the console is busy: try again");
+		return send_answer(mc, q);
+	}
+	if (q->post) {
+		fail(q, 405, "pages are read with GET");
+		return send_answer(mc, q);
+	}
 	if (strcmp(url, "/") == 0)
 		url = "/index.html";
 	for (const pgo_console_asset_t *a = pgo_console_assets; a->path; a++)
 		if (strcmp(a->path, url) == 0)
 			return send_body(mc, 200, a->ctype, a->data, a->len,
 					 NULL);
-	return send_error(mc, 404, "no such page");
+	fail(q, 404, "no such page");
+	return send_answer(mc, q);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
+				  const char *url, const char *method,
+				  const char *version, const char *upload,
+				  size_t *upload_size, void **req_cls)
+{
+	(void)version;
+	return serve(cls, mc, url, method, upload, upload_size, req_cls);
+}
+
+static void request_free(void **req_cls)
+{
+	request_t *q = *req_cls;
+
+	if (q) {
+		pgo_buf_free(&q->body);
+		pgo_buf_free(&q->out);
+		free(q);
+		*req_cls = NULL;
+	}
 }
 
 static void on_done(void *cls, struct MHD_Connection *mc, void **req_cls,
 		    enum MHD_RequestTerminationCode toe)
 {
-	request_t *q = *req_cls;
-
 	(void)cls;
 	(void)mc;
 	(void)toe;
-	if (q) {
-		pgo_buf_free(&q->body);
-		free(q);
-		*req_cls = NULL;
-	}
+	request_free(req_cls);
+}
+
+bool pgo_console_path(const char *url)
+{
+	if (strncmp(url, "/api/", 5) == 0 || strcmp(url, "/") == 0)
+		return true;
+	for (const pgo_console_asset_t *a = pgo_console_assets; a->path; a++)
+		if (strcmp(a->path, url) == 0)
+			return true;
+	return false;
+}
+
+int pgo_console_mhd(pgo_console_t *c, struct MHD_Connection *mc,
+		    const char *url, const char *method, const char *upload,
+		    size_t *upload_size, void **req_cls)
+{
+	return serve(c, mc, url, method, upload, upload_size, req_cls);
+}
+
+void pgo_console_mhd_done(void **req_cls)
+{
+	request_free(req_cls);
+}
+
+int console_worker_start(pgo_console_t *c, pgo_error_t *err)
+{
+	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->wake_fd < 0)
+		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
+				     "console: no eventfd for its thread");
+	if (pthread_create(&c->worker, NULL, worker_main, c) != 0)
+		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
+				     "console: cannot start its thread");
+	c->worker_started = true;
+	return PGO_OK;
+}
+
+void console_worker_stop(pgo_console_t *c)
+{
+	if (!c->worker_started)
+		return;
+	pthread_mutex_lock(&c->qlock);
+	c->quit = true;
+	pthread_cond_signal(&c->qcond);
+	pthread_mutex_unlock(&c->qlock);
+	pthread_join(c->worker, NULL);
+	c->worker_started = false;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)

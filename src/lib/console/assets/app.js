@@ -151,8 +151,10 @@ function chart(series, which) {
   let max = 1;
   for (const n of names) for (const v of series.queues[n][which]) max = Math.max(max, v);
   const t = series.t || [];
-  const t0 = Date.now() - 15 * 60 * 1000;
-  const x = ms => L + (W - L - 6) * Math.max(0, (ms - t0) / (15 * 60 * 1000));
+  /* Since the first sample, at most 15 minutes, at least one. */
+  const span = Math.min(15 * 60 * 1000, Math.max(60 * 1000, t.length ? Date.now() - t[0] : 0));
+  const t0 = Date.now() - span;
+  const x = ms => L + (W - L - 6) * Math.max(0, (ms - t0) / span);
   const y = v => (H - B) - (H - B - 8) * (v / max);
   const line = (x1, y1, x2, y2, c) => {
     const l = document.createElementNS(NS, 'line');
@@ -172,7 +174,7 @@ function chart(series, which) {
   line(L, 8, L, H - B, '#d0d7de');
   label(L - 4, 14, max.toFixed(max < 10 ? 1 : 0) + '/s', 'end');
   label(L - 4, H - B, '0', 'end');
-  label(L, H - 4, '−15 min');
+  label(L, H - 4, span >= 15 * 60 * 1000 ? '−15 min' : '−' + Math.round(span / 1000) + ' s');
   label(W - 6, H - 4, 'now', 'end');
   names.forEach((n, i) => {
     const pts = series.queues[n][which].map((v, k) => `${x(t[k]).toFixed(1)},${y(v).toFixed(1)}`);
@@ -195,7 +197,7 @@ function legend(series) {
 async function overview() {
   const main = document.getElementById('main');
   let d;
-  try { d = await api('overview'); } catch (e) { return; }
+  try { d = await api('overview'); } catch (e) { show(e.message, 'bad'); return; }
   if (!d.db.ok) {
     banner('PostgreSQL is down or unreachable — ' + d.db.error + '. The console retries every few seconds; figures below are from before.');
     return;
