@@ -73,6 +73,11 @@ const cell = (page, name, cls) =>
       (await page.locator('#chart-out polyline').count()) >= 1, 30);
     ok('overview: throughput chart drawn from the samples');
     if (process.env.ONLY === 'overview') return; // t_console_metrics.sh
+    if (SHOTS) { // some traffic for the chart: 15 s of events, relayed
+      sh(`for i in $(seq 60); do psql -XAtq "$DATABASE_URL" -c "INSERT INTO pgoutbox.outbox (topic, key, type, payload) SELECT 'orders', 'k' || (random() * 50)::int, 'order.created', jsonb_build_object('n', g) FROM generate_series(1, 10 + (random() * 30)::int) g" >/dev/null; sleep 0.25; done`);
+      await until('the traffic relayed', async () => q("SELECT count(*) FROM pgoutbox.outbox WHERE run_at <= now()") === '0');
+      await sleep(6000);
+    }
     await shot(page, 'overview');
 
     // --- a queue: items, search, one envelope ---

@@ -23,6 +23,11 @@
 #define PAGE_ROWS  50
 #define IDS_MAX	   500
 #define SEARCH_MAX 200
+/* An item's times as a page shows them (its envelope has them whole). */
+#define TIMES                                                                  \
+	"to_char(created_at, 'YYYY-MM-DD HH24:MI:SS') AS created_at, "         \
+	"to_char(run_at, 'YYYY-MM-DD HH24:MI:SS') AS run_at, attempts, "       \
+	"last_error"
 
 /* --- JSON --- */
 
@@ -305,10 +310,8 @@ static unsigned api_queue(pgo_console_t *c, const console_req_t *r,
 	snprintf(off, sizeof(off), "%lld", page * PAGE_ROWS);
 	adopted = strcmp(kind, "adopted") == 0;
 	items_from(name, kind, from, sizeof(from));
-	cols = adopted ? "id, topic, key, NULL::text AS type, created_at, "
-			 "run_at, attempts, last_error"
-		       : "id, topic, key, type, created_at, run_at, "
-			 "attempts, last_error";
+	cols = adopted ? "id, topic, key, NULL::text AS type, " TIMES
+		       : "id, topic, key, type, " TIMES;
 	pgo_buf_puts(b, "{\"name\":");
 	pgo_buf_json_str(b, name);
 	pgo_buf_puts(b, ",\"kind\":");
@@ -323,7 +326,7 @@ static unsigned api_queue(pgo_console_t *c, const console_req_t *r,
 		 "$2::bigint",
 		 cols, from, strcmp(state, "pending") == 0 ? "<=" : ">",
 		 adopted ? "" : " OR strpos(t.type, $1) > 0",
-		 strcmp(state, "pending") == 0 ? "id" : "run_at, id",
+		 strcmp(state, "pending") == 0 ? "t.id" : "t.run_at, t.id",
 		 PAGE_ROWS);
 	if (!rows_into(c, b, "items", sql, 2, p, &status))
 		return status;

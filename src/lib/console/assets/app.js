@@ -199,7 +199,8 @@ async function overview() {
   let d;
   try { d = await api('overview'); } catch (e) { show(e.message, 'bad'); return; }
   if (!d.db.ok) {
-    banner('PostgreSQL is down or unreachable — ' + d.db.error + '. The console retries every few seconds; figures below are from before.');
+    banner('PostgreSQL is down or unreachable (' + d.db.error.replace(/^PostgreSQL is unreachable: /, '') +
+           '). The console retries every few seconds; the figures below are from before.');
     return;
   }
   banner('');
