@@ -81,6 +81,24 @@ CONSOLE_URL=http://127.0.0.1:$CPORT CONSOLE_TOKEN=$(cat "$T_TMP/token") \
 	PG_DIR=$PG_DIR PG_BIN=$PG_BIN PG_OPTS=$PG_OPTS \
 	node "$NODE_DIR/console_test.js" >&2 || { tail -n 30 "$T_TMP/console.log" >&2; fail "console_test.js"; }
 
+C=http://127.0.0.1:$CPORT
+# A Host that is not a loopback name is refused (DNS rebinding).
+code=$(curl -s -o "$T_TMP/host.json" -w '%{http_code}' -H "Host: evil.example:$CPORT" "$C/api/overview")
+[ "$code" = 403 ] && grep -q 'answers only to localhost' "$T_TMP/host.json" ||
+	fail "a foreign Host: $code $(cat "$T_TMP/host.json")"
+# A POST from another origin is refused, whatever it carries.
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Origin: http://evil.example" \
+	--data "token=$(cat "$T_TMP/token")" "$C/api/login")
+[ "$code" = 403 ] || fail "a cross-origin login: $code"
+# Guessing the token: after 5 wrong ones in a minute, even the right one
+# waits.
+for _ in 1 2 3 4 5; do
+	curl -s -o /dev/null --data 'who=mallory&token=guess' "$C/api/login"
+done
+code=$(curl -s -o "$T_TMP/login.json" -w '%{http_code}' --data "who=alice&token=$(cat "$T_TMP/token")" "$C/api/login")
+[ "$code" = 429 ] || fail "login after 5 wrong tokens: $code $(cat "$T_TMP/login.json")"
+note "a foreign Host, a cross-origin POST and a 6th guess are refused"
+
 # The token was written in no log line.
 grep -q "$(cat "$T_TMP/token")" "$T_TMP/console.log" && fail "the console logged its token"
 # The console stops on SIGTERM, exit 0.

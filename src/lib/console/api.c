@@ -267,6 +267,11 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 		       "ORDER BY 1, 2",
 		       0, NULL, &status))
 		return status;
+	/* Held xmin, replication slots, dead tuples (`status` warns too). */
+	if (!rows_into(c, b, "warnings",
+		       "SELECT kind, subject, detail FROM pgoutbox.health()", 0,
+		       NULL, &status))
+		return status;
 	pgo_buf_puts(b, ",\"series\":");
 	console_series_json(c, b);
 	pgo_buf_puts(b, "}");

@@ -71,6 +71,9 @@ struct pgo_console {
 	int64_t next_try;	   /* monotonic ms: no reconnect before */
 	char db_error[256];	   /* why PostgreSQL is unreachable, "" */
 	session_t sessions[SESSIONS_MAX];
+	int bad_logins;	   /* wrong tokens since bad_since */
+	int64_t bad_since; /* wall clock s */
+	bool loopback;	   /* listens on a loopback address only */
 	/* Embedded in a metrics endpoint (pgo_console_embedded): requests
 	 * wait in this queue for the worker thread. */
 	bool embedded;

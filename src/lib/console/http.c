@@ -29,6 +29,7 @@
 #define BODY_MAX   (64 * 1024)
 #define PARAMS_MAX 16
 #define COOKIE	   "pgo_console"
+#define LOGINS_MAX 5 /* wrong tokens a minute, then 429 */
 
 /* One request: what the answer needs, copied out of libmicrohttpd while
  * the request is on its thread, so that the answer may be computed on
@@ -44,6 +45,7 @@ typedef struct request {
 	char csrf[40];				    /* X-CSRF-Token, "" */
 	char from[64];				    /* the client address */
 	bool cross_origin; /* an Origin that is not this console */
+	bool foreign_host; /* a Host that is not a loopback name */
 	/* the answer */
 	unsigned status;
 	pgo_buf_t out;
@@ -208,10 +210,27 @@ static bool same_origin(struct MHD_Connection *mc)
 	       strcmp(origin + 7, host) == 0;
 }
 
+/* Whether Host names this machine's loopback ("localhost:9188",
+ * "127.0.0.1:9188", "[::1]:9188"): a console on a loopback address
+ * answers no other, so that a web site whose name was made to resolve
+ * to 127.0.0.1 (DNS rebinding) cannot read it from a browser. */
+static bool loopback_host(const char *host)
+{
+	size_t n;
+
+	if (!host)
+		return false;
+	n = host[0] == '[' ? strcspn(host, "]") + 1 : strcspn(host, ":");
+	return (n == 9 && strncmp(host, "localhost", 9) == 0) ||
+	       (n == 5 && strncmp(host, "[::1]", 5) == 0) ||
+	       (n >= 9 && n <= 15 && strncmp(host, "127.", 4) == 0 &&
+		strspn(host, "0123456789.") == n);
+}
+
 /* Copies what the answer needs out of the connection; false (and the
  * answer set) when the request is wrong already. */
-static bool take_request(struct MHD_Connection *mc, request_t *q,
-			 const char *path)
+static bool take_request(const pgo_console_t *c, struct MHD_Connection *mc,
+			 request_t *q, const char *path)
 {
 	const char *v;
 
@@ -222,6 +241,9 @@ static bool take_request(struct MHD_Connection *mc, request_t *q,
 	snprintf(q->csrf, sizeof(q->csrf), "%s", v ? v : "");
 	client_of(mc, q->from, sizeof(q->from));
 	q->cross_origin = q->post && !same_origin(mc);
+	q->foreign_host =
+		c->loopback && !loopback_host(MHD_lookup_connection_value(
+				       mc, MHD_HEADER_KIND, "Host"));
 	if (q->too_big) {
 		fail(q, 413, "request body over 64 kB");
 		return false;
@@ -281,7 +303,15 @@ static void on_session(pgo_console_t *c, request_t *q, session_t *s)
 			     "console is read-only");
 		} else if (!who_ok(who)) {
 			fail(q, 400, "name: 1 to 60 printable characters");
+		} else if (c->bad_logins >= LOGINS_MAX &&
+			   time(NULL) - c->bad_since < 60) {
+			fail(q, 429, "too many wrong tokens: wait a minute");
 		} else if (!console_token_ok(c, param(q, "token"))) {
+			if (time(NULL) - c->bad_since >= 60) {
+				c->bad_since = time(NULL);
+				c->bad_logins = 0;
+			}
+			c->bad_logins++;
 			fail(q, 403, "wrong token");
 			pgo_log(PGO_LOG_WARN, c->subject,
 				"login refused from %s: wrong token", q->from);
@@ -332,6 +362,12 @@ static void answer(pgo_console_t *c, request_t *q)
 	    q->post) {
 		fail(q, 405,
 		     q->post ? "this is read with GET" : "actions need POST");
+		return;
+	}
+	if (q->foreign_host) {
+		fail(q, 403,
+		     "this console answers only to localhost, 127.0.0.1 "
+		     "or [::1]");
 		return;
 	}
 	if (q->cross_origin) {
@@ -513,7 +549,7 @@ static enum MHD_Result serve(pgo_console_t *c, struct MHD_Connection *mc,
 	if (strncmp(url, "/api/", 5) == 0) {
 		pgo_buf_append(&q->body, "", 1); /* a form ends */
 		q->body.len--;
-		if (!take_request(mc, q, url + 5))
+		if (!take_request(c, mc, q, url + 5))
 			return send_answer(mc, q);
 		if (!c->embedded) {
 			answer(c, q);
@@ -689,6 +725,7 @@ int console_http_start(pgo_console_t *c, const char *listen, pgo_error_t *err)
 				     listen);
 	info = MHD_get_daemon_info(c->mhd, MHD_DAEMON_INFO_BIND_PORT);
 	c->port = info ? info->port : 0;
+	c->loopback = loopback_host(host) || strcmp(host, "::1") == 0;
 	return PGO_OK;
 }
 

@@ -217,6 +217,10 @@ async function overview() {
       el('div', { className: 'card' }, el('div', { className: 'v', id: 'total-dead' }, totals.dead), el('div', { className: 'k' }, 'dead letters')),
       el('div', { className: 'card' }, el('div', { className: 'v', id: 'relays-alive' }, relays), el('div', { className: 'k' }, 'relays connected')),
       el('div', { className: 'card' }, el('div', { className: 'v', id: 'workers-alive' }, workers), el('div', { className: 'k' }, 'workers connected'))),
+    d.warnings.length ? el('div', { id: 'warnings' }, el('h2', {}, 'Warnings'), table([
+      { label: 'Kind', key: 'kind' }, { label: 'Subject', key: 'subject' },
+      { label: 'Detail', key: 'detail', cls: 'err' },
+    ], d.warnings)) : null,
     el('h2', {}, 'Queues'),
     table([
       { label: 'Queue', get: q => el('a', { href: '#/queue/' + encodeURIComponent(q.name) }, q.name) },
