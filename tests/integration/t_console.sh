@@ -62,7 +62,7 @@ wait_until 30 '[ "$(q "SELECT count(*) FROM pgoutbox.cron_history")" -ge 2 ]'
 kill -TERM "$CRON_PID"; wait "$CRON_PID" || true
 "$PGO_BIN" cron remove often >/dev/null
 
-start_relay "$T_TMP/relay.out" --sink stdout --mode concurrent --poll-interval 200ms
+start_relay "$T_TMP/relay.out" --sink stdout --mode ordered --poll-interval 200ms
 wait_until 30 '[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE '"'"'pgoutbox relay%'"'"'")" -ge 1 ]'
 
 echo hunter2-$RANDOM$RANDOM >"$T_TMP/token"

@@ -204,6 +204,7 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 	char why[512], from[160], sql[512];
 	unsigned status = 200;
 	PGresult *qs, *res;
+	int shown = 0;
 
 	(void)r;
 	qs = console_query(c, queues_sql, 0, NULL, why, sizeof(why));
@@ -221,6 +222,8 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 	for (int i = 0; i < PQntuples(qs); i++) {
 		const char *name = PQgetvalue(qs, i, 0);
 
+		if (pgo_ident_check(name, NULL) != PGO_OK)
+			continue; /* not one create_queue() or adopt made */
 		items_from(name, PQgetvalue(qs, i, 1), from, sizeof(from));
 		snprintf(sql, sizeof(sql),
 			 "SELECT count(*) AS pending, count(*) FILTER (WHERE "
@@ -230,7 +233,7 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 			 "min(created_at)), 1), 0) AS oldest_s FROM %s",
 			 from);
 		res = console_query(c, sql, 0, NULL, why, sizeof(why));
-		pgo_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+		pgo_buf_puts(b, shown++ ? ",{\"name\":" : "{\"name\":");
 		pgo_buf_json_str(b, name);
 		pgo_buf_puts(b, ",\"kind\":");
 		pgo_buf_json_str(b, PQgetvalue(qs, i, 1));
@@ -344,15 +347,26 @@ static unsigned api_queue(pgo_console_t *c, const console_req_t *r,
 	if (!rows_into(c, b, "total", sql, 1, p, &status))
 		return status;
 	p[0] = name;
+	/* One row per owner, its shards as ranges ("0-31, 40"). */
 	if (!rows_into(c, b, "leases",
-		       "SELECT l.shard, l.epoch, l.owner, "
-		       "to_char(l.acquired_at, 'YYYY-MM-DD HH24:MI:SS') AS "
-		       "acquired_at, m.mode, m.backend_pid AS pid, "
-		       "date_trunc('second', now() - m.heartbeat_at)::text AS "
-		       "heartbeat_age FROM pgoutbox.shard_leases l LEFT JOIN "
-		       "pgoutbox.relays m ON m.queue = l.queue AND m.member = "
-		       "l.owner WHERE l.queue = $1 AND l.owner IS NOT NULL "
-		       "ORDER BY l.shard",
+		       "SELECT owner, mode, pid, heartbeat_age, sum(n) AS "
+		       "shards, string_agg(r, ', ' ORDER BY lo) AS ranges, "
+		       "max(epoch) AS epoch, min(since) AS since FROM (SELECT "
+		       "owner, mode, pid, heartbeat_age, count(*) AS n, "
+		       "min(shard) AS lo, CASE WHEN min(shard) = max(shard) "
+		       "THEN min(shard)::text ELSE min(shard) || '-' || "
+		       "max(shard) END AS r, max(epoch) AS epoch, "
+		       "min(acquired_at) AS since FROM (SELECT l.owner, "
+		       "m.mode, m.backend_pid AS pid, date_trunc('second', "
+		       "now() - m.heartbeat_at)::text AS heartbeat_age, "
+		       "l.shard, l.epoch, l.acquired_at, l.shard - "
+		       "row_number() OVER (PARTITION BY l.owner ORDER BY "
+		       "l.shard) AS island FROM pgoutbox.shard_leases l LEFT "
+		       "JOIN pgoutbox.relays m ON m.queue = l.queue AND "
+		       "m.member = l.owner WHERE l.queue = $1 AND l.owner IS "
+		       "NOT NULL) x GROUP BY owner, mode, pid, heartbeat_age, "
+		       "island) y GROUP BY owner, mode, pid, heartbeat_age "
+		       "ORDER BY owner",
 		       1, p, &status) ||
 	    !rows_into(c, b, "members",
 		       "SELECT member, mode, backend_pid AS pid, "

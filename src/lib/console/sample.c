@@ -41,7 +41,9 @@ void console_sample_take(pgo_console_t *c)
 		const char *name = PQgetvalue(res, i, 0);
 		sample_q_t *q = &s.q[s.nq];
 
-		/* Names come from pgoutbox.queues: identifiers. */
+		/* Names come from pgoutbox.queues: identifiers, checked. */
+		if (pgo_ident_check(name, NULL) != PGO_OK)
+			continue;
 		if (strcmp(PQgetvalue(res, i, 1), "adopted") == 0)
 			snprintf(count, sizeof(count),
 				 "SELECT count(*) FROM "

@@ -286,9 +286,10 @@ async function queuePage(name, opts) {
     el('div', { id: 'detail' }),
     el('h2', {}, 'Shard leases'),
     d.leases.length ? table([
-      { label: 'Shard', key: 'shard', num: true }, { label: 'Epoch', key: 'epoch', num: true },
       { label: 'Owner', key: 'owner' }, { label: 'Mode', key: 'mode' }, { label: 'Pid', key: 'pid', num: true },
-      { label: 'Since', key: 'acquired_at' }, { label: 'Heartbeat age', key: 'heartbeat_age' },
+      { label: 'Shards', key: 'shards', num: true }, { label: 'Which', key: 'ranges' },
+      { label: 'Newest epoch', key: 'epoch', num: true },
+      { label: 'Held since', get: l => (l.since || '').slice(0, 19) }, { label: 'Heartbeat age', key: 'heartbeat_age' },
     ], d.leases, { id: 'leases' }) : el('p', { className: 'muted' }, 'No shard is leased (concurrent relays lease none; ordered and strict ones do).'),
     el('h2', {}, 'Last errors'),
     d.errors.length ? table([
