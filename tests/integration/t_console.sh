@@ -17,6 +17,11 @@ if [ ! -f "$NODE_DIR/node_modules/playwright-core/package.json" ] ||
 	(cd "$NODE_DIR" && flock "$NODE_DIR/package-lock.json" \
 		npm ci --no-audit --no-fund --loglevel=error) >&2 || fail "npm ci in tests/console"
 fi
+# The pages never put text in as markup: no innerHTML and its kin.
+if grep -nE 'innerHTML|outerHTML|insertAdjacentHTML|document\.write' \
+	"$(dirname "$0")/../../src/lib/console/assets/app.js"; then
+	fail "app.js writes markup; use textContent"
+fi
 # A cluster of its own: the test stops it.
 PG_PORT= pg_start "$T_TMP/pg" fsync=off
 trap 'cleanup_pids; pg_stop' EXIT
