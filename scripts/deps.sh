@@ -7,7 +7,7 @@ packages=(gcc clang make meson ninja-build pkg-config python3 libpq-dev
 	libjansson-dev libcmocka-dev postgresql postgresql-client
 	procps iproute2 libhiredis-dev redis-server redis-tools libmsgpack-dev libssl-dev
 	libnats-dev nats-server librabbitmq-dev rabbitmq-server librdkafka-dev kcat libcurl4-openssl-dev openssl pgbouncer
-	libmicrohttpd-dev libsystemd-dev prometheus
+	libmicrohttpd-dev libsystemd-dev prometheus chromium
 	man-db groff-base zsh debhelper dpkg-dev fakeroot lintian
 	python3-psycopg libpostgresql-jdbc-java default-jdk-headless
 	golang-go golang-github-jackc-pgx-v4-dev)

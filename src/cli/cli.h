@@ -127,6 +127,7 @@ int cmd_cron(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_adopt(int argc, char **argv);
 int cmd_unadopt(int argc, char **argv);
+int cmd_console(int argc, char **argv);
 
 /* Worker options from the [worker] keys of conf (strings borrowed). */
 void cli_worker_opts(const pgo_conf_t *conf, pgo_worker_opts_t *o);

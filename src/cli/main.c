@@ -26,6 +26,9 @@ static const struct {
 	{"run", cmd_run, "relay, worker and cron scheduler from one config"},
 	{"adopt", cmd_adopt, "relay an outbox table the application has"},
 	{"unadopt", cmd_unadopt, "undo adopt: remove what it added"},
+#ifdef PGO_HAVE_MICROHTTPD
+	{"console", cmd_console, "the web console: queues, dead letters, cron"},
+#endif
 	{"maintain", cmd_maintain,
 	 "retention (archive partitions), inbox partitions, health"},
 };

@@ -162,6 +162,10 @@ static const struct {
 	{"cron.history_keep", "168h"},
 	{"metrics.listen", ""},
 	{"metrics.interval", "5s"},
+	{"console.enabled", "off"},
+	{"console.listen", "127.0.0.1:9188"},
+	{"console.token", ""},
+	{"console.token_file", ""},
 	{"log.level", "info"},
 };
 

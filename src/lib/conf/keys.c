@@ -235,6 +235,21 @@ static const pgo_conf_key_t own_keys[] = {
 	 .help = "How often the relay refreshes the gauges it reads from the "
 		 "database (pending, oldest due, dead letters, xmin age)"},
 
+	/* [console] (docs/console.md) */
+	{KEY("console", "enabled"), .type = T_BOOL, .def = "off",
+	 .help = "Serve the web console on metrics.listen too (the pages of "
+		 "`pgoutbox console`)"},
+	{KEY("console", "listen"), .type = T_STRING, .def = "127.0.0.1:9188",
+	 .help = "Where `pgoutbox console` listens (host:port; its --listen "
+		 "overrides)"},
+	{KEY("console", "token"), .type = T_STRING, .def = "", .secret = true,
+	 .help = "Token that unlocks the console's actions (retry, discard, "
+		 "pause); empty: read-only.  Set it through "
+		 "PGOUTBOX_CONSOLE_TOKEN or console.token_file"},
+	{KEY("console", "token_file"), .type = T_STRING, .def = "",
+	 .file_for = "console.token",
+	 .help = "File holding console.token (its first line)"},
+
 	/* [log] */
 	{KEY("log", "level"), FIELD(log_level), .type = T_ENUM, .def = "info",
 	 .choices = level_choices, .reloadable = true, .flag = "--log-level",
@@ -244,8 +259,9 @@ static const pgo_conf_key_t own_keys[] = {
 #define NOWN (sizeof(own_keys) / sizeof(own_keys[0]))
 
 /* The order of the sections in `config show` and the reference. */
-static const char *const section_order[] = {
-	"database", "relay", "sink", "worker", "cron", "metrics", "log"};
+static const char *const section_order[] = {"database", "relay", "sink",
+					    "worker",	"cron",	 "metrics",
+					    "console",	"log"};
 
 /* Every key, conf's and the sinks', by section in section_order: a
  * section's own keys first, then each sink's in registry order.  Built

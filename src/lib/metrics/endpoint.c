@@ -24,6 +24,7 @@
 #include <microhttpd.h>
 
 #include "metrics/metrics.h"
+#include "console/console.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/time.h"
@@ -43,7 +44,9 @@ struct pgo_endpoint {
 	 * CACHE_MS (libmicrohttpd counts its users): a flood of scrapes
 	 * costs the relay one formatting per CACHE_MS, not one each. */
 	struct MHD_Response *cached;
-	int64_t cached_at; /* monotonic ms */
+	int64_t cached_at;	   /* monotonic ms */
+	pgo_console_t *console;	   /* [console] enabled: its pages here too */
+	pgo_loop_io_t *console_io; /* its answers are ready */
 };
 
 #define CACHE_MS 100
@@ -85,8 +88,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	char why[256];
 
 	(void)version;
-	(void)upload;
-	(void)req_cls;
+	if (e->console && pgo_console_path(url)) /* never waits */
+		return (enum MHD_Result)pgo_console_mhd(e->console, c, url,
+							method, upload,
+							upload_size, req_cls);
 	if (*upload_size) { /* a body we do not read */
 		*upload_size = 0;
 		return MHD_YES;
@@ -166,6 +171,16 @@ static void on_io(void *arg, int fd, short revents)
 static void on_timer(void *arg)
 {
 	drive(arg);
+}
+
+/* A request ends: the console's frees what it kept. */
+static void on_done(void *cls, struct MHD_Connection *c, void **req_cls,
+		    enum MHD_RequestTerminationCode toe)
+{
+	(void)cls;
+	(void)c;
+	(void)toe;
+	pgo_console_mhd_done(req_cls);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -297,8 +312,9 @@ pgo_endpoint_t *pgo_endpoint_new(pgo_loop_t *loop, const char *listen,
 		return NULL;
 	}
 	e->mhd = MHD_start_daemon(
-		MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, e,
-		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)e->listen_fd,
+		MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0,
+		NULL, NULL, on_request, e, MHD_OPTION_NOTIFY_COMPLETED, on_done,
+		e, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)e->listen_fd,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, e, MHD_OPTION_END);
@@ -337,6 +353,30 @@ void pgo_endpoint_set_probe(pgo_endpoint_t *e, const pgo_endpoint_probe_t *p)
 		e->probe = *p;
 }
 
+static void on_console(void *arg, int fd, short revents)
+{
+	pgo_endpoint_t *e = arg;
+
+	(void)fd;
+	(void)revents;
+	pgo_console_woken(e->console);
+	drive(e);
+}
+
+int pgo_endpoint_console(pgo_endpoint_t *e, pgo_loop_t *loop,
+			 const pgo_conf_t *conf, pgo_error_t *err)
+{
+	e->console = pgo_console_new(conf, NULL, err);
+	if (!e->console)
+		return err->code;
+	e->console_io = pgo_loop_io_add(loop, pgo_console_wake_fd(e->console),
+					POLLIN, on_console, e);
+	if (!e->console_io)
+		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
+				     "out of memory for the console");
+	return PGO_OK;
+}
+
 int pgo_endpoint_port(const pgo_endpoint_t *e)
 {
 	return e ? e->port : 0;
@@ -355,6 +395,9 @@ void pgo_endpoint_destroy(pgo_endpoint_t *e)
 		return;
 	pgo_loop_io_del(e->io);
 	pgo_loop_timer_del(e->tmo);
+	pgo_loop_io_del(e->console_io);
+	pgo_console_destroy(e->console); /* resumes what it suspended */
+	e->console = NULL;
 	if (e->mhd)
 		MHD_stop_daemon(e->mhd);
 	if (e->cached)

@@ -98,6 +98,10 @@ pgo_endpoint_t *pgo_endpoint_new(pgo_loop_t *loop, const char *listen,
 				 const char *subject, pgo_error_t *err);
 /* Replaces what the endpoint asks its owner. */
 void pgo_endpoint_set_probe(pgo_endpoint_t *e, const pgo_endpoint_probe_t *p);
+/* Serves the web console's pages too ([console] enabled,
+ * docs/console.md), answered by a thread of the console's own. */
+int pgo_endpoint_console(pgo_endpoint_t *e, pgo_loop_t *loop,
+			 const pgo_conf_t *conf, pgo_error_t *err);
 /* The port it listens on (useful with port 0). */
 int pgo_endpoint_port(const pgo_endpoint_t *e);
 /* Answers /healthz with 503 and the reason from now on (stopping). */

@@ -89,6 +89,17 @@ pgo_monitor_t *pgo_monitor_new(pgo_loop_t *loop, const pgo_conf_t *conf,
 			pgo_monitor_destroy(mon);
 			return NULL;
 		}
+#ifdef PGO_HAVE_MICROHTTPD
+		if (pgo_conf_get_bool(conf, "console.enabled") &&
+		    pgo_endpoint_console(mon->endpoint, loop, conf, err) !=
+			    PGO_OK) {
+			pgo_monitor_destroy(mon);
+			return NULL;
+		}
+#endif
+	} else if (pgo_conf_get_bool(conf, "console.enabled")) {
+		pgo_log(PGO_LOG_WARN, subject,
+			"console.enabled: no metrics.listen to serve it on");
 	}
 	return mon;
 }

@@ -1,0 +1,129 @@
+/*
+ * sample.c — throughput over the last 15 minutes, kept in memory: every
+ * SAMPLE_EVERY_S the command's main thread reads, per queue, the last
+ * value of its id sequence (what was ever enqueued), what is pending and
+ * its dead letters.  Between two samples, enqueued = Δsequence and
+ * done = enqueued − Δpending − Δdead (delivered, or finished by a
+ * worker).  Nothing is written to the database.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "console/console_int.h"
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void console_sample_take(pgo_console_t *c)
+{
+	static const char sql[] =
+		"SELECT q.name, q.kind, CASE WHEN q.kind <> 'adopted' THEN "
+		"coalesce(pg_sequence_last_value(pg_get_serial_sequence("
+		"format('pgoutbox.%I', q.name), 'id')::regclass), 0) ELSE 0 "
+		"END, (SELECT count(*) FROM pgoutbox.dead_letters d WHERE "
+		"d.queue = q.name) FROM pgoutbox.queues q ORDER BY q.name "
+		"LIMIT 32";
+	char why[256], count[200];
+	PGresult *res = console_query(c, sql, 0, NULL, why, sizeof(why)), *n;
+	sample_t s = {0};
+
+	if (!res)
+		return;
+	s.at = wall_ms();
+	for (int i = 0; i < PQntuples(res) && i < SAMPLE_QUEUES; i++) {
+		const char *name = PQgetvalue(res, i, 0);
+		sample_q_t *q = &s.q[s.nq];
+
+		/* Names come from pgoutbox.queues: identifiers, checked. */
+		if (pgo_ident_check(name, NULL) != PGO_OK)
+			continue;
+		if (strcmp(PQgetvalue(res, i, 1), "adopted") == 0)
+			snprintf(count, sizeof(count),
+				 "SELECT count(*) FROM "
+				 "pgoutbox.adopted_pending('%s')",
+				 name);
+		else
+			snprintf(count, sizeof(count),
+				 "SELECT count(*) FROM pgoutbox.\"%s\"", name);
+		if (!(n = console_query(c, count, 0, NULL, why, sizeof(why))))
+			continue;
+		snprintf(q->name, sizeof(q->name), "%s", name);
+		q->produced = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		q->dead = strtoll(PQgetvalue(res, i, 3), NULL, 10);
+		q->pending = strtoll(PQgetvalue(n, 0, 0), NULL, 10);
+		PQclear(n);
+		s.nq++;
+	}
+	PQclear(res);
+	c->ring[c->ring_next] = s;
+	c->ring_next = (c->ring_next + 1) % SAMPLES;
+}
+
+static const sample_q_t *find_q(const sample_t *s, const char *name)
+{
+	for (int i = 0; i < s->nq; i++)
+		if (strcmp(s->q[i].name, name) == 0)
+			return &s->q[i];
+	return NULL;
+}
+
+void console_series_json(const pgo_console_t *c, pgo_buf_t *b)
+{
+	const sample_t *order[SAMPLES], *last = NULL;
+	int n = 0;
+
+	/* Oldest first; a gap (PostgreSQL down) simply has no sample. */
+	for (int i = 0; i < SAMPLES; i++) {
+		const sample_t *s = &c->ring[(c->ring_next + i) % SAMPLES];
+
+		if (s->at)
+			order[n++] = s;
+	}
+	if (n)
+		last = order[n - 1];
+	pgo_buf_printf(b, "{\"every_s\":%d,\"t\":[", SAMPLE_EVERY_S);
+	for (int i = 1; i < n; i++)
+		pgo_buf_printf(b, "%s%lld", i > 1 ? "," : "",
+			       (long long)order[i]->at);
+	pgo_buf_puts(b, "],\"queues\":{");
+	for (int k = 0; last && k < last->nq; k++) {
+		const char *name = last->q[k].name;
+
+		pgo_buf_puts(b, k ? "," : "");
+		pgo_buf_json_str(b, name);
+		for (int dir = 0; dir < 2; dir++) {
+			pgo_buf_puts(b, dir ? "],\"out\":[" : ":{\"in\":[");
+			for (int i = 1; i < n; i++) {
+				const sample_q_t *a = find_q(order[i - 1],
+							     name),
+						 *z = find_q(order[i], name);
+				double secs = (double)(order[i]->at -
+						       order[i - 1]->at) /
+					      1000.0;
+				double v = 0;
+
+				if (a && z && secs > 0) {
+					int64_t in = z->produced - a->produced;
+
+					v = dir ? (double)(in -
+							   (z->pending -
+							    a->pending) -
+							   (z->dead - a->dead))
+						: (double)in;
+					v = v < 0 ? 0 : v / secs;
+				}
+				pgo_buf_printf(b, "%s%.2f", i > 1 ? "," : "",
+					       v);
+			}
+		}
+		pgo_buf_puts(b, "]}");
+	}
+	pgo_buf_puts(b, "}}");
+}
