@@ -5,6 +5,8 @@
 #   tests/run.sh build-asan              all tests
 #   tests/run.sh build-asan t_rollback   integration tests matching a pattern
 #   tests/run.sh build-asan t_a t_b      ... matching any of the patterns
+# T_JOBS=N runs the integration tests in N lanes at once (default 2),
+# each with a cluster of its own; tests marked "# serial" run alone after.
 # T_KEEP=1 keeps each test's directory (in T_ROOT when set, else a new
 # /tmp/pgoutbox-test.*); PGO_BIN_WRAP runs the tests' pgoutbox through
 # another program (tests/valgrind.sh: valgrind).
@@ -40,7 +42,15 @@ chmod 755 "$TMP"
 # The cluster is the run's own: a PG_PORT or PG_DIR in the environment (the
 # user's, or an outer run's) must not choose it.
 unset PG_DIR PG_PORT PG_BIN PG_URL PG_OPTS
-cleanup() { pg_stop; [ -n "${T_KEEP:-}" ] || rm -rf "$TMP"; }
+cleanup() {
+	local d
+	pg_stop
+	# The lanes' clusters, when the run was cut short.
+	for d in "$TMP"/pg*/data; do
+		[ -f "$d/postmaster.pid" ] && pg_as "$(pg_bindir)/pg_ctl" -D "$d" -m immediate -w stop >/dev/null 2>&1
+	done
+	[ -n "${T_KEEP:-}" ] || rm -rf "$TMP"
+}
 trap cleanup EXIT
 
 if [ -z "$PATTERN" ]; then
@@ -61,8 +71,16 @@ if [ -z "$PATTERN" ]; then
 	done
 fi
 
-echo "== integration tests (PostgreSQL $(pg_bindir | grep -o '[0-9]*' | head -1))"
-pg_start "$TMP/pg" fsync=off || { echo "run.sh: cannot start PostgreSQL" >&2; exit 2; }
+unit_passed=$passed
+unit_failed=$failed
+
+# The integration tests, in T_JOBS lanes at once (default 2; 1 runs them
+# one by one), each lane with a PostgreSQL cluster of its own; a test
+# whose header has a line "# serial" (timing-sensitive, or one that loads
+# the whole machine) runs after them, alone.  Each test's report is
+# printed whole as it ends.
+tests=()
+serial=()
 soaks=()
 [ -n "$PATTERN" ] && soaks=(tests/soak/t_*.sh)
 for t in tests/integration/t_*.sh "${soaks[@]}"; do
@@ -75,25 +93,84 @@ for t in tests/integration/t_*.sh "${soaks[@]}"; do
 		done
 		[ -n "$match" ] || continue
 	fi
+	if grep -q '^# serial' "$t"; then serial+=("$t"); else tests+=("$t"); fi
+done
+JOBS=${T_JOBS:-2}
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: T_JOBS must be a number of lanes, not \"$JOBS\"" >&2; exit 2; }
+[ "${#tests[@]}" -lt "$JOBS" ] && JOBS=$(( ${#tests[@]} > 0 ? ${#tests[@]} : 1 ))
+mkdir -p "$TMP/.lanes"
+printf '%s\n' "${tests[@]}" >"$TMP/.lanes/queue"
+: >"$TMP/.lanes/next"
+: >"$TMP/.lanes/results"
+
+# run_test FILE: runs one test, prints its report (under the print lock),
+# records "ok NAME" or "fail NAME".
+run_test() {
+	local t=$1 name rc start report
+	name=$(basename "$t" .sh)
 	export T_TMP="$TMP/$name"
 	mkdir -p "$T_TMP"; chmod 777 "$T_TMP"
 	start=$SECONDS
 	timeout -k 10 300 bash "$t" >"$T_TMP/output" 2>&1; rc=$?
-	if [ "$rc" = 0 ]; then
-		passed=$((passed + 1))
-		printf '  ok   %-34s %3ds\n' "$name" $((SECONDS - start))
-	else
-		failed=$((failed + 1)); failures+=("$name")
-		printf '  FAIL %-34s %3ds (exit %s)\n' "$name" $((SECONDS - start)) "$rc"
-		sed 's/^/       | /' "$T_TMP/output" | tail -n 60
-		for log in "$T_TMP"/*.log; do
-			[ -f "$log" ] || continue
-			echo "       -- $(basename "$log") (last lines)"
-			tail -n 15 "$log" | sed 's/^/       | /'
-		done
-	fi
-	grep -h '^  ' "$T_TMP/output" | sed 's/^/       /' || true
-done
+	report="$T_TMP/.report"
+	{
+		if [ "$rc" = 0 ]; then
+			printf '  ok   %-34s %3ds\n' "$name" $((SECONDS - start))
+		else
+			printf '  FAIL %-34s %3ds (exit %s)\n' "$name" $((SECONDS - start)) "$rc"
+			sed 's/^/       | /' "$T_TMP/output" | tail -n 60
+			for log in "$T_TMP"/*.log; do
+				[ -f "$log" ] || continue
+				echo "       -- $(basename "$log") (last lines)"
+				tail -n 15 "$log" | sed 's/^/       | /'
+			done
+		fi
+		grep -h '^  ' "$T_TMP/output" | sed 's/^/       /' || true
+	} >"$report"
+	(
+		flock 9
+		cat "$report"
+		if [ "$rc" = 0 ]; then echo "ok $name"; else echo "fail $name"; fi >>"$TMP/.lanes/results"
+	) 9>"$TMP/.lanes/print.lock"
+}
+
+# lane K: its own cluster; takes the next test off the queue until none.
+lane() {
+	local k=$1 n t
+	pg_start "$TMP/pg$k" fsync=off || { echo "run.sh: lane $k cannot start PostgreSQL" >&2; return 1; }
+	while :; do
+		t=$(
+			flock 8
+			n=$(wc -l <"$TMP/.lanes/next")
+			sed -n "$((n + 1))p" "$TMP/.lanes/queue"
+			echo >>"$TMP/.lanes/next"
+		) 8>"$TMP/.lanes/queue.lock"
+		[ -n "$t" ] || break
+		run_test "$t"
+	done
+	pg_stop
+}
+
+echo "== integration tests (PostgreSQL $(pg_bindir | grep -o '[0-9]*' | head -1), $JOBS lanes)"
+lane_pids=()
+if [ "${#tests[@]}" -gt 0 ]; then
+	for k in $(seq 1 "$JOBS"); do
+		( unset PG_DIR PG_PORT PG_BIN PG_URL PG_OPTS; lane "$k" ) &
+		lane_pids+=($!)
+	done
+	for p in "${lane_pids[@]}"; do wait "$p" || { echo "run.sh: a lane could not run" >&2; exit 2; }; done
+fi
+if [ "${#serial[@]}" -gt 0 ]; then
+	echo "== alone: the tests marked serial"
+	pg_start "$TMP/pg" fsync=off || { echo "run.sh: cannot start PostgreSQL" >&2; exit 2; }
+	for t in "${serial[@]}"; do run_test "$t"; done
+fi
+passed=$(grep -c '^ok ' "$TMP/.lanes/results")
+failed=$(grep -c '^fail ' "$TMP/.lanes/results")
+mapfile -t lane_failures < <(sed -n 's/^fail //p' "$TMP/.lanes/results")
+failures+=("${lane_failures[@]}")
+passed=$((passed + unit_passed))
+failed=$((failed + unit_failed))
 
 echo
 if [ -n "$PATTERN" ] && [ $((passed + failed)) = 0 ]; then

@@ -1,5 +1,6 @@
 # The benchmark's quick mode: every workload of `make bench` runs (tiny
 # counts; it checks that they work, not how fast).
+# serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 cd "$(dirname "$0")/../.."
 env -u PG_PORT -u PG_DIR -u PG_URL bench/run.sh "$(dirname "$PGO_BIN")" --quick >"$T_TMP/bench.log" 2>&1 || { tail -n 40 "$T_TMP/bench.log"; fail "bench --quick failed"; }

@@ -2,6 +2,7 @@
 # --quick): every scenario, wake-up and consumer runs with tiny counts and
 # its row must be in the table with nothing lost (it checks that the chain
 # works, not how fast).
+# serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 cd "$(dirname "$0")/../.."
 command -v redis-server >/dev/null || fail "redis-server not found"

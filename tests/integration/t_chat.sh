@@ -3,6 +3,7 @@
 # deploys, a Redis outage and relays killed during it.  It must report
 # lost: none and no order violation.  `make chaos` runs 20 seeds;
 # CHAT_SEED=n reproduces a run.
+# serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 seed=${CHAT_SEED:-$RANDOM}
 "$(dirname "$0")/../chaos/chat.sh" --build "$(dirname "$PGO_BIN")" --seed "$seed" --duration 15 \

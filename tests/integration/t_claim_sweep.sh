@@ -7,6 +7,7 @@
 #
 # The claims' own durations come from the server (auto_explain, for this
 # database's sessions only), so the check holds for any relay build.
+# serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 t_db
 db=$(basename "$0" .sh)

@@ -13,6 +13,7 @@
 # one per transaction; once the relay's debug log says connection 1 went
 # cold, events of keys in connection 1's shards are sent one by one, each
 # awaited; none may take 1 s.  Then every burst event must have arrived.
+# serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 t_db
 psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" >/dev/null <<'SQL'

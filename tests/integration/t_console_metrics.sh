@@ -4,6 +4,7 @@
 # of their own, so while one of them waits for a lock, /metrics and
 # /healthz answer at once and the relay keeps delivering; with too many
 # waiting, more are refused (503) instead of queued without end.
+# serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 command -v /usr/bin/chromium >/dev/null || fail "chromium not installed (scripts/deps.sh installs it)"
 NODE_DIR=$(cd "$(dirname "$0")/../console" && pwd)

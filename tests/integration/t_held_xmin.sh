@@ -7,6 +7,7 @@
 # T_CLAIM_FLOOR=off to see it fail: the index entries read per event); the claim floor
 # (sql/006_claim_floor.sql) keeps the relay up with the load, and nothing
 # is lost or left behind after the snapshot ends.
+# serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 t_db
 BENCH=$(dirname "$PGO_BIN")/bench/pgoutbox-bench

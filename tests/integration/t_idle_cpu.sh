@@ -1,5 +1,6 @@
 # Nothing in the loop spins: an idle relay, and a relay whose sink takes
 # seconds, use (almost) no CPU, in every mode.
+# serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 t_db
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

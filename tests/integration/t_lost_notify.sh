@@ -1,6 +1,7 @@
 # Wake-up: a NOTIFY delivers an event within milliseconds; an event whose
 # notification is lost (its trigger did not fire) waits only for the
 # fallback poll, then arrives.
+# serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 t_db
 start_relay "$T_TMP/out" --sink stdout --poll-interval 3s

@@ -3,6 +3,7 @@
 # pending gauge returns to 0, and `promtool check metrics` finds the
 # scrape clean.  /readyz turns 503 with the reason when Redis or
 # PostgreSQL stops and 200 again when they are back.
+# serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../redis.sh"
 command -v prometheus >/dev/null || fail "prometheus not installed (scripts/deps.sh installs it)"

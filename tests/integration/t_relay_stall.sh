@@ -7,6 +7,7 @@
 # within a few heartbeats of the lease timeout; events keep flowing during
 # the stall; once both wake up, they rejoin, and per key the first
 # deliveries follow commit order with nothing lost.
+# serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 t_db
 make_aggregates

@@ -33,7 +33,7 @@ grep -q 'catch-up-max 3 is ignored with missed run_once' "$T_TMP/cu.err" || fail
 [ "$(q "SELECT count(*) FROM pgoutbox.cron_schedules")" = 2 ] || fail "schedules: $(q 'SELECT name FROM pgoutbox.cron_schedules')"
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-rc=0; (cd "$root" && tests/run.sh "$(dirname "${PGO_BIN#"$root"/}")" no_such_test_xyz) >"$T_TMP/run.out" 2>&1 || rc=$?
+rc=0; (cd "$root" && env -u T_ROOT -u T_KEEP tests/run.sh "$(dirname "${PGO_BIN#"$root"/}")" no_such_test_xyz) >"$T_TMP/run.out" 2>&1 || rc=$?
 [ "$rc" = 2 ] && grep -q 'no test matches "no_such_test_xyz"' "$T_TMP/run.out" || fail "run.sh with no match: exit $rc: $(cat "$T_TMP/run.out")"
 
 # A misspelled flag gets a suggestion, as a misspelled INI key does.

@@ -13,6 +13,7 @@
 # Part 2 sends at 1,000 events/s from two producers, one event per
 # transaction, so commits land at every phase of the relay's sleep and wake transitions, in the ordered
 # and the concurrent mode: no event may take longer than 2 s.
+# serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 t_db
 BENCH=$(dirname "$PGO_BIN")/bench/pgoutbox-bench
