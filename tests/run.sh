@@ -140,11 +140,12 @@ lane() {
 	pg_start "$TMP/pg$k" fsync=off || { echo "run.sh: lane $k cannot start PostgreSQL" >&2; return 1; }
 	while :; do
 		t=$(
+			exec 8>"$TMP/.lanes/queue.lock"
 			flock 8
 			n=$(wc -l <"$TMP/.lanes/next")
 			sed -n "$((n + 1))p" "$TMP/.lanes/queue"
 			echo >>"$TMP/.lanes/next"
-		) 8>"$TMP/.lanes/queue.lock"
+		)
 		[ -n "$t" ] || break
 		run_test "$t"
 	done

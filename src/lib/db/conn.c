@@ -516,8 +516,10 @@ static void send_setup(pgo_conn_t *c)
 	(void)pgo_conn_send(c);
 }
 
-/* The setup round finished: check it.  A schema that is too old or missing
- * is retried (a deploy may be migrating right now); a newer one is fatal. */
+/* The setup round finished: check it.  At start, a schema that is missing,
+ * older or newer than this binary is refused (exit 2: run `pgoutbox
+ * migrate` first, then start the new binaries); once a session came up,
+ * an older one is waited out and a newer one is fatal. */
 static pgo_conn_event_t finish_setup(pgo_conn_t *c)
 {
 	const pgo_conn_setup_t *s = c->setup;
@@ -540,9 +542,9 @@ static pgo_conn_event_t finish_setup(pgo_conn_t *c)
 			goto failed;
 
 		if (pgo_schema_verdict(version, &err) != PGO_OK) {
-			/* Never migrated, at start: not a deploy migrating
-			 * right now, a step left out. */
-			if (version == 0 && !c->ever_connected) {
+			/* At start: not a deploy migrating right now, a step
+			 * left out (migrate before starting new binaries). */
+			if (!c->ever_connected) {
 				err.code = PGO_ERR_CONFIG;
 				err.retriable = 0;
 			}

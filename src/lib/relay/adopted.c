@@ -94,6 +94,12 @@ int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err)
 		PQfinish(pg);
 		return PGO_OK;
 	}
+	/* A schema missing or of another version is refused here too, as
+	 * the first thing said (the slots would say it after "starting"). */
+	if (pgo_schema_check(pg, err) == PGO_ERR_SCHEMA) {
+		PQfinish(pg);
+		return PGO_ERR_SCHEMA;
+	}
 	res = PQexecParams(pg,
 			   "SELECT tbl_sql, event_id, topic_sql, key_sql, "
 			   "type_sql, payload_sql, headers_sql, created_sql, "
@@ -101,8 +107,7 @@ int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err)
 			   "FROM pgoutbox.adopted_map($1)",
 			   1, NULL, &name, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-		/* No such row: one of pgoutbox's own queues.  (A schema
-		 * that is not this build's is reported by the slots.) */
+		/* No such row: one of pgoutbox's own queues. */
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 			pgo_log(PGO_LOG_WARN, r->subject,
 				"cannot read whether queue %s is an adopted "
