@@ -35,8 +35,11 @@ REVOKE ALL ON FUNCTION pgoutbox.inbox_maintain(interval) FROM PUBLIC;
 -- Work queues, workers and cron.
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.work_sql(text, text, integer, integer, bigint, bigint) FROM PUBLIC;
+-- A queue with controls: its claims (pgoutbox.claim() runs with the
+-- worker's rights and is left to PUBLIC, as queue_controlled() is).
+REVOKE ALL ON FUNCTION pgoutbox.claim_ids(text, integer, integer, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.cron_fire(text, bigint, bigint[], boolean[], text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.cron_history_partition(date) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.cron_history_maintain(interval) FROM PUBLIC;
@@ -47,3 +50,7 @@ REVOKE ALL ON FUNCTION pgoutbox.archive_partitions(text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.adopt(text, text, text, text, text, text, text, text, text, text, text, text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.unadopt(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.add_caps(text) FROM PUBLIC;
+-- ... and the controls of work queues.
+REVOKE ALL ON FUNCTION pgoutbox.pause(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.resume(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.set_queue(text, integer, integer, numeric, integer) FROM PUBLIC;
