@@ -32,7 +32,6 @@
 \ir functions/notify_outbox.sql
 \ir functions/outbox_check.sql
 \ir functions/pause.sql
-\ir functions/queue_controlled.sql
 \ir functions/queue_controls_check.sql
 \ir functions/queue_kind.sql
 \ir functions/rebalance.sql

@@ -38,7 +38,12 @@ REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.work_sql(text, text, integer, integer, bigint, bigint) FROM PUBLIC;
 -- A queue with controls: its claims (pgoutbox.claim() runs with the
--- worker's rights and is left to PUBLIC, as queue_controlled() is).
+-- worker's rights and is left to PUBLIC).  Every claim looks up the
+-- queue's row of pgoutbox.queue_controls (a plain queue has none), so
+-- any role may read them: whether a queue is paused or limited is no
+-- secret, and a worker role upgraded from before step 019 needs no new
+-- grant for its plain claims.
+GRANT SELECT ON pgoutbox.queue_controls TO PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.claim_ids(text, integer, integer, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.cron_fire(text, bigint, bigint[], boolean[], text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.cron_history_partition(date) FROM PUBLIC;

@@ -91,7 +91,7 @@ CREATE TABLE pgoutbox.queues (
 
 -- The controls of a work queue (issue 39), one row per queue that has
 -- any: paused, or limits set by pgoutbox.set_queue().  A queue without a
--- row is claimed by the plain statement (pgoutbox.queue_controlled());
+-- row is claimed by the plain statements, as before step 019;
 -- one with a row by pgoutbox.claim_ids(), which takes the row FOR UPDATE
 -- and keeps the rate's token bucket in it.
 CREATE TABLE pgoutbox.queue_controls (

@@ -1,8 +1,8 @@
 -- Lease mode's claim of a queue with controls (pause, limits, groups):
 -- the jobs pgoutbox.claim_ids() picks, leased to worker for lease_ms as
 -- the plain claim leases them (src/lib/queue/ops.c: epoch + 1, attempts
--- + 1).  The worker's claim statement calls it only when
--- pgoutbox.queue_controlled(queue); it runs with the worker's rights on
+-- + 1).  The worker's claim statement calls it only when the queue has a
+-- row in pgoutbox.queue_controls; it runs with the worker's rights on
 -- the queue (the worker role needs EXECUTE on claim_ids as well).
 CREATE OR REPLACE FUNCTION pgoutbox.claim(queue text, worker text, lease_ms bigint,
                                           lim integer, max_attempts integer)

@@ -4,8 +4,8 @@
 -- `pgoutbox worker --sql` logs them and wakes when the first retry is due
 -- instead of at its next poll.
 --
--- A queue with controls (pgoutbox.queue_controlled: paused, limits,
--- groups) takes its jobs from pgoutbox.claim_ids(), whose lock on the
+-- A queue with controls (a row in pgoutbox.queue_controls: paused,
+-- limits, groups) takes its jobs from pgoutbox.claim_ids(), whose lock on the
 -- queue's controls row is held until the batch commits: such a queue
 -- runs one batch at a time across workers.  A plain queue takes the
 -- statements below unchanged.
@@ -30,7 +30,7 @@ BEGIN
             USING ERRCODE = 'undefined_function';
     END IF;
     fn := to_regprocedure(func || '(jsonb)')::regproc::text;
-    IF pgoutbox.queue_controlled(queue) THEN
+    IF EXISTS (SELECT 1 FROM pgoutbox.queue_controls c WHERE c.queue = work_sql.queue) THEN
         ids := pgoutbox.claim_ids(queue, lim, max_attempts, true);
         IF cardinality(ids) = 0 THEN
             RETURN;

@@ -18,17 +18,19 @@ void pgo_ops_build_sql(pgo_worker_t *w)
 {
 	const char *q = w->queue;
 
-	/* The plain claim, unless the queue has controls (paused, limits,
-	 * groups: sql/schema/functions/claim_ids.sql); then pgoutbox.claim().
-	 * queue_controlled($5) is one lookup, a one-time filter of each
-	 * branch, in the statement's one snapshot: exactly one branch runs. */
+	/* The plain claim, unless the queue has controls (a row in
+	 * pgoutbox.queue_controls: paused, limits, groups; see
+	 * sql/schema/functions/claim_ids.sql), then pgoutbox.claim().  The
+	 * row's lookup is an InitPlan, a one-time filter of each branch, in
+	 * the statement's one snapshot: exactly one branch runs. */
 	snprintf(
 		w->claim_sql, sizeof(w->claim_sql),
 		"WITH p AS (UPDATE pgoutbox.\"%s\" j SET locked_by = $1, "
 		"locked_until = now() + $2::bigint * interval '1 millisecond', "
 		"epoch = j.epoch + 1, attempts = j.attempts + 1 "
 		"WHERE j.id = ANY (ARRAY(SELECT id FROM pgoutbox.\"%s\" "
-		"WHERE NOT pgoutbox.queue_controlled($5) AND "
+		"WHERE NOT EXISTS (SELECT FROM pgoutbox.queue_controls c "
+		"WHERE c.queue = $5::text) AND "
 		"run_at <= now() AND (locked_until IS NULL OR "
 		"locked_until < now()) AND attempts < $4::integer "
 		"ORDER BY priority DESC, id LIMIT $3::integer "
@@ -38,7 +40,8 @@ void pgo_ops_build_sql(pgo_worker_t *w)
 		"SELECT * FROM p UNION ALL SELECT * FROM pgoutbox.claim($5, "
 		"$1, "
 		"$2::bigint, $3::integer, $4::integer) "
-		"WHERE pgoutbox.queue_controlled($5)",
+		"WHERE EXISTS (SELECT FROM pgoutbox.queue_controls c "
+		"WHERE c.queue = $5::text)",
 		q, q);
 	snprintf(w->complete_sql, sizeof(w->complete_sql),
 		 "DELETE FROM pgoutbox.\"%s\" WHERE id = $1 AND epoch = $2", q);
