@@ -33,7 +33,7 @@ rc=0; "$PGO_BIN" dead discard --all 2>/dev/null || rc=$?
 [ "$(dead)" = 10 ] || fail "a refused command changed the dead letters"
 
 # Retry by ids: same id, same group, attempts 0, due now.
-"$PGO_BIN" dead retry --queue d --ids 1,2 | grep -q '^2 dead letter(s) moved back into queue d' || fail "retry --ids"
+grep -q '^2 dead letter(s) moved back into queue d' <<<"$("$PGO_BIN" dead retry --queue d --ids 1,2)" || fail "retry --ids"
 [ "$(q "SELECT string_agg(id || ':' || attempts || ':' || group_key || ':' || (run_at <= now()), ',' ORDER BY id) FROM pgoutbox.d")" = "1:0:g1:true,2:0:g0:true" ] ||
 	fail "retried jobs: $(q "SELECT id, attempts, group_key, run_at FROM pgoutbox.d")"
 [ "$(dead)" = 8 ] || fail "dead letters after retry --ids: $(dead)"
@@ -46,14 +46,14 @@ q "INSERT INTO pgoutbox.d (id, payload) VALUES (3, '{}')" >/dev/null
 q "DELETE FROM pgoutbox.d WHERE id = 3" >/dev/null
 
 # By topic, discard by type, then all.
-"$PGO_BIN" dead retry --queue d --topic mail | grep -q '^4 dead letter(s)' || fail "retry --topic mail"
+grep -q '^4 dead letter(s)' <<<"$("$PGO_BIN" dead retry --queue d --topic mail)" || fail "retry --topic mail"
 [ "$(q "SELECT count(*) FROM pgoutbox.d")" = 6 ] || fail "jobs after retry --topic"
 q "UPDATE pgoutbox.dead_letters SET type = 'bad' WHERE id IN (7, 8)" >/dev/null
-"$PGO_BIN" dead discard --queue d --type bad | grep -q '^2 dead letter(s) discarded' || fail "discard --type"
-"$PGO_BIN" dead discard --queue d --ids 9 | grep -q '^1 dead letter(s) discarded' || fail "discard --ids"
+grep -q '^2 dead letter(s) discarded' <<<"$("$PGO_BIN" dead discard --queue d --type bad)" || fail "discard --type"
+grep -q '^1 dead letter(s) discarded' <<<"$("$PGO_BIN" dead discard --queue d --ids 9)" || fail "discard --ids"
 # The older commands, the same code path.
-"$PGO_BIN" queue dead d | grep -q '^10 ' || fail "queue dead: $("$PGO_BIN" queue dead d)"
-"$PGO_BIN" queue retry 10 --queue d | grep -q 'dead letter 10 moved back' || fail "queue retry"
+grep -q '^10 ' <<<"$("$PGO_BIN" queue dead d)" || fail "queue dead: $("$PGO_BIN" queue dead d)"
+grep -q 'dead letter 10 moved back' <<<"$("$PGO_BIN" queue retry 10 --queue d)" || fail "queue retry"
 "$PGO_BIN" queue retry 10 --queue d 2>/dev/null && fail "queue retry of a dead letter no more there exited 0"
 [ "$(dead)" = 0 ] || fail "dead letters left: $(dead)"
 [ "$(q "SELECT string_agg(id::text, ',' ORDER BY id) FROM pgoutbox.d")" = "1,2,3,4,5,6,10" ] ||
@@ -63,7 +63,7 @@ q "UPDATE pgoutbox.dead_letters SET type = 'bad' WHERE id IN (7, 8)" >/dev/null
 q "UPDATE pgoutbox.d SET attempts = 1" >/dev/null
 q "WITH d AS (DELETE FROM pgoutbox.d RETURNING *) INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, type, payload, headers, created_at, attempts, group_key) SELECT id, 'd', topic, key, type, payload, headers, created_at, attempts, group_key FROM d" >/dev/null
 [ "$(q "SELECT count(*) FROM pgoutbox.dead_retry('d', ids => '{1,2}')")" = 2 ] || fail "SQL dead_retry"
-"$PGO_BIN" dead retry --queue d --all | grep -q '^5 dead letter(s)' || fail "retry --all"
+grep -q '^5 dead letter(s)' <<<"$("$PGO_BIN" dead retry --queue d --all)" || fail "retry --all"
 "$PGO_BIN" worker --queue d --exec true --poll-interval 200ms --name w2 2>"$T_TMP/w2.log" &
 W=$!; PIDS+=($!)
 wait_until 30 "[ \"\$(q 'SELECT count(*) FROM pgoutbox.d')\" = 0 ]"

@@ -47,14 +47,18 @@ sleep 0.1
 echo "end \$PGOUTBOX_JOB_ID \$PGOUTBOX_JOB_ATTEMPT \$(date +%s.%N)" >> $T_TMP/runs
 SH
 chmod +x "$T_TMP/job.sh"
+declare -A PID_OF
 work() {
 	"$PGO_BIN" worker --queue s --exec "$T_TMP/job.sh" --concurrency 4 --lease 1500ms \
 		--reap-interval 300ms --poll-interval 100ms --name "$1" 2>"$T_TMP/$1.log" &
-	LAST=$!; PIDS+=($!)
+	PID_OF[$1]=$!; PIDS+=($!)
 }
-work s1; work s2; work s3; V=$LAST; work s4
+work s1; work s2; work s3; work s4
 wait_until 30 "[ \$(grep -c '^start' $T_TMP/runs 2>/dev/null || echo 0) -ge 20 ]"
-kill -9 "$V"
+# The victim: a worker with a job running.
+wait_until 10 "[ -n \"\$(q \"SELECT locked_by FROM pgoutbox.s WHERE locked_until > now() LIMIT 1\")\" ]"
+victim=$(q "SELECT locked_by FROM pgoutbox.s WHERE locked_until > now() LIMIT 1")
+kill -9 "${PID_OF[$victim]}"
 killed_at=$(date +%s.%N)
 work s5
 wait_until 90 "[ \"\$(q 'SELECT count(*) FROM pgoutbox.s')\" = 0 ]"
@@ -74,4 +78,6 @@ disorder=$(q "WITH f AS (SELECT id, min(t) AS st FROM runs WHERE what = 'start' 
               SELECT count(*) FROM f x JOIN f y ON x.id % 5 = y.id % 5 AND x.id < y.id AND x.st > y.st")
 [ "$disorder" = 0 ] || fail "$disorder pairs of one group's jobs started out of enqueue order"
 [ "$(q "SELECT count(*) FROM pgoutbox.dead_letters")" = 0 ] || fail "dead letters appeared"
+[ "$(q "SELECT count(*) FROM runs WHERE what = 'start' AND attempt > 1")" -ge 1 ] ||
+	fail "no job ran again after $victim was killed"
 note "sequential: $(q "SELECT count(*) FROM runs WHERE what = 'start'") runs of 100 jobs in 5 groups, $(q "SELECT count(*) FROM runs WHERE what = 'start' AND attempt > 1") again after the kill"

@@ -36,11 +36,11 @@ sleep 1
 note "pause: $(wc -l < "$T_TMP/starts") started before it, $left left"
 # Resume: the workers' poll is 30 s, so only the wake-up can start them.
 resumed_at=$(date +%s)
-"$PGO_BIN" queue resume p | grep -q 'queue p resumed' || fail "queue resume"
+grep -q 'queue p resumed' <<<"$("$PGO_BIN" queue resume p)" || fail "queue resume"
 wait_until 60 "[ \"\$(q 'SELECT count(*) FROM pgoutbox.p')\" = 0 ]"
 [ "$(sort -u -k2,2 "$T_TMP/starts" | wc -l)" = 1510 ] ||
 	fail "$(sort -u -k2,2 "$T_TMP/starts" | wc -l) distinct jobs ran, want 1510"
-first=$(awk -v t="$resumed_at" '$1 >= t' "$T_TMP/starts" | head -1 | cut -d' ' -f1)
+first=$(awk -v t="$resumed_at" '$1 >= t { print $1; exit }' "$T_TMP/starts")
 [ -n "$first" ] || fail "nothing ran after the resume"
 [ "$(q "SELECT count(*) FROM pgoutbox.dead_letters")" = 0 ] || fail "dead letters appeared"
 [ "$(q "SELECT count(*) FROM pgoutbox.queue_controls")" = 0 ] || fail "resume left a controls row"
