@@ -532,6 +532,8 @@ PGO_EXPORT const char *pgo_enqueuer_errmsg(const pgo_enqueuer_t *q);
 
 /* Operator commands (each its own statement; output for humans). */
 PGO_EXPORT int pgo_queue_list(PGconn *conn, FILE *out, pgo_error_t *err);
+/* Counts of the queue's jobs by state, running jobs per worker, then the
+ * line of pgo_queue_controls(). */
 PGO_EXPORT int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
 			       pgo_error_t *err);
 /* The newest `limit` dead letters of a queue with their errors. */

@@ -23,6 +23,7 @@ wait_until 30 "[ \$(wc -l < $T_TMP/starts 2>/dev/null || echo 0) -ge 100 ]"
 paused_at=$(date +%s.%N)
 "$PGO_BIN" queue pause p >"$T_TMP/pause.out" || fail "queue pause: $(cat "$T_TMP/pause.out")"
 grep -q 'queue p paused' "$T_TMP/pause.out" || fail "pause said: $(cat "$T_TMP/pause.out")"
+grep -q '^queue p: paused' <<<"$("$PGO_BIN" queue stats p)" || fail "queue stats does not say paused: $("$PGO_BIN" queue stats p)"
 sleep 2.5
 late=$(awk -v t="$paused_at" '$1 > t + 1.0' "$T_TMP/starts" | wc -l)
 [ "$late" = 0 ] || fail "$late jobs started more than 1 s after the pause"

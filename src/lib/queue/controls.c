@@ -77,7 +77,7 @@ int pgo_queue_controls(PGconn *conn, const char *queue, FILE *out,
 		return PGO_ERR_INVALID;
 	res = pgo_pq_run(
 		conn, "queue controls",
-		"SELECT CASE WHEN paused THEN 'paused' ELSE 'running' END, "
+		"SELECT CASE WHEN paused THEN 'paused' ELSE 'not paused' END, "
 		"coalesce(group_concurrency::text, '-'), "
 		"coalesce(max_running::text, '-'), "
 		"coalesce(rate_per_s::text, '-'), "

@@ -362,7 +362,8 @@ int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
 		fprintf(out, "  worker %-40s %s running\n",
 			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
 	PQclear(res);
-	return PGO_OK;
+	/* Paused or not, and its limits (controls.c). */
+	return pgo_queue_controls(conn, queue, out, err);
 }
 
 /* `queue dead` and `queue retry`: the dead letters' own calls (dead.c)
