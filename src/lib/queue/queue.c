@@ -1,11 +1,11 @@
 /*
  * queue.c — named work queues: creating them, enqueueing jobs inside the
- * caller's transaction, and the operator's commands (list, stats, dead
- * letters, retry, purge).
+ * caller's transaction, and the operator's commands (list, stats, purge;
+ * dead and retry check the queue and call dead.c).
  *
- * The SQL lives in sql/004_queues.sql (pgoutbox.create_queue,
- * pgoutbox.enqueue); names are checked here with pgo_ident_check() and
- * again in SQL, where they are quoted with format('%I').
+ * The SQL lives in sql/schema/functions/ (create_queue.sql,
+ * enqueue.sql); names are checked here with pgo_ident_check() and again
+ * in SQL, where they are quoted with format('%I').
  */
 #include <stdlib.h>
 #include <string.h>
