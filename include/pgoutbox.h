@@ -532,18 +532,68 @@ PGO_EXPORT const char *pgo_enqueuer_errmsg(const pgo_enqueuer_t *q);
 
 /* Operator commands (each its own statement; output for humans). */
 PGO_EXPORT int pgo_queue_list(PGconn *conn, FILE *out, pgo_error_t *err);
+/* Counts of the queue's jobs by state, running jobs per worker, then the
+ * line of pgo_queue_controls(). */
 PGO_EXPORT int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
 			       pgo_error_t *err);
 /* The newest `limit` dead letters of a queue with their errors. */
 PGO_EXPORT int pgo_queue_dead(PGconn *conn, const char *queue, int limit,
 			      FILE *out, pgo_error_t *err);
-/* Moves dead letter id back into its queue (same id, attempts 0). */
+/* Moves dead letter id back into its queue (same id, attempts 0):
+ * pgo_dead_retry() of one id; PGO_ERR_INVALID when there is none. */
 PGO_EXPORT int pgo_queue_retry(PGconn *conn, const char *queue, int64_t id,
 			       pgo_error_t *err);
 /* Deletes every job of the queue (dead: its dead letters instead);
  * *count (may be NULL) receives how many. */
 PGO_EXPORT int pgo_queue_purge(PGconn *conn, const char *queue, int dead,
 			       int64_t *count, pgo_error_t *err);
+
+/* --- queue controls --- */
+
+/* Steering a work queue (docs/queue.md, "Controls"); each call is one
+ * statement of the SQL API, which checks the queue (PGO_ERR_DB when it
+ * is not a work queue) and wakes its workers at COMMIT. */
+
+/* Pauses (paused != 0: pgoutbox.pause) or resumes (pgoutbox.resume) a
+ * work queue: while paused its workers claim nothing, producers still
+ * enqueue.  *changed (may be NULL) is 1 when it was not so already. */
+PGO_EXPORT int pgo_queue_pause(PGconn *conn, const char *queue, int paused,
+			       int *changed, pgo_error_t *err);
+/* Sets a work queue's limits (pgoutbox.set_queue): a value < 0 keeps the
+ * limit as it is, 0 removes it.  group_concurrency: jobs of one group
+ * running at once (1: one after the other); max_running: jobs running at
+ * once across all workers; rate_per_s and burst: jobs started per second
+ * across all workers, a token bucket of burst tokens. */
+PGO_EXPORT int pgo_queue_set(PGconn *conn, const char *queue,
+			     int group_concurrency, int max_running,
+			     double rate_per_s, int burst, pgo_error_t *err);
+/* One line: whether the queue is paused, and its limits. */
+PGO_EXPORT int pgo_queue_controls(PGconn *conn, const char *queue, FILE *out,
+				  pgo_error_t *err);
+
+/* Dead letters (pgoutbox.dead_letters).  A filter: queue (required for
+ * retry and discard; NULL lists every queue's), ids (n_ids of them;
+ * NULL or 0: every one), topic and type (NULL: any). */
+
+/* The newest `limit` dead letters matching the filter, with errors. */
+PGO_EXPORT int pgo_dead_list(PGconn *conn, const char *queue, const char *topic,
+			     const char *type, int limit, FILE *out,
+			     pgo_error_t *err);
+/* Every field of one dead letter; PGO_ERR_INVALID when there is none. */
+PGO_EXPORT int pgo_dead_show(PGconn *conn, const char *queue, int64_t id,
+			     FILE *out, pgo_error_t *err);
+/* Moves the dead letters matching the filter back into their queue in
+ * one statement (same ids and groups, attempts reset, due now);
+ * *count (may be NULL) receives how many. */
+PGO_EXPORT int pgo_dead_retry(PGconn *conn, const char *queue,
+			      const int64_t *ids, int n_ids, const char *topic,
+			      const char *type, int64_t *count,
+			      pgo_error_t *err);
+/* Deletes the dead letters matching the filter in one statement. */
+PGO_EXPORT int pgo_dead_discard(PGconn *conn, const char *queue,
+				const int64_t *ids, int n_ids,
+				const char *topic, const char *type,
+				int64_t *count, pgo_error_t *err);
 
 /* --- worker --- */
 

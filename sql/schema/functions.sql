@@ -12,11 +12,15 @@
 \ir functions/archive_deleted.sql
 \ir functions/archive_partitions.sql
 \ir functions/caps_on_new_queue.sql
+\ir functions/claim.sql
 \ir functions/claim_floor.sql
+\ir functions/claim_ids.sql
 \ir functions/create_queue.sql
 \ir functions/cron_fire.sql
 \ir functions/cron_history_maintain.sql
 \ir functions/cron_history_partition.sql
+\ir functions/dead_discard.sql
+\ir functions/dead_retry.sql
 \ir functions/enqueue.sql
 \ir functions/health.sql
 \ir functions/inbox_claim.sql
@@ -27,9 +31,12 @@
 \ir functions/notify_adopted.sql
 \ir functions/notify_outbox.sql
 \ir functions/outbox_check.sql
+\ir functions/pause.sql
+\ir functions/queue_controls_check.sql
 \ir functions/queue_kind.sql
 \ir functions/rebalance.sql
 \ir functions/relay_beat.sql
+\ir functions/resume.sql
 \ir functions/send.sql
 \ir functions/send_batch.sql
 \ir functions/send_batch_args.sql
@@ -37,6 +44,7 @@
 \ir functions/send_batch_rows.sql
 \ir functions/send_batch_to.sql
 \ir functions/send_to.sql
+\ir functions/set_queue.sql
 \ir functions/set_retention.sql
 \ir functions/shard_expr.sql
 \ir functions/shard_of.sql

@@ -35,8 +35,16 @@ REVOKE ALL ON FUNCTION pgoutbox.inbox_maintain(interval) FROM PUBLIC;
 -- Work queues, workers and cron.
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.work_sql(text, text, integer, integer, bigint, bigint) FROM PUBLIC;
+-- A queue with controls: its claims (pgoutbox.claim() runs with the
+-- worker's rights and is left to PUBLIC).  Every claim looks up the
+-- queue's row of pgoutbox.queue_controls (a plain queue has none), so
+-- any role may read them: whether a queue is paused or limited is no
+-- secret, and a worker role upgraded from before step 019 needs no new
+-- grant for its plain claims.
+GRANT SELECT ON pgoutbox.queue_controls TO PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.claim_ids(text, integer, integer, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.cron_fire(text, bigint, bigint[], boolean[], text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.cron_history_partition(date) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.cron_history_maintain(interval) FROM PUBLIC;
@@ -47,3 +55,7 @@ REVOKE ALL ON FUNCTION pgoutbox.archive_partitions(text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.adopt(text, text, text, text, text, text, text, text, text, text, text, text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.unadopt(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.add_caps(text) FROM PUBLIC;
+-- ... and the controls of work queues.
+REVOKE ALL ON FUNCTION pgoutbox.pause(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.resume(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.set_queue(text, integer, integer, numeric, integer) FROM PUBLIC;

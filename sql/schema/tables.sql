@@ -70,6 +70,7 @@ CREATE TABLE pgoutbox.dead_letters (
     attempts    integer     NOT NULL,
     last_error  text,
     failed_at   timestamptz NOT NULL DEFAULT now(),
+    group_key   text,       -- a work queue job's group, kept for a retry
     PRIMARY KEY (queue, id)
 );
 
@@ -86,6 +87,22 @@ CREATE TABLE pgoutbox.queues (
     retention_days integer     NOT NULL DEFAULT 7
         CHECK (retention_days BETWEEN 1 AND 3650),
     CONSTRAINT queues_kind_check CHECK (kind IN ('outbox', 'work', 'adopted'))
+);
+
+-- The controls of a work queue (issue 39), one row per queue that has
+-- any: paused, or limits set by pgoutbox.set_queue().  A queue without a
+-- row is claimed by the plain statements, as before step 019;
+-- one with a row by pgoutbox.claim_ids(), which takes the row FOR UPDATE
+-- and keeps the rate's token bucket in it.
+CREATE TABLE pgoutbox.queue_controls (
+    queue             text        PRIMARY KEY,
+    paused            boolean     NOT NULL DEFAULT false,
+    group_concurrency integer     CHECK (group_concurrency > 0),
+    max_running       integer     CHECK (max_running > 0),
+    rate_per_s        numeric     CHECK (rate_per_s > 0),
+    burst             integer     CHECK (burst > 0),
+    tokens            numeric     NOT NULL DEFAULT 0,  -- the rate's bucket
+    refilled_at       timestamptz NOT NULL DEFAULT now()
 );
 
 -- Relay members: one row per relay connection in ordered or strict mode.

@@ -122,6 +122,7 @@ int cmd_maintain(int argc, char **argv);
 int cmd_consume(int argc, char **argv);
 int cmd_inbox(int argc, char **argv);
 int cmd_queue(int argc, char **argv);
+int cmd_dead(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_cron(int argc, char **argv);
 int cmd_run(int argc, char **argv);

@@ -1,7 +1,9 @@
 /*
- * cmd_queue.c — `pgoutbox queue create|list|stats|dead|retry|purge|enqueue`:
- * the operator's commands on work queues.  A table maps each action to a
- * short handler that checks its flags and calls the library (queue.c).
+ * cmd_queue.c — `pgoutbox queue create|list|stats|dead|retry|purge|enqueue|
+ * pause|resume|set`: the operator's commands on work queues (dead and
+ * retry are the older names of `pgoutbox dead list|retry`, cmd_dead.c).  A
+ * table maps each action to a short handler that checks its flags and calls the
+ * library (queue.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,16 +18,20 @@ static const char *const flags[] = {"--db", "--db-file", "--log-level", NULL};
 /* The options of `pgoutbox queue`, each for one action (the help says
  * which); the text as given, checked by the action that uses it. */
 static struct {
-	const char *shards;	/* create: shards of the queue */
-	const char *kind;	/* create: work or outbox */
-	const char *dead_queue; /* retry: the queue the dead letter was in */
-	const char *limit;	/* dead: how many to show */
-	const char *run_at;	/* enqueue: not before */
-	const char *priority;	/* enqueue: higher runs first */
-	const char *unique_key; /* enqueue: at most one queued job per key */
-	bool if_not_exists;	/* create: an existing queue as asked is fine */
-	bool dead_letters;	/* purge: the dead letters, not the jobs */
-	bool yes;		/* purge: confirmed */
+	const char *shards;	 /* create: shards of the queue */
+	const char *kind;	 /* create: work or outbox */
+	const char *dead_queue;	 /* retry: the queue the dead letter was in */
+	const char *limit;	 /* dead: how many to show */
+	const char *run_at;	 /* enqueue: not before */
+	const char *priority;	 /* enqueue: higher runs first */
+	const char *unique_key;	 /* enqueue: at most one queued job per key */
+	const char *group_conc;	 /* set: jobs of one group at once */
+	const char *max_running; /* set: jobs of the queue at once */
+	const char *rate;	 /* set: jobs started per second */
+	const char *burst;	 /* set: the rate's bucket */
+	bool if_not_exists; /* create: an existing queue as asked is fine */
+	bool dead_letters;  /* purge: the dead letters, not the jobs */
+	bool yes;	    /* purge: confirmed */
 } opt = {.shards = "64", .kind = "work", .limit = "50", .priority = "0"};
 
 static const cli_opt_t opts[] = {
@@ -47,6 +53,17 @@ static const cli_opt_t opts[] = {
 	{"--priority", "N", "enqueue: higher runs first", &opt.priority, NULL},
 	{"--unique-key", "KEY", "enqueue: at most one queued job per key",
 	 &opt.unique_key, NULL},
+	{"--group-concurrency", "N",
+	 "set: jobs of one group running at once (1: in order; 0: no limit)",
+	 &opt.group_conc, NULL},
+	{"--max-running", "N",
+	 "set: jobs of the queue running at once, all workers (0: no limit)",
+	 &opt.max_running, NULL},
+	{"--rate", "N",
+	 "set: jobs started per second, all workers (0: no limit)", &opt.rate,
+	 NULL},
+	{"--burst", "N", "set: the rate's bucket (default: one second's worth)",
+	 &opt.burst, NULL},
 	{"--dead", NULL, "purge: the dead letters instead of the jobs", NULL,
 	 &opt.dead_letters},
 	{"--yes", NULL, "purge: really delete", NULL, &opt.yes},
@@ -312,18 +329,96 @@ static int queue_enqueue(cli_t *cli)
 	return rc;
 }
 
+static int queue_pause_resume(cli_t *cli, bool paused)
+{
+	const char *name = cli->args[1];
+	pgo_error_t err;
+	PGconn *conn;
+	int rc, changed = 0;
+
+	if (check_name(name))
+		return EXIT_USAGE;
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	rc = pgo_queue_pause(conn, name, paused, &changed, &err);
+	if (rc == PGO_OK)
+		printf("queue %s %s%s\n", name, changed ? "" : "was already ",
+		       paused ? "paused" : (changed ? "resumed" : "running"));
+	return finish(conn, rc, &err);
+}
+
+static int queue_pause(cli_t *cli)
+{
+	return queue_pause_resume(cli, true);
+}
+
+static int queue_resume(cli_t *cli)
+{
+	return queue_pause_resume(cli, false);
+}
+
+/* A limit of set: -1 (keep) when not given. */
+static int parse_limit(const char *what, const char *s, long long *out)
+{
+	*out = -1;
+	return s ? parse_int(what, s, 0, INT32_MAX, out) : 0;
+}
+
+static int queue_set(cli_t *cli)
+{
+	const char *name = cli->args[1];
+	long long g, m, b;
+	double rate = -1;
+	pgo_error_t err;
+	PGconn *conn;
+	char *end;
+	int rc;
+
+	if (check_name(name) ||
+	    parse_limit("--group-concurrency", opt.group_conc, &g) ||
+	    parse_limit("--max-running", opt.max_running, &m) ||
+	    parse_limit("--burst", opt.burst, &b))
+		return EXIT_USAGE;
+	if (opt.rate) {
+		rate = strtod(opt.rate, &end);
+		if (end == opt.rate || *end || !(rate >= 0 && rate <= 1e9)) {
+			cli_error("queue",
+				  "--rate must be a number of jobs per "
+				  "second from 0 to 1e9, not \"%s\"",
+				  opt.rate);
+			return EXIT_USAGE;
+		}
+	}
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	rc = pgo_queue_set(conn, name, (int)g, (int)m, rate, (int)b, &err);
+	if (rc == PGO_OK)
+		rc = pgo_queue_controls(conn, name, stdout, &err);
+	return finish(conn, rc, &err);
+}
+
 static const cli_sub_t actions[] = {
 	{"create",
 	 "create NAME [--shards N] [--kind work|outbox] [--if-not-exists]", 1,
 	 queue_create},
 	{"list", "list", 0, queue_list},
 	{"stats", "stats NAME", 1, queue_stats},
-	{"dead", "dead NAME [--limit N]", 1, queue_dead},
-	{"retry", "retry ID --queue NAME", 1, queue_retry},
+	{"dead", "dead NAME [--limit N] (as: pgoutbox dead list --queue NAME)",
+	 1, queue_dead},
+	{"retry", "retry ID --queue NAME (as: pgoutbox dead retry)", 1,
+	 queue_retry},
 	{"purge", "purge NAME [--dead] --yes", 1, queue_purge},
 	{"enqueue",
 	 "enqueue NAME PAYLOAD [--run-at T] [--priority N] [--unique-key K]", 2,
 	 queue_enqueue},
+	{"pause", "pause NAME", 1, queue_pause},
+	{"resume", "resume NAME", 1, queue_resume},
+	{"set",
+	 "set NAME [--group-concurrency N] [--max-running N] [--rate N] "
+	 "[--burst N]",
+	 1, queue_set},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -344,7 +439,10 @@ static const cli_cmd_t cmd = {
 		   "`retry` moves a dead letter back into its queue "
 		   "with its attempts reset.\n`purge` deletes every "
 		   "job of a queue (or with --dead its dead letters) "
-		   "and\nasks nothing: it requires --yes.",
+		   "and\nasks nothing: it requires --yes.\n"
+		   "`pause` stops the workers' claims (producers still "
+		   "enqueue) until `resume`;\n`set` sets the limits of "
+		   "the queue (0 removes one) and prints them.",
 	.opts = opts,
 	.flags = flags,
 	.min_args = 1,

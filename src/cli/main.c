@@ -21,6 +21,7 @@ static const struct {
 #endif
 	{"inbox", cmd_inbox, "maintain the inbox's partitions"},
 	{"queue", cmd_queue, "create, inspect and purge work queues"},
+	{"dead", cmd_dead, "list, show, retry and discard dead letters"},
 	{"worker", cmd_worker, "run the jobs of a work queue"},
 	{"cron", cmd_cron, "distributed cron: schedules and the scheduler"},
 	{"run", cmd_run, "relay, worker and cron scheduler from one config"},

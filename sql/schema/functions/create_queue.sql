@@ -53,6 +53,7 @@ BEGIN
             unique_key   text,
             epoch        bigint      NOT NULL DEFAULT 0,  -- lease fencing token
             shard        integer GENERATED ALWAYS AS (%2$s) STORED,
+            group_key    text,  -- its group: pgoutbox.set_queue's group_concurrency
             CONSTRAINT %3$I CHECK (pg_column_size(payload) <= 1048576),
             CONSTRAINT %4$I CHECK (jsonb_typeof(headers) = 'object')
         )$f$, q, pgoutbox.shard_expr(shards), q || '_payload_max_1mib', q || '_headers_object');
@@ -61,6 +62,8 @@ BEGIN
     EXECUTE format('CREATE INDEX %I ON pgoutbox.%I (priority DESC, id)', q || '_claim', q);
     EXECUTE format('CREATE INDEX %I ON pgoutbox.%I (locked_until) WHERE locked_until IS NOT NULL',
                    q || '_leased', q);
+    EXECUTE format('CREATE INDEX %I ON pgoutbox.%I (group_key, priority DESC, id) '
+                   'WHERE group_key IS NOT NULL', q || '_group', q);
     EXECUTE format('ALTER TABLE pgoutbox.%I SET (autovacuum_vacuum_scale_factor = 0.01, '
                    'autovacuum_vacuum_insert_scale_factor = 0.05)', q);
     EXECUTE format('CREATE TRIGGER %I AFTER INSERT ON pgoutbox.%I '
@@ -94,10 +97,11 @@ BEGIN
     IF kind = 'work' THEN
         RETURN;
     END IF;
-    -- Dropping the columns drops their indexes (_unique_key, _claim).
+    -- Dropping the columns drops their indexes (_unique_key, _claim,
+    -- _group).
     EXECUTE format('DROP INDEX pgoutbox.%I', q || '_leased');
     EXECUTE format('ALTER TABLE pgoutbox.%I DROP COLUMN priority, DROP COLUMN unique_key, '
-                   'DROP COLUMN epoch, ALTER COLUMN topic DROP DEFAULT', q);
+                   'DROP COLUMN epoch, DROP COLUMN group_key, ALTER COLUMN topic DROP DEFAULT', q);
     -- The outbox's partial indexes (002 and 006): what an ordered claim
     -- waits behind, and what a claim takes below its floor.
     EXECUTE format('CREATE INDEX %I ON pgoutbox.%I (key, id) WHERE attempts > 0', q || '_retrying', q);

@@ -1,13 +1,16 @@
 -- Enqueues a job inside the caller's transaction and returns its id.  With
 -- a unique_key, a job with the same key still in the queue (pending or
 -- running) is not duplicated: its id is returned instead.  Once that job is
--- done (deleted) the key is free again.
+-- done (deleted) the key is free again.  group_key names the job's group
+-- (a tenant, an account): pgoutbox.set_queue's group_concurrency caps the
+-- jobs of one group running at once, and claims are fair across groups.
 CREATE OR REPLACE FUNCTION pgoutbox.enqueue(queue text, payload jsonb,
                                  run_at timestamptz DEFAULT now(),
                                  priority integer DEFAULT 0,
                                  unique_key text DEFAULT NULL,
                                  topic text DEFAULT 'job',
-                                 key text DEFAULT NULL)
+                                 key text DEFAULT NULL,
+                                 group_key text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -29,22 +32,23 @@ BEGIN
             pg_column_size(payload) USING ERRCODE = 'program_limit_exceeded';
     END IF;
     IF unique_key IS NULL THEN
-        EXECUTE format('INSERT INTO pgoutbox.%I (topic, key, payload, run_at, priority) '
-                       'VALUES ($1, $2, $3, $4, $5) RETURNING id', enqueue.queue)
+        EXECUTE format('INSERT INTO pgoutbox.%I (topic, key, payload, run_at, priority, group_key) '
+                       'VALUES ($1, $2, $3, $4, $5, $6) RETURNING id', enqueue.queue)
            INTO new_id
-          USING coalesce(topic, 'job'), key, payload, coalesce(run_at, now()), coalesce(priority, 0);
+          USING coalesce(topic, 'job'), key, payload, coalesce(run_at, now()), coalesce(priority, 0),
+                group_key;
         RETURN new_id;
     END IF;
     -- The existing job may complete between the conflict and the lookup:
     -- then insert again.
     FOR i IN 1..10 LOOP
-        EXECUTE format('INSERT INTO pgoutbox.%I (topic, key, payload, run_at, priority, unique_key) '
-                       'VALUES ($1, $2, $3, $4, $5, $6) '
+        EXECUTE format('INSERT INTO pgoutbox.%I (topic, key, payload, run_at, priority, unique_key, group_key) '
+                       'VALUES ($1, $2, $3, $4, $5, $6, $7) '
                        'ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING '
                        'RETURNING id', enqueue.queue)
            INTO new_id
           USING coalesce(topic, 'job'), key, payload, coalesce(run_at, now()),
-                coalesce(priority, 0), unique_key;
+                coalesce(priority, 0), unique_key, group_key;
         IF new_id IS NOT NULL THEN
             RETURN new_id;
         END IF;
@@ -58,5 +62,5 @@ BEGIN
         USING ERRCODE = 'serialization_failure';
 END $$;
 
-COMMENT ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text) IS
+COMMENT ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text, text) IS
     'Enqueues a job in the caller''s transaction; with unique_key, returns the id of the job already queued under that key.';

@@ -3,6 +3,12 @@
 -- job (hint 'pgoutbox.work_sql'; a retry's DETAIL is 'retry_in_ms=N').
 -- `pgoutbox worker --sql` logs them and wakes when the first retry is due
 -- instead of at its next poll.
+--
+-- A queue with controls (a row in pgoutbox.queue_controls: paused,
+-- limits, groups) takes its jobs from pgoutbox.claim_ids(), whose lock on the
+-- queue's controls row is held until the batch commits: such a queue
+-- runs one batch at a time across workers.  A plain queue takes the
+-- statements below unchanged.
 CREATE OR REPLACE FUNCTION pgoutbox.work_sql(queue text, func text, lim integer,
                                   max_attempts integer DEFAULT 10,
                                   base_ms bigint DEFAULT 1000,
@@ -16,6 +22,7 @@ DECLARE
     job  record;
     err  text;
     wait bigint;
+    ids  bigint[];
 BEGIN
     claimed := 0; done := 0; failed := 0; dead := 0;
     IF to_regprocedure(func || '(jsonb)') IS NULL THEN
@@ -23,19 +30,28 @@ BEGIN
             USING ERRCODE = 'undefined_function';
     END IF;
     fn := to_regprocedure(func || '(jsonb)')::regproc::text;
+    IF EXISTS (SELECT 1 FROM pgoutbox.queue_controls c WHERE c.queue = work_sql.queue) THEN
+        ids := pgoutbox.claim_ids(queue, lim, max_attempts, true);
+        IF cardinality(ids) = 0 THEN
+            RETURN;
+        END IF;
+    END IF;
     -- Fast path: the whole batch in one statement (in a subtransaction).
     -- If any job fails, it is rolled back (claims included) and the slow
     -- path below runs each job in its own subtransaction.
     BEGIN
         EXECUTE format(
             'WITH c AS (SELECT id, payload FROM pgoutbox.%1$I '
-            '            WHERE run_at <= now() AND (locked_until IS NULL OR locked_until < now()) '
-            '              AND attempts < $2 '
+            '            WHERE %3$s '
             '            ORDER BY priority DESC, id LIMIT $1 FOR UPDATE SKIP LOCKED), '
             '     r AS MATERIALIZED (SELECT id, %2$s(payload) IS NULL AS x FROM c), '
             '     d AS (DELETE FROM pgoutbox.%1$I q USING r WHERE q.id = r.id RETURNING 1) '
-            'SELECT count(*) FROM d', queue, fn)
-           INTO done USING lim, max_attempts;
+            'SELECT count(*) FROM d', queue, fn,
+            CASE WHEN ids IS NULL
+                 THEN 'run_at <= now() AND (locked_until IS NULL OR locked_until < now()) '
+                      'AND attempts < $2'
+                 ELSE 'id = ANY ($3)' END)
+           INTO done USING lim, max_attempts, ids;
         claimed := done;
         RETURN;
     EXCEPTION WHEN OTHERS THEN
@@ -43,10 +59,13 @@ BEGIN
     END;
     FOR job IN EXECUTE format(
         'SELECT id, payload, attempts FROM pgoutbox.%I '
-        ' WHERE run_at <= now() AND (locked_until IS NULL OR locked_until < now()) '
-        '   AND attempts < $2 '
-        ' ORDER BY priority DESC, id LIMIT $1 FOR UPDATE SKIP LOCKED', queue)
-        USING lim, max_attempts
+        ' WHERE %s '
+        ' ORDER BY priority DESC, id LIMIT $1 FOR UPDATE SKIP LOCKED', queue,
+        CASE WHEN ids IS NULL
+             THEN 'run_at <= now() AND (locked_until IS NULL OR locked_until < now()) '
+                  'AND attempts < $2'
+             ELSE 'id = ANY ($3)' END)
+        USING lim, max_attempts, ids
     LOOP
         claimed := claimed + 1;
         BEGIN
@@ -58,8 +77,8 @@ BEGIN
             IF job.attempts + 1 >= max_attempts THEN
                 EXECUTE format(
                     'WITH d AS (DELETE FROM pgoutbox.%I WHERE id = $1 RETURNING *) '
-                    'INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, type, payload, headers, created_at, attempts, last_error) '
-                    'SELECT id, $2, topic, key, type, payload, headers, created_at, attempts + 1, $3 FROM d '
+                    'INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, type, payload, headers, created_at, attempts, last_error, group_key) '
+                    'SELECT id, $2, topic, key, type, payload, headers, created_at, attempts + 1, $3, group_key FROM d '
                     'ON CONFLICT (queue, id) DO UPDATE SET attempts = EXCLUDED.attempts, '
                     'last_error = EXCLUDED.last_error, failed_at = now(), payload = EXCLUDED.payload', queue)
                     USING job.id, queue, err;

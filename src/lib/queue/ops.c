@@ -18,18 +18,30 @@ void pgo_ops_build_sql(pgo_worker_t *w)
 {
 	const char *q = w->queue;
 
+	/* The plain claim, unless the queue has controls (a row in
+	 * pgoutbox.queue_controls: paused, limits, groups; see
+	 * sql/schema/functions/claim_ids.sql), then pgoutbox.claim().  The
+	 * row's lookup is an InitPlan, a one-time filter of each branch, in
+	 * the statement's one snapshot: exactly one branch runs. */
 	snprintf(
 		w->claim_sql, sizeof(w->claim_sql),
-		"UPDATE pgoutbox.\"%s\" j SET locked_by = $1, "
+		"WITH p AS (UPDATE pgoutbox.\"%s\" j SET locked_by = $1, "
 		"locked_until = now() + $2::bigint * interval '1 millisecond', "
 		"epoch = j.epoch + 1, attempts = j.attempts + 1 "
 		"WHERE j.id = ANY (ARRAY(SELECT id FROM pgoutbox.\"%s\" "
-		"WHERE run_at <= now() AND (locked_until IS NULL OR "
+		"WHERE NOT EXISTS (SELECT FROM pgoutbox.queue_controls c "
+		"WHERE c.queue = $5::text) AND "
+		"run_at <= now() AND (locked_until IS NULL OR "
 		"locked_until < now()) AND attempts < $4::integer "
 		"ORDER BY priority DESC, id LIMIT $3::integer "
 		"FOR UPDATE SKIP LOCKED)) "
-		"RETURNING j.id, j.epoch, j.attempts, j.topic, j.key, "
-		"j.payload",
+		"RETURNING j.id, j.epoch, j.attempts, j.topic::text, "
+		"j.key::text, j.payload::jsonb) "
+		"SELECT * FROM p UNION ALL SELECT * FROM pgoutbox.claim($5, "
+		"$1, "
+		"$2::bigint, $3::integer, $4::integer) "
+		"WHERE EXISTS (SELECT FROM pgoutbox.queue_controls c "
+		"WHERE c.queue = $5::text)",
 		q, q);
 	snprintf(w->complete_sql, sizeof(w->complete_sql),
 		 "DELETE FROM pgoutbox.\"%s\" WHERE id = $1 AND epoch = $2", q);
@@ -38,16 +50,18 @@ void pgo_ops_build_sql(pgo_worker_t *w)
 		 "interval '1 millisecond', last_error = $4, locked_by = NULL, "
 		 "locked_until = NULL WHERE id = $1 AND epoch = $2",
 		 q);
-	snprintf(w->dead_sql, sizeof(w->dead_sql),
-		 "WITH d AS (DELETE FROM pgoutbox.\"%s\" WHERE id = $1 AND "
-		 "epoch = $2 RETURNING *) INSERT INTO pgoutbox.dead_letters "
-		 "(id, queue, topic, key, type, payload, headers, created_at, "
-		 "attempts, last_error) SELECT id, '%s', topic, key, type, "
-		 "payload, headers, created_at, attempts, $3 FROM d "
-		 "ON CONFLICT (queue, id) DO UPDATE SET attempts = "
-		 "EXCLUDED.attempts, last_error = EXCLUDED.last_error, "
-		 "payload = EXCLUDED.payload, failed_at = now()",
-		 q, q);
+	snprintf(
+		w->dead_sql, sizeof(w->dead_sql),
+		"WITH d AS (DELETE FROM pgoutbox.\"%s\" WHERE id = $1 AND "
+		"epoch = $2 RETURNING *) INSERT INTO pgoutbox.dead_letters "
+		"(id, queue, topic, key, type, payload, headers, created_at, "
+		"attempts, last_error, group_key) SELECT id, '%s', topic, key, "
+		"type, payload, headers, created_at, attempts, $3, group_key "
+		"FROM d "
+		"ON CONFLICT (queue, id) DO UPDATE SET attempts = "
+		"EXCLUDED.attempts, last_error = EXCLUDED.last_error, "
+		"payload = EXCLUDED.payload, failed_at = now()",
+		q, q);
 	snprintf(w->hb_sql, sizeof(w->hb_sql),
 		 "UPDATE pgoutbox.\"%s\" j SET locked_until = now() + "
 		 "$2::bigint * interval '1 millisecond' FROM "
@@ -69,10 +83,11 @@ void pgo_ops_build_sql(pgo_worker_t *w)
 		 "FOR UPDATE SKIP LOCKED)) RETURNING *) "
 		 "INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, "
 		 "type, "
-		 "payload, headers, created_at, attempts, last_error) "
-		 "SELECT id, '%s', topic, key, type, payload, headers, "
-		 "created_at, attempts, coalesce(last_error || '; ', '') || "
-		 "'lease expired on the last attempt (worker lost)' FROM d "
+		 "payload, headers, created_at, attempts, last_error, "
+		 "group_key) SELECT id, '%s', topic, key, type, payload, "
+		 "headers, created_at, attempts, coalesce(last_error || '; ', "
+		 "'') || 'lease expired on the last attempt (worker lost)', "
+		 "group_key FROM d "
 		 "ON CONFLICT (queue, id) DO UPDATE SET attempts = "
 		 "EXCLUDED.attempts, last_error = EXCLUDED.last_error, "
 		 "failed_at = now()",
@@ -180,10 +195,10 @@ void pgo_ops_send(pgo_worker_t *w, int i, op_t *op)
 		break;
 	}
 	case OP_CLAIM: {
-		const char *p[4] = {w->name, lease, lim, max};
+		const char *p[5] = {w->name, lease, lim, max, w->queue};
 
 		snprintf(lim, sizeof(lim), "%d", op->want);
-		pgo_conn_query(c, w->claim_sql, 4, p);
+		pgo_conn_query(c, w->claim_sql, 5, p);
 		break;
 	}
 	case OP_HB: {
@@ -224,8 +239,7 @@ void pgo_ops_send(pgo_worker_t *w, int i, op_t *op)
 		break;
 	}
 	case OP_NONE:
-	case OP_KINDS:
-		break; /* not operations */
+	case OP_KINDS: break; /* not operations */
 	}
 	w->inflight[i] = op;
 	/* A failed send drops the connection: the loop sees it DOWN with op

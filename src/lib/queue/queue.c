@@ -1,11 +1,11 @@
 /*
  * queue.c — named work queues: creating them, enqueueing jobs inside the
- * caller's transaction, and the operator's commands (list, stats, dead
- * letters, retry, purge).
+ * caller's transaction, and the operator's commands (list, stats, purge;
+ * dead and retry check the queue and call dead.c).
  *
- * The SQL lives in sql/004_queues.sql (pgoutbox.create_queue,
- * pgoutbox.enqueue); names are checked here with pgo_ident_check() and
- * again in SQL, where they are quoted with format('%I').
+ * The SQL lives in sql/schema/functions/ (create_queue.sql,
+ * enqueue.sql); names are checked here with pgo_ident_check() and again
+ * in SQL, where they are quoted with format('%I').
  */
 #include <stdlib.h>
 #include <string.h>
@@ -362,82 +362,35 @@ int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
 		fprintf(out, "  worker %-40s %s running\n",
 			PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
 	PQclear(res);
-	return PGO_OK;
+	/* Paused or not, and its limits (controls.c). */
+	return pgo_queue_controls(conn, queue, out, err);
 }
 
+/* `queue dead` and `queue retry`: the dead letters' own calls (dead.c)
+ * after the queue is checked. */
 int pgo_queue_dead(PGconn *conn, const char *queue, int limit, FILE *out,
 		   pgo_error_t *err)
 {
-	char lim[16];
-	const char *p[2] = {queue, lim};
-	PGresult *res;
 	int rc = check_queue(conn, queue, false, err);
 
 	if (rc != PGO_OK)
 		return rc;
-	snprintf(lim, sizeof(lim), "%d", limit > 0 ? limit : 50);
-	res = pgo_pq_run(
-		conn, "queue dead",
-		"SELECT id, attempts, to_char(failed_at AT TIME ZONE 'UTC', "
-		"'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
-		"left(payload::text, 60), coalesce(last_error, '') "
-		"FROM pgoutbox.dead_letters WHERE queue = $1 "
-		"ORDER BY failed_at DESC, id DESC LIMIT $2::integer",
-		2, p, err);
-	if (!res)
-		return PGO_ERR_DB;
-	fprintf(out, "%-10s %-8s %-20s %s\n", "ID", "ATTEMPTS", "FAILED_AT",
-		"PAYLOAD / LAST ERROR");
-	for (int i = 0; i < PQntuples(res); i++) {
-		fprintf(out, "%-10s %-8s %-20s %s\n", PQgetvalue(res, i, 0),
-			PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
-			PQgetvalue(res, i, 3));
-		fprintf(out, "%-40s error: ", "");
-		/* Errors may hold a stderr tail: indent its lines. */
-		for (const char *c = PQgetvalue(res, i, 4); *c; c++) {
-			fputc(*c, out);
-			if (*c == '\n' && c[1])
-				fprintf(out, "%-40s        ", "");
-		}
-		fputc('\n', out);
-	}
-	if (PQntuples(res) == 0)
-		fprintf(out, "(no dead letters in queue %s)\n", queue);
-	PQclear(res);
-	return PGO_OK;
+	return pgo_dead_list(conn, queue, NULL, NULL, limit, out, err);
 }
 
 int pgo_queue_retry(PGconn *conn, const char *queue, int64_t id,
 		    pgo_error_t *err)
 {
-	char sql[1024], ids[24];
-	const char *p[2] = {queue, ids};
-	PGresult *res;
+	int64_t moved = 0;
 	int rc = check_queue(conn, queue, false, err);
 
-	if (rc != PGO_OK)
-		return rc;
-	snprintf(ids, sizeof(ids), "%lld", (long long)id);
-	/* Back into the queue with its id, attempts reset, due now; its
-	 * last_error marks it as failed before, so a relay claims it below
-	 * its claim floor (sql/006_claim_floor.sql). */
-	snprintf(
-		sql, sizeof(sql),
-		"WITH d AS (DELETE FROM pgoutbox.dead_letters WHERE queue = $1 "
-		"AND id = $2::bigint RETURNING *) "
-		"INSERT INTO pgoutbox.\"%s\" (id, topic, key, type, payload, "
-		"headers, created_at, last_error) SELECT id, topic, key, type, "
-		"payload, headers, created_at, coalesce(last_error, 'put back "
-		"from dead letters') FROM d RETURNING id",
-		queue);
-	res = pgo_pq_run(conn, "queue retry", sql, 2, p, err);
-	if (!res)
-		return PGO_ERR_DB;
-	if (PQntuples(res) == 0)
+	if (rc == PGO_OK)
+		rc = pgo_dead_retry(conn, queue, &id, 1, NULL, NULL, &moved,
+				    err);
+	if (rc == PGO_OK && moved == 0)
 		rc = pgo_error_set(err, PGO_ERR_INVALID, 0,
 				   "no dead letter %lld in queue %s",
 				   (long long)id, queue);
-	PQclear(res);
 	return rc;
 }
 
