@@ -30,7 +30,7 @@ BEGIN
      WHERE r.queue = p_queue AND r.member <> p_member
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a WHERE a.pid = r.backend_pid);
     IF p_join THEN
-        SELECT pg_catalog.string_agg(pg_catalog.format('%s (%s, pid %s)', r.member, r.mode, r.backend_pid),
+        SELECT pg_catalog.string_agg(pg_catalog.format('%s (%s)', r.member, r.mode),
                                      ', ' ORDER BY r.member),
                pg_catalog.string_agg(DISTINCT r.mode, ' and ')
           INTO others, modes

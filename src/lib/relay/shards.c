@@ -171,9 +171,8 @@ static void report_conflicts(pgo_relay_t *r, const PGresult *res)
 	}
 	pgo_buf_init(&list);
 	for (int i = 0; i < n; i++)
-		pgo_buf_printf(&list, "%s%s (%s, pid %s)", i ? ", " : "",
-			       PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-			       PQgetvalue(res, i, 2));
+		pgo_buf_printf(&list, "%s%s (%s)", i ? ", " : "",
+			       PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
 	if (list.oom) {
 		pgo_buf_free(&list);
 		return;
