@@ -286,6 +286,11 @@ static void sched_connect(pgo_scheduler_t *s)
 		pgo_sched_down(s, err.msg);
 		return;
 	}
+	if (!s->connected_once)
+		pgo_log(PGO_LOG_INFO, s->subject,
+			"started (grace %" PRId64 " ms, clock offset %" PRId64
+			" ms)",
+			s->o.grace_ms, s->o.clock_offset_ms);
 	s->connected_once = true;
 	if (s->down_logged)
 		pgo_log(PGO_LOG_INFO, s->subject, "connected again");
@@ -406,9 +411,8 @@ int pgo_scheduler_run(pgo_scheduler_t *s)
 {
 	int64_t now = pgo_now_ms();
 
-	pgo_log(PGO_LOG_INFO, s->subject,
-		"started (grace %" PRId64 " ms, clock offset %" PRId64 " ms)",
-		s->o.grace_ms, s->o.clock_offset_ms);
+	/* "started" comes with the first session (sched_connect()), so that
+	 * a refused start's first line is why. */
 	/* The first pass at once, then the first retention pass in the same
 	 * turn (timers due together run in the order they were added). */
 	pgo_loop_timer_set(s->pass_timer, now);

@@ -405,8 +405,16 @@ pgo_conn_event_t pgo_worker_step_conn(pgo_worker_t *w, pgo_conn_t *c,
 		c->notifies = 0;
 		w->kick = true;
 	}
-	if (ev == PGO_CONN_EV_READY)
+	if (ev == PGO_CONN_EV_READY) {
 		w->kick = true;
+		if (!w->said_started) {
+			w->said_started = true;
+			pgo_log(PGO_LOG_INFO, w->subject,
+				"started as %s, concurrency %d, lease %" PRId64
+				" ms",
+				w->name, w->o.concurrency, w->o.lease_ms);
+		}
+	}
 	if (ev == PGO_CONN_EV_FATAL) {
 		snprintf(w->errmsg, sizeof(w->errmsg), "%s", c->fatal.msg);
 		w->stop_code = c->fatal.code;
@@ -429,9 +437,7 @@ int pgo_worker_run(pgo_worker_t *w)
 	pgo_pooler_t kind;
 	int rc;
 
-	pgo_log(PGO_LOG_INFO, w->subject,
-		"started as %s, concurrency %d, lease %" PRId64 " ms", w->name,
-		w->o.concurrency, w->o.lease_ms);
+	/* "started as" comes with the first session (worker_event()). */
 	/* Through a transaction pooler a session is not ours: no LISTEN,
 	 * no prepared statement, settings per transaction (conn.c). */
 	if (pgo_pooler_wait(w->conf, w->app_name, w->subject, w->loop, &w->stop,
@@ -445,6 +451,7 @@ int pgo_worker_run(pgo_worker_t *w)
 			pgo_pooler_name(kind), w->o.poll_interval_ms);
 	}
 	rc = w->sql_function ? pgo_sql_run(w) : pgo_lease_run(w);
-	pgo_worker_log_stats(w, "stopped");
+	if (w->said_started)
+		pgo_worker_log_stats(w, "stopped");
 	return rc;
 }

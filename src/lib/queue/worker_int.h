@@ -117,6 +117,8 @@ struct pgo_worker {
 	bool pooled;	    /* through a transaction pooler (pooler.c) */
 	char local_sql[96]; /* lease mode, pooled: set_sql per transaction */
 	int stop_code; /* stop 2: why (PGO_ERR_CONFIG: a retry cannot help) */
+	bool said_started;    /* "started as" logged: at the first session, so
+			       * that a refused start's first line is why */
 	int64_t sql_retry_at; /* sql mode: the first retry due (0: none) */
 };
 
