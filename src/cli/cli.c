@@ -7,6 +7,7 @@
  * override order whatever the order on the command line: defaults, the
  * --config file, the PGOUTBOX_* environment, then flags.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,23 @@ void cli_error(const char *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+int cli_parse_int(const char *cmd, const char *what, const char *s,
+		  long long lo, long long hi, long long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoll(s, &end, 10);
+	if (errno || end == s || *end || *out < lo || *out > hi) {
+		cli_error(cmd,
+			  "%s must be a whole number from %lld to %lld, not "
+			  "\"%s\"",
+			  what, lo, hi, s);
+		return EXIT_USAGE;
+	}
+	return 0;
 }
 
 /* The usage lines: the command's own, or one per action of its table. */

@@ -113,6 +113,12 @@ PGconn *cli_connect_schema(const pgo_conf_t *conf, const char *app_name,
 void cli_error(const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Reads s, what the user gave for `what` ("--limit", "ID"), as a whole
+ * number from lo to hi into *out: 0, or EXIT_USAGE with "pgoutbox CMD:
+ * WHAT must be a whole number from LO to HI, not "S"" printed. */
+int cli_parse_int(const char *cmd, const char *what, const char *s,
+		  long long lo, long long hi, long long *out);
+
 int cmd_migrate(int argc, char **argv);
 int cmd_send(int argc, char **argv);
 int cmd_relay(int argc, char **argv);

@@ -41,24 +41,6 @@ static const cli_opt_t opts[] = {
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
-/* A whole number from lo to hi, or EXIT_USAGE with the error printed. */
-static int parse_num(const char *what, const char *s, long long lo,
-		     long long hi, long long *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtoll(s, &end, 10);
-	if (errno || end == s || *end || *out < lo || *out > hi) {
-		cli_error("dead",
-			  "%s must be a whole number from %lld to %lld, not "
-			  "\"%s\"",
-			  what, lo, hi, s);
-		return EXIT_USAGE;
-	}
-	return 0;
-}
-
 static int need_queue(const char *action)
 {
 	pgo_error_t err;
@@ -89,7 +71,7 @@ static int dead_list(cli_t *cli)
 	PGconn *conn;
 	int rc;
 
-	if (parse_num("--limit", opt.limit, 1, 100000, &limit))
+	if (cli_parse_int("dead", "--limit", opt.limit, 1, 100000, &limit))
 		return EXIT_USAGE;
 	if (opt.queue && need_queue("list"))
 		return EXIT_USAGE;
@@ -109,7 +91,7 @@ static int dead_show(cli_t *cli)
 	int rc;
 
 	if (need_queue("show") ||
-	    parse_num("ID", cli->args[1], 1, INT64_MAX, &id))
+	    cli_parse_int("dead", "ID", cli->args[1], 1, INT64_MAX, &id))
 		return EXIT_USAGE;
 	conn = cli_connect_schema(cli->conf, "pgoutbox dead", &rc);
 	if (!conn)
@@ -140,7 +122,8 @@ static int parse_ids(int64_t *ids, int max)
 			cli_error("dead", "--ids: at most %d ids", max);
 			return -1;
 		}
-		if (parse_num("an id of --ids", tok, 1, INT64_MAX, &id))
+		if (cli_parse_int("dead", "an id of --ids", tok, 1, INT64_MAX,
+				  &id))
 			return -1;
 		ids[n++] = id;
 	}

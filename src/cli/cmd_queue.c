@@ -70,23 +70,6 @@ static const cli_opt_t opts[] = {
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
-static int parse_int(const char *what, const char *s, long long lo,
-		     long long hi, long long *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtoll(s, &end, 10);
-	if (errno || end == s || *end || *out < lo || *out > hi) {
-		cli_error("queue",
-			  "%s must be a whole number from %lld to "
-			  "%lld, not \"%s\"",
-			  what, lo, hi, s);
-		return EXIT_USAGE;
-	}
-	return 0;
-}
-
 /* A queue name given to stats, dead, purge and create. */
 static int check_name(const char *name)
 {
@@ -125,7 +108,7 @@ static int check_create(const char *name, long long *shards)
 			  opt.kind);
 		return EXIT_USAGE;
 	}
-	return parse_int("--shards", opt.shards, 1, 4096, shards);
+	return cli_parse_int("queue", "--shards", opt.shards, 1, 4096, shards);
 }
 
 /* --if-not-exists: queue name as it exists against the kind and shards
@@ -232,7 +215,7 @@ static int queue_dead(cli_t *cli)
 	int rc;
 
 	if (check_name(cli->args[1]) ||
-	    parse_int("--limit", opt.limit, 1, 100000, &limit))
+	    cli_parse_int("queue", "--limit", opt.limit, 1, 100000, &limit))
 		return EXIT_USAGE;
 	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
@@ -255,7 +238,7 @@ static int queue_retry(cli_t *cli)
 				   "the dead letter came from)");
 		return EXIT_USAGE;
 	}
-	if (parse_int("ID", cli->args[1], 1, INT64_MAX, &id))
+	if (cli_parse_int("queue", "ID", cli->args[1], 1, INT64_MAX, &id))
 		return EXIT_USAGE;
 	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
@@ -313,8 +296,8 @@ static int queue_enqueue(cli_t *cli)
 	q = pgo_enqueuer_new(conn, cli->args[1], &err);
 	if (!q)
 		cli_error("queue", "%s", err.msg);
-	else if (parse_int("--priority", opt.priority, -1000000, 1000000,
-			   &priority) == 0) {
+	else if (cli_parse_int("queue", "--priority", opt.priority, -1000000,
+			       1000000, &priority) == 0) {
 		job.priority = (int)priority;
 		if (pgo_enqueue(q, cli->args[2], &job, &id) == PGO_OK) {
 			printf("%lld\n", (long long)id);
@@ -362,7 +345,7 @@ static int queue_resume(cli_t *cli)
 static int parse_limit(const char *what, const char *s, long long *out)
 {
 	*out = -1;
-	return s ? parse_int(what, s, 0, INT32_MAX, out) : 0;
+	return s ? cli_parse_int("queue", what, s, 0, INT32_MAX, out) : 0;
 }
 
 static int queue_set(cli_t *cli)

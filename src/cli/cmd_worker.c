@@ -41,19 +41,12 @@ static bool dur(const char *flag, const char *text, int64_t *ms)
 
 static bool num(const char *flag, const char *text, int lo, int hi, int *out)
 {
-	char *end;
-	long v;
+	long long v;
 
 	if (!text)
 		return true;
-	v = strtol(text, &end, 10);
-	if (end == text || *end || v < lo || v > hi) {
-		cli_error("worker",
-			  "%s must be a whole number from %d to %d, "
-			  "not \"%s\"",
-			  flag, lo, hi, text);
+	if (cli_parse_int("worker", flag, text, lo, hi, &v))
 		return false;
-	}
 	*out = (int)v;
 	return true;
 }
