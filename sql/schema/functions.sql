@@ -27,6 +27,7 @@
 \ir functions/notify_adopted.sql
 \ir functions/notify_outbox.sql
 \ir functions/outbox_check.sql
+\ir functions/outbox_capture.sql
 \ir functions/queue_kind.sql
 \ir functions/rebalance.sql
 \ir functions/relay_beat.sql
@@ -45,4 +46,5 @@
 \ir functions/unarchive.sql
 \ir functions/wake_ns.sql
 \ir functions/wake_relay.sql
+\ir functions/wal_envelope.sql
 \ir functions/work_sql.sql

@@ -18,6 +18,7 @@ static const char *const flags[] = {"--db", "--db-file", "--log-level", NULL};
 static struct {
 	const char *shards;	/* create: shards of the queue */
 	const char *kind;	/* create: work or outbox */
+	const char *capture;	/* create: table or wal (an outbox's) */
 	const char *dead_queue; /* retry: the queue the dead letter was in */
 	const char *limit;	/* dead: how many to show */
 	const char *run_at;	/* enqueue: not before */
@@ -26,7 +27,11 @@ static struct {
 	bool if_not_exists;	/* create: an existing queue as asked is fine */
 	bool dead_letters;	/* purge: the dead letters, not the jobs */
 	bool yes;		/* purge: confirmed */
-} opt = {.shards = "64", .kind = "work", .limit = "50", .priority = "0"};
+} opt = {.shards = "64",
+	 .kind = "work",
+	 .capture = "table",
+	 .limit = "50",
+	 .priority = "0"};
 
 static const cli_opt_t opts[] = {
 	{"--shards", "N", "create: shards of the queue (1-4096)", &opt.shards,
@@ -35,6 +40,11 @@ static const cli_opt_t opts[] = {
 	 "create: work (the default: jobs for `pgoutbox worker`) or "
 	 "outbox (events for `pgoutbox relay --queue NAME`)",
 	 &opt.kind, NULL},
+	{"--capture", "MODE",
+	 "create: table (the default: a row per event) or wal (an outbox "
+	 "written as logical messages, streamed from a replication slot; "
+	 "docs/wal.md)",
+	 &opt.capture, NULL},
 	{"--if-not-exists", NULL,
 	 "create: exit 0 when the queue exists with this kind and shards", NULL,
 	 &opt.if_not_exists},
@@ -108,6 +118,14 @@ static int check_create(const char *name, long long *shards)
 			  opt.kind);
 		return EXIT_USAGE;
 	}
+	if (strcmp(opt.capture, "table") != 0 &&
+	    strcmp(opt.capture, "wal") != 0) {
+		cli_error("queue", "--capture is table or wal, not \"%s\"",
+			  opt.capture);
+		return EXIT_USAGE;
+	}
+	if (strcmp(opt.capture, "wal") == 0)
+		opt.kind = "outbox"; /* only an outbox is captured so */
 	return parse_int("--shards", opt.shards, 1, 4096, shards);
 }
 
@@ -148,6 +166,36 @@ static int queue_exists(PGconn *conn, const char *name, long long shards)
 	return rc;
 }
 
+/* An outbox captured through the WAL: the slot and the queue
+ * (pgoutbox.create_queue(..., capture)), in a transaction
+ * of its own, since PostgreSQL makes a logical slot only in a
+ * transaction that has written nothing. */
+static int create_wal(PGconn *conn, const char *name, long long shards,
+		      pgo_error_t *err)
+{
+	char nshards[16];
+	const char *params[2] = {name, nshards};
+	PGresult *res;
+	int rc = PGO_OK;
+
+	snprintf(nshards, sizeof(nshards), "%lld", shards);
+	res = PQexecParams(conn,
+			   "SELECT pgoutbox.create_queue($1, $2::integer, "
+			   "'outbox', 'wal')",
+			   2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		const char *hint =
+			PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+
+		rc = pgo_error_set(err, PGO_ERR_DB, 0,
+				   "creating the queue: %s%s%s",
+				   pgo_pq_msg(conn, res), hint ? " " : "",
+				   hint ? hint : "");
+	}
+	PQclear(res);
+	return rc;
+}
+
 static int queue_create(cli_t *cli)
 {
 	const char *name = cli->args[1];
@@ -163,8 +211,17 @@ static int queue_create(cli_t *cli)
 		return rc;
 	if (opt.if_not_exists && (rc = queue_exists(conn, name, shards)) >= 0)
 		goto out;
-	rc = pgo_queue_create_kind(conn, name, (int)shards, opt.kind, &err);
-	if (rc == PGO_OK) {
+	if (strcmp(opt.capture, "wal") == 0)
+		rc = create_wal(conn, name, shards, &err);
+	else
+		rc = pgo_queue_create_kind(conn, name, (int)shards, opt.kind,
+					   &err);
+	if (rc == PGO_OK && strcmp(opt.capture, "wal") == 0) {
+		printf("outbox queue %s created, captured through the WAL "
+		       "(slot pgoutbox_%s)\n",
+		       name, name);
+		rc = EXIT_OK;
+	} else if (rc == PGO_OK) {
 		printf("%s queue %s created (table pgoutbox.%s, %lld "
 		       "shards)\n",
 		       opt.kind, name, name, shards);
@@ -314,8 +371,9 @@ static int queue_enqueue(cli_t *cli)
 
 static const cli_sub_t actions[] = {
 	{"create",
-	 "create NAME [--shards N] [--kind work|outbox] [--if-not-exists]", 1,
-	 queue_create},
+	 "create NAME [--shards N] [--kind work|outbox] [--capture table|wal] "
+	 "[--if-not-exists]",
+	 1, queue_create},
 	{"list", "list", 0, queue_list},
 	{"stats", "stats NAME", 1, queue_stats},
 	{"dead", "dead NAME [--limit N]", 1, queue_dead},
