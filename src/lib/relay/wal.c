@@ -466,6 +466,15 @@ static void on_pgoutput(pgo_relay_t *r, const char *m, size_t len)
 		if (len < 26 || !w->cur)
 			return;
 		w->cur->end_lsn = get64(m + 10);
+		/* Sent again after a reconnect (the server starts from the
+		 * slot's confirmed position, which PostgreSQL before 17 may
+		 * not have kept across its restart), acked by this relay
+		 * already: not again. */
+		if (w->cur->end_lsn <= w->confirmed) {
+			txn_free(w->cur);
+			w->cur = NULL;
+			return;
+		}
 		if (w->tail)
 			w->tail->next = w->cur;
 		else
