@@ -4,7 +4,8 @@
 #  2. Rolled back (a transaction, a savepoint): nothing sent; the caps and
 #     checks of the table path hold; ids from the queue's sequence.
 #  3. The sink down (an exec command that is missing: unavailable): no
-#     attempt spent, the slot's lag grows and shows; then the command
+#     attempt spent, the slot's lag grows and shows (in the slot, and in
+#     bytes and seconds in /metrics); then the command
 #     comes: everything delivered once, in order, and the lag drains.
 #  4. The slot missing: the relay stops with a clear error.
 . "$(dirname "$0")/../lib.sh"
@@ -41,13 +42,18 @@ grep -q 'payload must not be NULL' <<<"$err" || fail "no payload check: $err"
 # 3. The sink down, then up.
 export PGOUTBOX_RELAY_RETRY_BASE=50ms PGOUTBOX_RELAY_RETRY_MAX=200ms
 lag0=$(lag)
-start_relay "$T_TMP/down.out" --queue ev --sink exec --exec "$T_TMP/sink.sh" --batch 50
+mport=$(pg_free_port)
+PGOUTBOX_METRICS_LISTEN=127.0.0.1:$mport PGOUTBOX_METRICS_INTERVAL=1s \
+	start_relay "$T_TMP/down.out" --queue ev --sink exec --exec "$T_TMP/sink.sh" --batch 50
 q "SELECT pgoutbox.send_batch_to('ev', 't', array_agg('k' || (i % 7) ORDER BY i), array_agg('x'::text), array_agg(jsonb_build_object('n', 3 + i) ORDER BY i)) FROM generate_series(1, 300) i" >/dev/null
 wait_until 20 'grep -q "unavailable" "$T_TMP/down.out.log"'
 sleep 2
 lag1=$(lag)
 [ "$lag1" -gt "$lag0" ] || fail "the slot's lag did not grow while the sink was down ($lag0 -> $lag1)"
 [ ! -s "$T_TMP/got" ] || fail "delivered while the sink was down"
+metric() { curl -s "127.0.0.1:$mport/metrics" | grep "^pgoutbox_slot_lag_$1{" | awk '{ print int($2) }'; }
+wait_until 10 '[ "$(metric bytes)" -gt 0 ] && [ "$(metric seconds)" -ge 1 ]'
+note "sink down: /metrics shows slot lag $(metric bytes) bytes, $(metric seconds) s"
 grep -q "retrying" "$T_TMP/down.out.log" && fail "an unavailable sink spent attempts: $(grep retrying "$T_TMP/down.out.log" | head -2)"
 printf '#!/bin/sh\ncat >> "%s/got"\n' "$T_TMP" >"$T_TMP/sink.sh"
 chmod +x "$T_TMP/sink.sh"

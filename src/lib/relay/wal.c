@@ -638,8 +638,10 @@ static void settle(pgo_relay_t *r)
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	struct relay_wal *w = r->wal;
 	pgo_batch_t *b = &w->batch;
-	size_t failed = 0, first = 0;
+	size_t failed = 0;
 	bool unavailable = false;
+	long long first_id = 0;
+	char why[200] = "";
 
 	w->in_sink = false;
 	for (size_t i = 0; i < b->n; i++) {
@@ -648,8 +650,11 @@ static void settle(pgo_relay_t *r)
 			r->stats.total.published++;
 			continue;
 		}
-		if (!failed++)
-			first = i;
+		if (!failed++) {
+			first_id = (long long)b->events[i].id;
+			snprintf(why, sizeof(why), "%s",
+				 b->errors[i] ? b->errors[i] : "no verdict");
+		}
 		if (b->acks[i] == PGO_ACK_UNAVAILABLE) {
 			unavailable = true;
 			continue;
@@ -657,6 +662,7 @@ static void settle(pgo_relay_t *r)
 		w->src[i]->ev.attempts++;
 		r->stats.total.retried++;
 	}
+	pgo_observe_acked(r, b); /* before the events' memory goes */
 	while (w->head && w->batch_txns && txn_acked(w->head)) {
 		fifo_pop(w);
 		w->batch_txns--;
@@ -664,7 +670,6 @@ static void settle(pgo_relay_t *r)
 	r->stats.total.batches++;
 	if (!failed) {
 		w->backoff = 0;
-		pgo_observe_acked(r, b);
 		return;
 	}
 	w->backoff = pgo_cycle_backoff(w->backoff, v->retry_max);
@@ -672,8 +677,7 @@ static void settle(pgo_relay_t *r)
 	pgo_log(PGO_LOG_WARN, r->subject,
 		"%zu of %zu events not acked (event %lld: %s): %s, sent "
 		"again in %lld ms, before anything later",
-		failed, b->n, (long long)b->events[first].id,
-		b->errors[first] ? b->errors[first] : "no verdict",
+		failed, b->n, first_id, why,
 		unavailable ? "the sink is unavailable (no attempt spent)"
 			    : "retrying",
 		(long long)w->backoff);
@@ -856,6 +860,19 @@ fatal:
 	return PGO_ERR_INVALID;
 }
 
+bool pgo_wal_connected(const pgo_relay_t *r)
+{
+	return r->wal->state == WAL_STREAMING || r->wal->standing_by;
+}
+
+double pgo_wal_lag_seconds(const pgo_relay_t *r)
+{
+	const struct relay_wal *w = r->wal;
+	int64_t at = w->head ? w->head->commit_us : 0, now = pgo_wall_us();
+
+	return at && now > at ? (double)(now - at) / 1e6 : 0.0;
+}
+
 /* --- load, run --- */
 
 int pgo_wal_load(pgo_relay_t *r, pgo_error_t *err)
@@ -969,6 +986,7 @@ int pgo_wal_run(pgo_relay_t *r)
 		if (r->run.stop)
 			deadline =
 				pgo_deadline_min(deadline, r->run.drain_until);
+		deadline = pgo_deadline_min(deadline, pgo_observe_turn(r, now));
 		int prc = pgo_loop_run_once(r->loop, deadline);
 
 		if (prc < 0 && prc != -EINTR) {
@@ -977,6 +995,7 @@ int pgo_wal_run(pgo_relay_t *r)
 			rc = PGO_ERR_IO;
 			break;
 		}
+		pgo_observe_step(r);
 		/* A batch the sink settled inside the turn: confirm it at
 		 * once. */
 		if (w->state == WAL_STREAMING) {

@@ -28,6 +28,12 @@ int pgo_wal_run(pgo_relay_t *r);
 /* The sink host's done() for a WAL queue. */
 void pgo_wal_sink_done(void *ctx, pgo_batch_t *batch);
 
+/* Streaming or standing by (for READY=1). */
+bool pgo_wal_connected(const pgo_relay_t *r);
+/* Age of the oldest commit read and not yet acked, in seconds (0:
+ * none), for the metric pgoutbox_slot_lag_seconds. */
+double pgo_wal_lag_seconds(const pgo_relay_t *r);
+
 /* Parses the envelope JSON a WAL queue's producers write (wal_envelope()
  * in sql/schema/functions) into ev; the strings point into mem, a
  * malloc'd block the caller frees.  Returns false when it is not one. */
