@@ -17,6 +17,7 @@
 \ir functions/cron_fire.sql
 \ir functions/cron_history_maintain.sql
 \ir functions/cron_history_partition.sql
+\ir functions/drop_queue.sql
 \ir functions/enqueue.sql
 \ir functions/health.sql
 \ir functions/inbox_claim.sql

@@ -1,7 +1,8 @@
 /*
- * cmd_queue.c — `pgoutbox queue create|list|stats|dead|retry|purge|enqueue`:
- * the operator's commands on work queues.  A table maps each action to a
- * short handler that checks its flags and calls the library (queue.c).
+ * cmd_queue.c — `pgoutbox queue
+ * create|list|stats|dead|retry|purge|drop|enqueue`: the operator's commands on
+ * work queues.  A table maps each action to a short handler that checks its
+ * flags and calls the library (queue.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -59,7 +60,7 @@ static const cli_opt_t opts[] = {
 	 &opt.unique_key, NULL},
 	{"--dead", NULL, "purge: the dead letters instead of the jobs", NULL,
 	 &opt.dead_letters},
-	{"--yes", NULL, "purge: really delete", NULL, &opt.yes},
+	{"--yes", NULL, "purge, drop: really delete", NULL, &opt.yes},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -307,6 +308,42 @@ static int queue_retry(cli_t *cli)
 	return finish(conn, rc, &err);
 }
 
+/* An outbox queue of its own, with its table and, captured through the
+ * WAL, its replication slot (pgoutbox.drop_queue()). */
+static int queue_drop(cli_t *cli)
+{
+	const char *name = cli->args[1];
+	const char *params[1] = {name};
+	PGresult *res;
+	PGconn *conn;
+	int rc;
+
+	if (check_name(name))
+		return EXIT_USAGE;
+	if (!opt.yes) {
+		cli_error("queue",
+			  "drop deletes queue %s and its events not yet "
+			  "relayed: add --yes to confirm",
+			  name);
+		return EXIT_USAGE;
+	}
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	res = PQexecParams(conn, "SELECT pgoutbox.drop_queue($1)", 1, NULL,
+			   params, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+		printf("queue %s dropped\n", name);
+		rc = EXIT_OK;
+	} else {
+		cli_error("queue", "%s", pgo_pq_msg(conn, res));
+		rc = EXIT_FAIL;
+	}
+	PQclear(res);
+	PQfinish(conn);
+	return rc;
+}
+
 static int queue_purge(cli_t *cli)
 {
 	const char *name = cli->args[1];
@@ -379,6 +416,7 @@ static const cli_sub_t actions[] = {
 	{"dead", "dead NAME [--limit N]", 1, queue_dead},
 	{"retry", "retry ID --queue NAME", 1, queue_retry},
 	{"purge", "purge NAME [--dead] --yes", 1, queue_purge},
+	{"drop", "drop NAME --yes", 1, queue_drop},
 	{"enqueue",
 	 "enqueue NAME PAYLOAD [--run-at T] [--priority N] [--unique-key K]", 2,
 	 queue_enqueue},

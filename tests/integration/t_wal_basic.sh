@@ -8,6 +8,8 @@
 #     bytes and seconds in /metrics); then the command
 #     comes: everything delivered once, in order, and the lag drains.
 #  4. The slot missing: the relay stops with a clear error.
+#  5. queue drop removes the queue and its slot; refused while a relay
+#     streams it.
 . "$(dirname "$0")/../lib.sh"
 t_db
 out=$("$PGO_BIN" queue create ev --capture wal 2>&1) && fail "capture wal at wal_level replica: created: $out"
@@ -74,3 +76,16 @@ rc=0
 timeout 20 "$PGO_BIN" relay --queue ev --sink stdout >/dev/null 2>"$T_TMP/noslot.log" || rc=$?
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "a relay without its slot did not stop with an error (exit $rc)"
 grep -q 'replication slot pgoutbox_ev of queue ev is missing' "$T_TMP/noslot.log" || fail "no clear error: $(tail -2 "$T_TMP/noslot.log")"
+
+# 5. queue drop: refused while a relay streams the slot, then it goes.
+q "SELECT pg_create_logical_replication_slot('pgoutbox_ev', 'pgoutput')" >/dev/null
+start_relay "$T_TMP/drop.out" --queue ev --sink stdout
+wait_until 20 'grep -q "streaming slot" "$T_TMP/drop.out.log"'
+"$PGO_BIN" queue drop ev >/dev/null 2>&1 && fail "queue drop without --yes dropped"
+err=$("$PGO_BIN" queue drop ev --yes 2>&1) && fail "queue drop with a relay streaming: $err"
+grep -q 'active' <<<"$err" || fail "no reason given: $err"
+[ "$(q "SELECT count(*) FROM pgoutbox.queues WHERE name = 'ev'")" = 1 ] || fail "a refused drop dropped the queue"
+stop_relay "$RELAY_PID"
+"$PGO_BIN" queue drop ev --yes >/dev/null || fail "queue drop"
+[ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pgoutbox_ev'")" = 0 ] || fail "the slot was left behind"
+[ "$(q "SELECT count(*) FROM pgoutbox.queues WHERE name = 'ev'") $(q "SELECT to_regclass('pgoutbox.ev') IS NULL")" = "0 t" ] || fail "the queue was left behind"
