@@ -4,8 +4,8 @@
 #  2. Rolled back (a transaction, a savepoint): nothing sent; the caps and
 #     checks of the table path hold; ids from the queue's sequence.
 #  3. The sink down (an exec command that is missing: unavailable): no
-#     attempt spent, the slot's lag grows and shows (in the slot, and in
-#     bytes and seconds in /metrics); then the command
+#     attempt spent, the slot's lag grows and shows (in the slot, in status,
+#     and in bytes and seconds in /metrics); then the command
 #     comes: everything delivered once, in order, and the lag drains.
 #  4. The slot missing: the relay stops with a clear error.
 #  5. queue drop removes the queue and its slot; refused while a relay
@@ -56,6 +56,9 @@ lag1=$(lag)
 metric() { curl -s "127.0.0.1:$mport/metrics" | grep "^pgoutbox_slot_lag_$1{" | awk '{ print int($2) }'; }
 wait_until 10 '[ "$(metric bytes)" -gt 0 ] && [ "$(metric seconds)" -ge 1 ]'
 note "sink down: /metrics shows slot lag $(metric bytes) bytes, $(metric seconds) s"
+st=$("$PGO_BIN" status --queue ev --json | python3 -c 'import json, sys; s = json.load(sys.stdin)["slot"]; print(s["exists"], s["active"], s["lag_bytes"] > 0)')
+[ "$st" = "True True True" ] || fail "status --json does not show the streamed slot's lag: $st"
+"$PGO_BIN" status --queue ev | grep -q 'capture: wal, slot pgoutbox_ev streamed' || fail "status shows no slot: $("$PGO_BIN" status --queue ev)"
 grep -q "retrying" "$T_TMP/down.out.log" && fail "an unavailable sink spent attempts: $(grep retrying "$T_TMP/down.out.log" | head -2)"
 printf '#!/bin/sh\ncat >> "%s/got"\n' "$T_TMP" >"$T_TMP/sink.sh"
 chmod +x "$T_TMP/sink.sh"
