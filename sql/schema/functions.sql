@@ -29,6 +29,7 @@
 \ir functions/notify_outbox.sql
 \ir functions/outbox_check.sql
 \ir functions/outbox_capture.sql
+\ir functions/queue_capture.sql
 \ir functions/queue_kind.sql
 \ir functions/rebalance.sql
 \ir functions/relay_beat.sql

@@ -9,7 +9,8 @@
 -- New functions (in the next version's definitions): create_queue(name,
 -- shards, kind, capture), outbox_capture() (outbox_check() returning the
 -- capture, read in the same lookup), wal_envelope(), drop_queue() (an
--- outbox queue with its slot); send_to() and
+-- outbox queue with its slot), queue_capture() (for the C producer);
+-- send_to() and
 -- send_batch_to() write a message for a WAL queue.
 ALTER TABLE pgoutbox.queues ADD COLUMN capture text NOT NULL DEFAULT 'table'
     CHECK (capture IN ('table', 'wal'));
