@@ -10,6 +10,7 @@
 #  4. The slot missing: the relay stops with a clear error.
 #  5. queue drop removes the queue and its slot; refused while a relay
 #     streams it.
+#  6. A relay that could not read the capture at start stops once it can.
 . "$(dirname "$0")/../lib.sh"
 t_db
 out=$("$PGO_BIN" queue create ev --capture wal 2>&1) && fail "capture wal at wal_level replica: created: $out"
@@ -96,3 +97,17 @@ stop_relay "$RELAY_PID"
 "$PGO_BIN" queue drop ev --yes >/dev/null || fail "queue drop"
 [ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pgoutbox_ev'")" = 0 ] || fail "the slot was left behind"
 [ "$(q "SELECT count(*) FROM pgoutbox.queues WHERE name = 'ev'") $(q "SELECT to_regclass('pgoutbox.ev') IS NULL")" = "0 t" ] || fail "the queue was left behind"
+
+# 6. A relay started while the database was unreachable could not read
+# the queue's capture: once connected it stops and says to start it
+# again, instead of claiming the WAL queue's empty table for ever.
+"$PGO_BIN" queue create ev2 --capture wal >/dev/null || fail "queue create ev2"
+pg_stop
+PGOUTBOX_RELAY_RECONNECT_MAX=200ms start_relay "$T_TMP/blind.out" --queue ev2 --sink stdout
+sleep 1
+pg_start_again || fail "PostgreSQL did not start again"
+wait_until 30 '! kill -0 "$RELAY_PID" 2>/dev/null'
+rc=0; wait "$RELAY_PID" || rc=$?
+[ "$rc" != 0 ] || fail "the blind relay exited 0"
+grep -q 'is captured through the WAL.*start it again' "$T_TMP/blind.out.log" || fail "no clear reason: $(tail -3 "$T_TMP/blind.out.log")"
+"$PGO_BIN" queue drop ev2 --yes >/dev/null || fail "queue drop ev2"

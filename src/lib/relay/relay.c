@@ -77,13 +77,22 @@ static void setup_sessions(pgo_relay_t *r, const struct pgo_conf_values *v)
 	r->setup.prep_name[2] = NULL;
 	r->setup.check_schema = true;
 	/* A work queue's rows are jobs for workers: a relay would publish
-	 * and delete them.  An adopted table (adopted.c) is relayed. */
+	 * and delete them.  An adopted table (adopted.c) is relayed.  A
+	 * queue captured through the WAL is streamed (wal.c), not claimed:
+	 * a relay here did not see its capture at start (the database was
+	 * unreachable), and a restart chooses right. */
 	r->setup.refuse_sql =
-		"SELECT format('queue \"%s\" is a work queue: its jobs are run "
+		"SELECT CASE WHEN pgoutbox.queue_capture(name) = 'wal' THEN "
+		"format('queue \"%s\" is captured through the WAL, which "
+		"this relay could not read at start (the database was "
+		"unreachable): start it again to stream the queue''s slot', "
+		"name) "
+		"ELSE format('queue \"%s\" is a work queue: its jobs are run "
 		"by `pgoutbox worker --queue %s`, a relay would publish and "
-		"delete them; relay an outbox queue', name, name) "
+		"delete them; relay an outbox queue', name, name) END "
 		"FROM (SELECT $1::text AS name) q "
-		"WHERE pgoutbox.queue_kind(name) NOT IN ('outbox', 'adopted')";
+		"WHERE pgoutbox.queue_kind(name) NOT IN ('outbox', 'adopted') "
+		"OR pgoutbox.queue_capture(name) = 'wal'";
 	snprintf(r->queue, sizeof(r->queue), "%s", v->queue);
 	r->setup.refuse_param[0] = r->queue;
 	snprintf(r->missing_hint, sizeof(r->missing_hint),
