@@ -8,8 +8,9 @@
  * with pgoutput (proto_version 1, messages on, the empty publication
  * pgoutbox_wal), on a replication connection (replication=database):
  *
- *   DOWN       no connection; at retry_at: connect, check the slot
- *              (missing or lost: stop with an error), START_REPLICATION.
+ *   DOWN       no connection; at retry_at: connect (CONNECTING), check
+ *              the slot (CHECKING; missing or lost: stop with an error),
+ *              START_REPLICATION (STARTING).
  *              A slot another relay streams refuses us: stand by, try
  *              again every second (the slot's active flag elects).
  *   STREAMING  XLogData ('w') carries pgoutput's messages: 'B' opens a
@@ -29,9 +30,11 @@
  * before anything later: a retried event holds back the queue, and an
  * unavailable sink spends no attempt.
  *
- * The stream is read without blocking in the relay's loop (PQsocket,
- * PQconsumeInput, PQgetCopyData async); the connection and the slot's
- * check are made blocking, bounded by database.connect_timeout.
+ * Nothing blocks the relay's loop: the connection is made with
+ * PQconnectPoll(), the slot's check and START_REPLICATION are sent with
+ * PQsendQuery() (CONNECTING, CHECKING, STARTING, bounded together by
+ * database.connect_timeout), the stream read with PQconsumeInput() and
+ * PQgetCopyData() async.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -64,7 +67,13 @@ typedef struct wal_txn {
 	wal_ev_t *evs;
 } wal_txn_t;
 
-typedef enum wal_state { WAL_DOWN = 0, WAL_STREAMING } wal_state_t;
+typedef enum wal_state {
+	WAL_DOWN = 0,	/* no connection; connect at retry_at */
+	WAL_CONNECTING, /* PQconnectPoll() until it is made */
+	WAL_CHECKING,	/* the slot's check in flight */
+	WAL_STARTING,	/* START_REPLICATION in flight */
+	WAL_STREAMING	/* in COPY BOTH: the stream */
+} wal_state_t;
 
 struct relay_wal {
 	char slot[80];		/* pgoutbox_<queue> */
@@ -75,6 +84,9 @@ struct relay_wal {
 	short revents;		/* what the loop saw on it */
 	int64_t retry_at;	/* DOWN: connect then (monotonic ms) */
 	bool standing_by;	/* another relay streams: said so once */
+	short want;		/* setup: the events libpq waits for */
+	int64_t setup_until;	/* setup: give up then (monotonic ms) */
+	PGresult *check;	/* CHECKING: the check's result */
 	char last_err[256];	/* the last connection error logged */
 	wal_txn_t *head, *tail; /* committed transactions, commit order */
 	wal_txn_t *cur;		/* between 'B' and 'C' */
@@ -390,9 +402,12 @@ static void set_io(pgo_relay_t *r)
 			ev |= POLLIN;
 		if (PQisnonblocking(w->pg) && PQflush(w->pg) > 0)
 			ev |= POLLOUT;
+	} else if (w->state != WAL_DOWN) {
+		ev = w->want;
+		if (w->state != WAL_CONNECTING && PQflush(w->pg) > 0)
+			ev |= POLLOUT;
 	}
-	pgo_loop_io_set(w->io, w->state == WAL_STREAMING ? PQsocket(w->pg) : -1,
-			ev);
+	pgo_loop_io_set(w->io, w->state != WAL_DOWN ? PQsocket(w->pg) : -1, ev);
 }
 
 /* The connection is gone: the batch in the sink is cancelled, what was
@@ -739,18 +754,29 @@ static void stand_by(pgo_relay_t *r, const char *why)
 	w->standing_by = true;
 }
 
-/* Connects, checks the slot and starts streaming.  Returns PGO_OK (or
- * DOWN with a retry set), PGO_ERR_INVALID when no retry can help
- * (errmsg set). */
-static int wal_connect(pgo_relay_t *r)
+/* Gives up this attempt: the connection closed, the next in a second. */
+static void setup_failed(pgo_relay_t *r)
 {
 	struct relay_wal *w = r->wal;
+
+	PQclear(w->check);
+	w->check = NULL;
+	PQfinish(w->pg);
+	w->pg = NULL;
+	w->state = WAL_DOWN;
+	w->retry_at = pgo_now_ms() + 1000;
+	set_io(r);
+}
+
+/* Starts connecting (DOWN -> CONNECTING). */
+static void wal_connect(pgo_relay_t *r)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	struct relay_wal *w = r->wal;
 	const char *keys[10], *vals[10];
-	char timeout[24], sql[512], lsn[24];
-	PGresult *res;
+	char timeout[24];
 	int n = 0;
 
-	w->retry_at = pgo_now_ms() + 1000;
 	pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
 	while (keys[n] && n < 8)
 		n++;
@@ -758,25 +784,29 @@ static int wal_connect(pgo_relay_t *r)
 	vals[n++] = "database";
 	keys[n] = NULL;
 	vals[n] = NULL;
-	w->pg = PQconnectdbParams(keys, vals, 1);
-	if (!w->pg || PQstatus(w->pg) != CONNECTION_OK) {
+	w->pg = PQconnectStartParams(keys, vals, 1);
+	w->setup_until = pgo_now_ms() +
+			 (v->connect_timeout > 0 ? v->connect_timeout : 10000);
+	if (!w->pg || PQstatus(w->pg) == CONNECTION_BAD) {
 		log_down(r, w->pg ? pgo_pq_msg(w->pg, NULL) : "out of memory");
-		PQfinish(w->pg);
-		w->pg = NULL;
-		return PGO_OK;
+		setup_failed(r);
+		return;
 	}
-	snprintf(sql, sizeof(sql),
-		 "SELECT current_setting('wal_level'), s.wal_status, "
-		 "s.active_pid, s.confirmed_flush_lsn - '0/0' "
-		 "FROM (SELECT 1) x LEFT JOIN pg_replication_slots s "
-		 "ON s.slot_name = '%s' AND s.database = current_database()",
-		 w->slot);
-	res = PQexec(w->pg, sql);
+	w->state = WAL_CONNECTING;
+	w->want = POLLOUT; /* PQconnectPoll's first wait */
+	set_io(r);
+}
+
+/* The slot's check came back (CHECKING): refuse, stand by, or start
+ * streaming.  PGO_ERR_INVALID when no retry can help (errmsg set). */
+static int checked(pgo_relay_t *r, PGresult *res)
+{
+	struct relay_wal *w = r->wal;
+	char sql[512];
+
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
 		log_down(r, pgo_pq_msg(w->pg, res));
-		PQclear(res);
-		PQfinish(w->pg);
-		w->pg = NULL;
+		setup_failed(r);
 		return PGO_OK;
 	}
 	if (strcmp(PQgetvalue(res, 0, 0), "logical") != 0) {
@@ -786,7 +816,7 @@ static int wal_connect(pgo_relay_t *r)
 			 "(ALTER SYSTEM SET wal_level = logical) and restart "
 			 "PostgreSQL",
 			 r->queue, PQgetvalue(res, 0, 0));
-		goto fatal;
+		return PGO_ERR_INVALID;
 	}
 	if (PQgetisnull(res, 0, 3)) {
 		snprintf(r->run.errmsg, sizeof(r->run.errmsg),
@@ -795,26 +825,24 @@ static int wal_connect(pgo_relay_t *r)
 			 "SELECT pg_create_logical_replication_slot('%s', "
 			 "'pgoutput') (docs/wal.md)",
 			 w->slot, r->queue, w->slot);
-		goto fatal;
+		return PGO_ERR_INVALID;
 	}
 	if (strcmp(PQgetvalue(res, 0, 1), "lost") == 0) {
 		snprintf(r->run.errmsg, sizeof(r->run.errmsg),
 			 "the replication slot %s of queue %s is lost "
 			 "(wal_status lost: max_slot_wal_keep_size removed "
 			 "WAL it needed): events in that WAL are gone; drop "
-			 "and create the slot again (docs/wal.md, \"A lost "
-			 "slot\")",
+			 "and create the slot again (docs/wal.md, \"A slot "
+			 "pins WAL: lag\")",
 			 w->slot, r->queue);
-		goto fatal;
+		return PGO_ERR_INVALID;
 	}
 	if (!PQgetisnull(res, 0, 2)) {
 		char why[64];
 
 		snprintf(why, sizeof(why), "pid %s", PQgetvalue(res, 0, 2));
 		stand_by(r, why);
-		PQclear(res);
-		PQfinish(w->pg);
-		w->pg = NULL;
+		setup_failed(r);
 		return PGO_OK;
 	}
 	{
@@ -823,12 +851,26 @@ static int wal_connect(pgo_relay_t *r)
 		if (c > w->confirmed)
 			w->confirmed = c;
 	}
-	PQclear(res);
 	snprintf(sql, sizeof(sql),
 		 "START_REPLICATION SLOT %s LOGICAL 0/0 (proto_version '1', "
 		 "publication_names 'pgoutbox_wal', messages 'true')",
 		 w->slot);
-	res = PQexec(w->pg, sql);
+	if (!PQsendQuery(w->pg, sql)) {
+		log_down(r, pgo_pq_msg(w->pg, NULL));
+		setup_failed(r);
+		return PGO_OK;
+	}
+	w->state = WAL_STARTING;
+	w->want = POLLIN;
+	return PGO_OK;
+}
+
+/* START_REPLICATION came back (STARTING). */
+static void started(pgo_relay_t *r, PGresult *res)
+{
+	struct relay_wal *w = r->wal;
+	char lsn[24];
+
 	if (PQresultStatus(res) != PGRES_COPY_BOTH) {
 		const char *msg = pgo_pq_msg(w->pg, res);
 
@@ -836,13 +878,9 @@ static int wal_connect(pgo_relay_t *r)
 			stand_by(r, msg);
 		else
 			log_down(r, msg);
-		PQclear(res);
-		PQfinish(w->pg);
-		w->pg = NULL;
-		return PGO_OK;
+		setup_failed(r);
+		return;
 	}
-	PQclear(res);
-	PQsetnonblocking(w->pg, 1);
 	w->state = WAL_STREAMING;
 	w->standing_by = false;
 	w->last_err[0] = '\0';
@@ -852,12 +890,85 @@ static int wal_connect(pgo_relay_t *r)
 	pgo_log(PGO_LOG_INFO, r->subject, "streaming slot %s from %s", w->slot,
 		lsn);
 	set_io(r);
-	return PGO_OK;
-fatal:
+}
+
+/* Drives the connection's setup without blocking: connecting, the
+ * slot's check, START_REPLICATION.  PGO_ERR_INVALID when no retry can
+ * help (errmsg set). */
+static int wal_setup_step(pgo_relay_t *r, int64_t now)
+{
+	struct relay_wal *w = r->wal;
+	PGresult *res;
+	int rc = PGO_OK;
+
+	if (now >= w->setup_until) {
+		log_down(r, "timed out connecting (database.connect_timeout)");
+		setup_failed(r);
+		return PGO_OK;
+	}
+	if (w->state == WAL_CONNECTING) {
+		char sql[512];
+
+		switch (PQconnectPoll(w->pg)) {
+		case PGRES_POLLING_READING: w->want = POLLIN; return PGO_OK;
+		case PGRES_POLLING_WRITING: w->want = POLLOUT; return PGO_OK;
+		case PGRES_POLLING_OK: break;
+		default:
+			log_down(r, pgo_pq_msg(w->pg, NULL));
+			setup_failed(r);
+			return PGO_OK;
+		}
+		PQsetnonblocking(w->pg, 1);
+		/* Replication connections take the simple protocol only. */
+		snprintf(sql, sizeof(sql),
+			 "SELECT current_setting('wal_level'), s.wal_status, "
+			 "s.active_pid, s.confirmed_flush_lsn - '0/0' "
+			 "FROM (SELECT 1) x LEFT JOIN pg_replication_slots s "
+			 "ON s.slot_name = '%s' AND s.database = "
+			 "current_database()",
+			 w->slot);
+		if (!PQsendQuery(w->pg, sql)) {
+			log_down(r, pgo_pq_msg(w->pg, NULL));
+			setup_failed(r);
+			return PGO_OK;
+		}
+		w->state = WAL_CHECKING;
+		w->want = POLLIN;
+		return PGO_OK;
+	}
+	/* CHECKING, STARTING: a query in flight. */
+	if (!PQconsumeInput(w->pg) || PQflush(w->pg) < 0) {
+		log_down(r, pgo_pq_msg(w->pg, NULL));
+		setup_failed(r);
+		return PGO_OK;
+	}
+	if (PQisBusy(w->pg))
+		return PGO_OK;
+	res = PQgetResult(w->pg);
+	if (w->state == WAL_STARTING) {
+		started(r, res);
+		PQclear(res);
+		return PGO_OK;
+	}
+	/* CHECKING: its one result; what follows (NULL) is read at once
+	 * when the server's ReadyForQuery is in, else on the next turn. */
+	if (res) {
+		w->check = res;
+		if (PQisBusy(w->pg))
+			return PGO_OK;
+		res = PQgetResult(w->pg);
+	}
+	while (res) { /* more than one result: not ours to read */
+		PQclear(res);
+		if (PQisBusy(w->pg))
+			return PGO_OK;
+		res = PQgetResult(w->pg);
+	}
+	res = w->check;
+	w->check = NULL;
+	rc = checked(r, res);
 	PQclear(res);
-	PQfinish(w->pg);
-	w->pg = NULL;
-	return PGO_ERR_INVALID;
+	return rc;
 }
 
 bool pgo_wal_connected(const pgo_relay_t *r)
@@ -923,6 +1034,7 @@ void pgo_wal_free(pgo_relay_t *r)
 	if (!w)
 		return;
 	fifo_clear(w);
+	PQclear(w->check);
 	PQfinish(w->pg);
 	pgo_arena_destroy(w->arena);
 	free(w);
@@ -955,11 +1067,20 @@ int pgo_wal_run(pgo_relay_t *r)
 		r->run.reload = 0;
 		if (r->run.stop && (!w->in_sink || now >= r->run.drain_until))
 			break;
-		if (w->state == WAL_DOWN && !r->run.stop &&
-		    now >= w->retry_at && wal_connect(r) != PGO_OK) {
-			pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
-			rc = PGO_ERR_INVALID;
-			break;
+		if (w->state == WAL_DOWN && !r->run.stop && now >= w->retry_at)
+			wal_connect(r);
+		/* The setup steps when libpq's socket is ready (or its time
+		 * is up), as PQconnectPoll() wants. */
+		if (w->state != WAL_DOWN && w->state != WAL_STREAMING &&
+		    (w->revents || now >= w->setup_until)) {
+			w->revents = 0;
+			if (wal_setup_step(r, now) != PGO_OK) {
+				pgo_log(PGO_LOG_ERROR, r->subject, "%s",
+					r->run.errmsg);
+				rc = PGO_ERR_INVALID;
+				break;
+			}
+			set_io(r);
 		}
 		if (w->state == WAL_STREAMING) {
 			if (w->revents) {
@@ -980,8 +1101,10 @@ int pgo_wal_run(pgo_relay_t *r)
 			if (w->head && !w->in_sink && w->pause_until > now)
 				deadline = pgo_deadline_min(deadline,
 							    w->pause_until);
-		} else {
+		} else if (w->state == WAL_DOWN) {
 			deadline = pgo_deadline_min(deadline, w->retry_at);
+		} else {
+			deadline = pgo_deadline_min(deadline, w->setup_until);
 		}
 		if (r->run.stop)
 			deadline =
@@ -1009,6 +1132,8 @@ int pgo_wal_run(pgo_relay_t *r)
 	w->in_sink = false;
 	if (w->state == WAL_STREAMING && w->confirmed > w->reported)
 		send_status(r, pgo_now_ms());
+	PQclear(w->check);
+	w->check = NULL;
 	if (w->pg) {
 		PQfinish(w->pg);
 		w->pg = NULL;
