@@ -1041,6 +1041,27 @@ void pgo_wal_free(pgo_relay_t *r)
 	r->wal = NULL;
 }
 
+/* SIGHUP: the reloadable keys, as the table path's loop does (the
+ * stream itself has none: relay.batch and the backoffs are read where
+ * they are used). */
+static void wal_reload(pgo_relay_t *r)
+{
+	extern char **environ;
+	int changed = 0;
+
+	r->run.reload = 0;
+	if (pgo_conf_reload(r->conf, environ, &changed) != PGO_OK) {
+		pgo_log(PGO_LOG_ERROR, r->subject,
+			"reload failed, keeping the running configuration: %s",
+			pgo_conf_errmsg(r->conf));
+		return;
+	}
+	pgo_log_max = (pgo_log_level_t)pgo_conf_values(r->conf)->log_level;
+	pgo_log(PGO_LOG_INFO, r->subject,
+		"configuration reloaded: %d key%s changed", changed,
+		changed == 1 ? "" : "s");
+}
+
 int pgo_wal_run(pgo_relay_t *r)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
@@ -1064,7 +1085,8 @@ int pgo_wal_run(pgo_relay_t *r)
 				"stopping: finishing the batch in flight");
 			pgo_sink_drain(r->sink, r->run.drain_until);
 		}
-		r->run.reload = 0;
+		if (r->run.reload)
+			wal_reload(r);
 		if (r->run.stop && (!w->in_sink || now >= r->run.drain_until))
 			break;
 		if (w->state == WAL_DOWN && !r->run.stop && now >= w->retry_at)
