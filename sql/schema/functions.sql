@@ -21,6 +21,7 @@
 \ir functions/cron_history_partition.sql
 \ir functions/dead_discard.sql
 \ir functions/dead_retry.sql
+\ir functions/drop_queue.sql
 \ir functions/enqueue.sql
 \ir functions/health.sql
 \ir functions/inbox_claim.sql
@@ -31,7 +32,9 @@
 \ir functions/notify_adopted.sql
 \ir functions/notify_outbox.sql
 \ir functions/outbox_check.sql
+\ir functions/outbox_capture.sql
 \ir functions/pause.sql
+\ir functions/queue_capture.sql
 \ir functions/queue_controls_check.sql
 \ir functions/queue_kind.sql
 \ir functions/rebalance.sql
@@ -53,4 +56,5 @@
 \ir functions/unarchive.sql
 \ir functions/wake_ns.sql
 \ir functions/wake_relay.sql
+\ir functions/wal_envelope.sql
 \ir functions/work_sql.sql

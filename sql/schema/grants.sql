@@ -18,6 +18,8 @@ REVOKE ALL ON FUNCTION pgoutbox.send_batch_args(text, text[], text[], text[], js
 REVOKE ALL ON FUNCTION pgoutbox.send_batch_rows(jsonb[], text[], text[], jsonb[], text[], text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.send_batch_error(text, bigint, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.outbox_check(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.outbox_capture(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.wal_envelope(bigint, pgoutbox.event_topic, pgoutbox.event_key, pgoutbox.event_type, pgoutbox.event_payload, pgoutbox.event_headers) FROM PUBLIC;
 
 -- Relays: leases, heartbeats, the claim floor, archiving, maintenance.
 REVOKE ALL ON FUNCTION pgoutbox.rebalance(text, text, text, interval) FROM PUBLIC;
@@ -36,6 +38,8 @@ REVOKE ALL ON FUNCTION pgoutbox.inbox_maintain(interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.drop_queue(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.work_sql(text, text, integer, integer, bigint, bigint) FROM PUBLIC;
 -- A queue with controls: its claims (pgoutbox.claim() runs with the
 -- worker's rights and is left to PUBLIC).  Every claim looks up the

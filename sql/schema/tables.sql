@@ -86,7 +86,12 @@ CREATE TABLE pgoutbox.queues (
         CHECK (retention IN ('delete', 'archive')),
     retention_days integer     NOT NULL DEFAULT 7
         CHECK (retention_days BETWEEN 1 AND 3650),
-    CONSTRAINT queues_kind_check CHECK (kind IN ('outbox', 'work', 'adopted'))
+    CONSTRAINT queues_kind_check CHECK (kind IN ('outbox', 'work', 'adopted')),
+    -- How an outbox's events are captured (docs/wal.md): 'table', a row
+    -- each, or 'wal', a logical message each, streamed from the slot
+    -- pgoutbox_<name> (publication pgoutbox_<name>).
+    capture        text        NOT NULL DEFAULT 'table'
+        CHECK (capture IN ('table', 'wal'))
 );
 
 -- The controls of a work queue (issue 39), one row per queue that has
@@ -216,3 +221,14 @@ CREATE TABLE pgoutbox.adopted_state (
     PRIMARY KEY (queue, id)
 );
 CREATE INDEX adopted_state_key ON pgoutbox.adopted_state (queue, key, id);
+
+-- The publication the relays of WAL queues name to pgoutput (docs/wal.md).
+-- It publishes no table: the relays stream logical messages only, which
+-- pgoutput sends whatever the publication holds, but it must name one
+-- that exists, and one that existed before the slot it decodes (its
+-- catalog is read as of the WAL it decodes): made here, before any slot.
+-- At a wal_level below logical PostgreSQL warns that it would publish
+-- nothing, which is true and harmless.
+SET LOCAL client_min_messages = error;
+CREATE PUBLICATION pgoutbox_wal;
+RESET client_min_messages;

@@ -1,9 +1,9 @@
 /*
- * cmd_queue.c — `pgoutbox queue create|list|stats|dead|retry|purge|enqueue|
- * pause|resume|set`: the operator's commands on work queues (dead and
+ * cmd_queue.c — `pgoutbox queue create|list|stats|dead|retry|purge|drop|
+ * enqueue|pause|resume|set`: the operator's commands on queues (dead and
  * retry are the older names of `pgoutbox dead list|retry`, cmd_dead.c).  A
- * table maps each action to a short handler that checks its flags and calls the
- * library (queue.c).
+ * table maps each action to a short handler that checks its flags and calls
+ * the library (queue.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,6 +20,7 @@ static const char *const flags[] = {"--db", "--db-file", "--log-level", NULL};
 static struct {
 	const char *shards;	 /* create: shards of the queue */
 	const char *kind;	 /* create: work or outbox */
+	const char *capture;	 /* create: table or wal (an outbox's) */
 	const char *dead_queue;	 /* retry: the queue the dead letter was in */
 	const char *limit;	 /* dead: how many to show */
 	const char *run_at;	 /* enqueue: not before */
@@ -31,8 +32,12 @@ static struct {
 	const char *burst;	 /* set: the rate's bucket */
 	bool if_not_exists; /* create: an existing queue as asked is fine */
 	bool dead_letters;  /* purge: the dead letters, not the jobs */
-	bool yes;	    /* purge: confirmed */
-} opt = {.shards = "64", .kind = "work", .limit = "50", .priority = "0"};
+	bool yes;	    /* purge, drop: confirmed */
+} opt = {.shards = "64",
+	 .kind = "work",
+	 .capture = "table",
+	 .limit = "50",
+	 .priority = "0"};
 
 static const cli_opt_t opts[] = {
 	{"--shards", "N", "create: shards of the queue (1-4096)", &opt.shards,
@@ -41,6 +46,11 @@ static const cli_opt_t opts[] = {
 	 "create: work (the default: jobs for `pgoutbox worker`) or "
 	 "outbox (events for `pgoutbox relay --queue NAME`)",
 	 &opt.kind, NULL},
+	{"--capture", "MODE",
+	 "create: table (the default: a row per event) or wal (an outbox "
+	 "written as logical messages, streamed from a replication slot; "
+	 "docs/wal.md)",
+	 &opt.capture, NULL},
 	{"--if-not-exists", NULL,
 	 "create: exit 0 when the queue exists with this kind and shards", NULL,
 	 &opt.if_not_exists},
@@ -66,7 +76,7 @@ static const cli_opt_t opts[] = {
 	 &opt.burst, NULL},
 	{"--dead", NULL, "purge: the dead letters instead of the jobs", NULL,
 	 &opt.dead_letters},
-	{"--yes", NULL, "purge: really delete", NULL, &opt.yes},
+	{"--yes", NULL, "purge, drop: really delete", NULL, &opt.yes},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -108,6 +118,14 @@ static int check_create(const char *name, long long *shards)
 			  opt.kind);
 		return EXIT_USAGE;
 	}
+	if (strcmp(opt.capture, "table") != 0 &&
+	    strcmp(opt.capture, "wal") != 0) {
+		cli_error("queue", "--capture is table or wal, not \"%s\"",
+			  opt.capture);
+		return EXIT_USAGE;
+	}
+	if (strcmp(opt.capture, "wal") == 0)
+		opt.kind = "outbox"; /* only an outbox is captured so */
 	return cli_parse_int("queue", "--shards", opt.shards, 1, 4096, shards);
 }
 
@@ -148,6 +166,36 @@ static int queue_exists(PGconn *conn, const char *name, long long shards)
 	return rc;
 }
 
+/* An outbox captured through the WAL: the slot and the queue
+ * (pgoutbox.create_queue(..., capture)), in a transaction
+ * of its own, since PostgreSQL makes a logical slot only in a
+ * transaction that has written nothing. */
+static int create_wal(PGconn *conn, const char *name, long long shards,
+		      pgo_error_t *err)
+{
+	char nshards[16];
+	const char *params[2] = {name, nshards};
+	PGresult *res;
+	int rc = PGO_OK;
+
+	snprintf(nshards, sizeof(nshards), "%lld", shards);
+	res = PQexecParams(conn,
+			   "SELECT pgoutbox.create_queue($1, $2::integer, "
+			   "'outbox', 'wal')",
+			   2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		const char *hint =
+			PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+
+		rc = pgo_error_set(err, PGO_ERR_DB, 0,
+				   "creating the queue: %s%s%s",
+				   pgo_pq_msg(conn, res), hint ? " " : "",
+				   hint ? hint : "");
+	}
+	PQclear(res);
+	return rc;
+}
+
 static int queue_create(cli_t *cli)
 {
 	const char *name = cli->args[1];
@@ -163,8 +211,17 @@ static int queue_create(cli_t *cli)
 		return rc;
 	if (opt.if_not_exists && (rc = queue_exists(conn, name, shards)) >= 0)
 		goto out;
-	rc = pgo_queue_create_kind(conn, name, (int)shards, opt.kind, &err);
-	if (rc == PGO_OK) {
+	if (strcmp(opt.capture, "wal") == 0)
+		rc = create_wal(conn, name, shards, &err);
+	else
+		rc = pgo_queue_create_kind(conn, name, (int)shards, opt.kind,
+					   &err);
+	if (rc == PGO_OK && strcmp(opt.capture, "wal") == 0) {
+		printf("outbox queue %s created, captured through the WAL "
+		       "(slot pgoutbox_%s)\n",
+		       name, name);
+		rc = EXIT_OK;
+	} else if (rc == PGO_OK) {
 		printf("%s queue %s created (table pgoutbox.%s, %lld "
 		       "shards)\n",
 		       opt.kind, name, name, shards);
@@ -248,6 +305,42 @@ static int queue_retry(cli_t *cli)
 		printf("dead letter %lld moved back into queue %s\n", id,
 		       opt.dead_queue);
 	return finish(conn, rc, &err);
+}
+
+/* An outbox queue of its own, with its table and, captured through the
+ * WAL, its replication slot (pgoutbox.drop_queue()). */
+static int queue_drop(cli_t *cli)
+{
+	const char *name = cli->args[1];
+	const char *params[1] = {name};
+	PGresult *res;
+	PGconn *conn;
+	int rc;
+
+	if (check_name(name))
+		return EXIT_USAGE;
+	if (!opt.yes) {
+		cli_error("queue",
+			  "drop deletes queue %s and its events not yet "
+			  "relayed: add --yes to confirm",
+			  name);
+		return EXIT_USAGE;
+	}
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	res = PQexecParams(conn, "SELECT pgoutbox.drop_queue($1)", 1, NULL,
+			   params, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+		printf("queue %s dropped\n", name);
+		rc = EXIT_OK;
+	} else {
+		cli_error("queue", "%s", pgo_pq_msg(conn, res));
+		rc = EXIT_FAIL;
+	}
+	PQclear(res);
+	PQfinish(conn);
+	return rc;
 }
 
 static int queue_purge(cli_t *cli)
@@ -384,8 +477,9 @@ static int queue_set(cli_t *cli)
 
 static const cli_sub_t actions[] = {
 	{"create",
-	 "create NAME [--shards N] [--kind work|outbox] [--if-not-exists]", 1,
-	 queue_create},
+	 "create NAME [--shards N] [--kind work|outbox] [--capture table|wal] "
+	 "[--if-not-exists]",
+	 1, queue_create},
 	{"list", "list", 0, queue_list},
 	{"stats", "stats NAME", 1, queue_stats},
 	{"dead", "dead NAME [--limit N] (as: pgoutbox dead list --queue NAME)",
@@ -393,6 +487,7 @@ static const cli_sub_t actions[] = {
 	{"retry", "retry ID --queue NAME (as: pgoutbox dead retry)", 1,
 	 queue_retry},
 	{"purge", "purge NAME [--dead] --yes", 1, queue_purge},
+	{"drop", "drop NAME --yes", 1, queue_drop},
 	{"enqueue",
 	 "enqueue NAME PAYLOAD [--run-at T] [--priority N] [--unique-key K]", 2,
 	 queue_enqueue},

@@ -120,3 +120,57 @@ END $$;
 
 COMMENT ON FUNCTION pgoutbox.create_queue(text, integer, text) IS
     'Creates a work queue (kind work) or an outbox of its own (kind outbox) named name with shards shards.';
+
+-- Creates a queue of either kind, capturing an outbox's events either
+-- way (docs/wal.md).  capture 'table': create_queue(name, shards, kind).
+-- capture 'wal' (kind outbox only): producers write a logical message
+-- each instead of a row, streamed by the relay from the logical
+-- replication slot pgoutbox_<name> (pgoutput) with the publication
+-- pgoutbox_<name>, created here.  The queue's table is made all the
+-- same and stays empty: its id sequence numbers the events.
+--
+-- The slot is made first, while this transaction has written nothing:
+-- PostgreSQL creates a logical slot only in a transaction without
+-- writes (so call this in a transaction of its own), and a slot is not
+-- transactional: it stays when what follows fails, and a later call
+-- takes it over.  Its owner needs the REPLICATION attribute (or to be
+-- a superuser) for the slot.
+CREATE OR REPLACE FUNCTION pgoutbox.create_queue(name text, shards integer, kind text, capture text)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    q    text := create_queue.name;
+    slot text := 'pgoutbox_' || create_queue.name;
+BEGIN
+    IF capture IS NULL OR capture NOT IN ('table', 'wal') THEN
+        RAISE EXCEPTION 'pgoutbox.create_queue: capture must be table or wal, not %', coalesce(capture, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF capture = 'table' THEN
+        PERFORM pgoutbox.create_queue(q, shards, kind);
+        RETURN;
+    END IF;
+    IF kind IS DISTINCT FROM 'outbox' THEN
+        RAISE EXCEPTION 'pgoutbox.create_queue: capture wal is for outbox queues, not kind %', coalesce(kind, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF current_setting('wal_level') <> 'logical' THEN
+        RAISE EXCEPTION 'pgoutbox.create_queue: capture wal needs wal_level = logical, and this server runs wal_level = %', current_setting('wal_level')
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Set wal_level = logical (ALTER SYSTEM SET wal_level = logical, or in postgresql.conf) and restart PostgreSQL; max_replication_slots and max_wal_senders must leave room for one slot and one sender per WAL queue.';
+    END IF;
+    IF q IS NULL OR q !~ '^[a-z_][a-z0-9_]*$' OR length(q) > 48 OR q LIKE 'pg\_%'
+       OR EXISTS (SELECT 1 FROM pgoutbox.queues x WHERE x.name = q) THEN
+        PERFORM pgoutbox.create_queue(q, shards, kind);  -- raises its error
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.slot_name = slot) THEN
+        PERFORM pg_create_logical_replication_slot(slot, 'pgoutput');
+    END IF;
+    PERFORM pgoutbox.create_queue(q, shards, kind);
+    UPDATE pgoutbox.queues x SET capture = 'wal' WHERE x.name = q;
+END $$;
+
+COMMENT ON FUNCTION pgoutbox.create_queue(text, integer, text, text) IS
+    'Creates a queue (kind work or outbox); an outbox with capture wal is written as logical messages and relayed from the slot pgoutbox_<name>.';

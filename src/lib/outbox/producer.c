@@ -21,7 +21,8 @@ struct pgo_producer {
 	char queue[64];	  /* validated identifier */
 	char stmt[96];	  /* prepared statement name on conn */
 	bool checked;	  /* the queue is an outbox (looked up once) */
-	bool may_insert;  /* the role may INSERT into its table */
+	bool may_insert;  /* the role may INSERT into its table (and the
+			   * queue is captured by it, not the WAL) */
 	bool prepared;	  /* stmt known to exist on conn */
 	pgo_buf_t copy;	  /* COPY data being assembled */
 	char errmsg[512]; /* last error */
@@ -118,7 +119,9 @@ static int check_msg(pgo_producer_t *p, const pgo_msg_t *m, size_t i)
 
 /* Looks the queue up once: it must be an outbox (pgoutbox.outbox, or one
  * made with `queue create --kind outbox`), not a work queue or an adopted
- * table; and whether the role may INSERT into it.  The lookups
+ * table; and whether the role may INSERT into it (never into a queue
+ * captured through the WAL: its events are messages that send_to()
+ * writes, docs/wal.md).  The lookups
  * (queue_kind(), which any role may call, and the privilege of a table
  * found by to_regclass) cannot fail the caller's transaction the way a
  * privilege check of a missing table would.  what: "send" or
@@ -135,7 +138,8 @@ static int check_queue(pgo_producer_t *p, const char *what)
 			   "SELECT pgoutbox.queue_kind($1), "
 			   "coalesce(has_table_privilege(to_regclass("
 			   "format('pgoutbox.%I', $1::text)), 'INSERT'), "
-			   "true)",
+			   "true) AND pgoutbox.queue_capture($1) IS "
+			   "DISTINCT FROM 'wal'",
 			   1, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		fail(p, PGO_ERR_DB, "%s: %s", what, pgo_pq_msg(p->conn, res));

@@ -38,6 +38,9 @@ typedef struct facts {
 	PGresult *relays;    /* application_name, backend pid, client, up,
 			      * state */
 	PGresult *adopted;   /* an adopted table's done, table (else NULL) */
+	PGresult *slot;	     /* a WAL queue's slot (docs/wal.md): exists,
+			      * active, wal_status, lag bytes, lag s; no row
+			      * for a table queue */
 } facts_t;
 
 static void facts_clear(facts_t *f)
@@ -51,6 +54,7 @@ static void facts_clear(facts_t *f)
 	PQclear(f->retention);
 	PQclear(f->health);
 	PQclear(f->relays);
+	PQclear(f->slot);
 	memset(f, 0, sizeof(*f));
 }
 
@@ -194,7 +198,23 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 			  "current_database() AND application_name LIKE "
 			  "'pgoutbox relay%' ORDER BY backend_start",
 			  NULL, err);
-	return f->relays ? PGO_OK : PGO_ERR_DB;
+	if (!f->relays)
+		return PGO_ERR_DB;
+	/* The seconds: the streaming relay's flush lag as its walsender
+	 * measures it from the relay's confirmations (NULL when caught
+	 * up, or when none streams). */
+	f->slot = query(
+		conn,
+		"SELECT s.slot_name IS NOT NULL, coalesce(s.active, false), "
+		"coalesce(s.wal_status, 'missing'), "
+		"coalesce(pg_current_wal_lsn() - s.confirmed_flush_lsn, 0), "
+		"coalesce(extract(epoch FROM r.flush_lag), 0) "
+		"FROM pgoutbox.queues q LEFT JOIN pg_replication_slots s ON "
+		"s.slot_name = 'pgoutbox_' || q.name AND s.database = "
+		"current_database() LEFT JOIN pg_stat_replication r ON r.pid = "
+		"s.active_pid WHERE q.name = $1 AND q.capture = 'wal'",
+		queue, err);
+	return f->slot ? PGO_OK : PGO_ERR_DB;
 }
 
 static bool is_concurrent(const PGresult *members, int i)
@@ -395,6 +415,17 @@ static void write_text(const facts_t *f, const char *queue, FILE *out)
 		else
 			fprintf(out, "  retention: delete on ack\n");
 	}
+	res = f->slot;
+	if (PQntuples(res) == 1)
+		fprintf(out,
+			"  capture: wal, slot pgoutbox_%s %s, wal_status %s, "
+			"lag %s bytes, %s s\n",
+			queue,
+			*PQgetvalue(res, 0, 0) != 't'	? "MISSING"
+			: *PQgetvalue(res, 0, 1) == 't' ? "streamed"
+							: "not streamed",
+			PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3),
+			PQgetvalue(res, 0, 4));
 	res = f->health;
 	for (int i = 0; i < PQntuples(res); i++)
 		fprintf(out, "  WARNING %s %s: %s\n", PQgetvalue(res, i, 0),
@@ -601,6 +632,28 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 		j_str(b, &r, "mode", PQgetvalue(res, 0, 0));
 		j_num(b, &r, "days", PQgetvalue(res, 0, 1));
 		j_num(b, &r, "partitions", PQgetvalue(res, 0, 2));
+		pgo_buf_puts(b, "}");
+	} else {
+		pgo_buf_puts(b, "null");
+	}
+	j_key(b, &first, "slot");
+	res = f->slot;
+	if (PQntuples(res) == 1) {
+		bool r = true;
+		char name[96];
+
+		snprintf(name, sizeof(name), "pgoutbox_%s", queue);
+		pgo_buf_puts(b, "{");
+		j_str(b, &r, "name", name);
+		j_key(b, &r, "exists");
+		pgo_buf_puts(b,
+			     *PQgetvalue(res, 0, 0) == 't' ? "true" : "false");
+		j_key(b, &r, "active");
+		pgo_buf_puts(b,
+			     *PQgetvalue(res, 0, 1) == 't' ? "true" : "false");
+		j_str(b, &r, "wal_status", PQgetvalue(res, 0, 2));
+		j_num(b, &r, "lag_bytes", PQgetvalue(res, 0, 3));
+		j_num(b, &r, "lag_seconds", PQgetvalue(res, 0, 4));
 		pgo_buf_puts(b, "}");
 	} else {
 		pgo_buf_puts(b, "null");

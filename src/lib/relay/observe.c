@@ -17,6 +17,7 @@
 
 #include "metrics/metrics.h"
 #include "relay/relay_int.h"
+#include "relay/wal.h"
 
 /* The relay's series, updated on its paths or before a scrape. */
 struct pgo_relay_metrics {
@@ -28,6 +29,8 @@ struct pgo_relay_metrics {
 	pgo_series_t *pending, *oldest_due;
 	pgo_metric_t *dead_letters; /* per queue, from the query */
 	pgo_series_t *xmin_age, *slot_xmin_age, *gauges_ok;
+	/* A WAL queue's slot (wal.c): WAL it keeps, age of what it holds. */
+	pgo_series_t *slot_lag_bytes, *slot_lag_seconds;
 	/* An outage: from the sink's first "down" or refused batch to its
 	 * "up" or the next batch it takes. */
 	bool outage;
@@ -38,6 +41,7 @@ struct pgo_relay_metrics {
 	pgo_conn_setup_t setup;
 	char app_name[64];
 	char pending_sql[256];
+	char slot_sql[256]; /* the queue's slot lag in bytes (0: none) */
 	pgo_loop_io_t *io;
 	short revents;
 	bool busy;	    /* its round is in flight */
@@ -126,6 +130,16 @@ static void families(pgo_relay_t *r, pgo_relay_metrics_t *m, pgo_metrics_t *reg,
 			       "How long the oldest event that is due has "
 			       "been due (0: none)",
 			       NULL, 0);
+	m->slot_lag_bytes = FAMILY(
+		PGO_METRIC_GAUGE, "pgoutbox_slot_lag_bytes",
+		"WAL the queue's replication slot keeps past its confirmed "
+		"position (WAL capture; 0: no slot)",
+		NULL, 0);
+	m->slot_lag_seconds = FAMILY(
+		PGO_METRIC_GAUGE, "pgoutbox_slot_lag_seconds",
+		"Age of the oldest commit this relay streamed and the sink "
+		"has not acked (WAL capture; 0: none)",
+		NULL, 0);
 	m->dead_letters = pgo_metrics_family(
 		reg, PGO_METRIC_GAUGE, "pgoutbox_dead_letters",
 		"Rows in pgoutbox.dead_letters per queue", NULL, 0);
@@ -182,6 +196,11 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 		 "min(run_at) FILTER (WHERE run_at <= now())), 0) "
 		 "FROM pgoutbox.\"%s\"",
 		 v->queue);
+	snprintf(m->slot_sql, sizeof(m->slot_sql),
+		 "SELECT coalesce(max(pg_current_wal_lsn() - "
+		 "confirmed_flush_lsn), 0) FROM pg_replication_slots "
+		 "WHERE slot_name = 'pgoutbox_%s'",
+		 v->queue);
 	m->setup.subject = r->subject;
 	m->setup.app_name = m->app_name;
 	m->setup.sql[0] = "SET statement_timeout = '10s'";
@@ -234,6 +253,8 @@ static void collect(void *arg)
 	pgo_series_set(m->pg_conns, conns);
 	pgo_series_set(m->shards, owned);
 	pgo_series_set(m->sink_up, pgo_observe_sink_up(r) ? 1 : 0);
+	if (r->wal)
+		pgo_series_set(m->slot_lag_seconds, pgo_wal_lag_seconds(r));
 }
 
 bool pgo_observe_sink_up(const pgo_relay_t *r)
@@ -342,7 +363,7 @@ static void gauges_done(pgo_relay_t *r)
 	char labels[160];
 
 	m->busy = false;
-	if (round->failed || round->got < 4) {
+	if (round->failed || round->got < 5) {
 		if (!m->query_failed)
 			pgo_log(PGO_LOG_WARN, r->subject,
 				"metrics: reading the gauges failed: %s",
@@ -371,8 +392,10 @@ static void gauges_done(pgo_relay_t *r)
 			       strtod(PQgetvalue(res, i, 1), NULL));
 	pgo_series_set(m->slot_xmin_age,
 		       strtod(PQgetvalue(round->res[2], 0, 0), NULL));
-	pgo_series_set(m->xmin_age,
+	pgo_series_set(m->slot_lag_bytes,
 		       strtod(PQgetvalue(round->res[3], 0, 0), NULL));
+	pgo_series_set(m->xmin_age,
+		       strtod(PQgetvalue(round->res[4], 0, 0), NULL));
 	pgo_series_set(m->gauges_ok, (double)(pgo_wall_us() / 1000000));
 	pgo_conn_round_clear(&m->conn);
 }
@@ -385,9 +408,11 @@ int64_t pgo_observe_turn(pgo_relay_t *r, int64_t now)
 	bool all_up = true;
 
 	/* READY=1 once every claiming connection is up. */
-	for (int i = 0; i < r->nslots; i++)
+	for (int i = 0; i < r->nslots && !r->wal; i++)
 		if (r->slots[i].conn.state < PGO_CONN_READY)
 			all_up = false;
+	if (r->wal && !pgo_wal_connected(r))
+		all_up = false;
 	if (all_up)
 		pgo_monitor_ready(r->stats.mon);
 	if (!m->conn_used)
@@ -406,6 +431,7 @@ int64_t pgo_observe_turn(pgo_relay_t *r, int64_t now)
 			       "age(catalog_xmin))), 0) FROM "
 			       "pg_replication_slots",
 			       0, NULL);
+		pgo_conn_query(&m->conn, m->slot_sql, 0, NULL);
 		/* Last: it needs EXECUTE on pgoutbox.health(), as the
 		 * relay's health check does. */
 		pgo_conn_query(&m->conn,

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "relay/relay_int.h"
+#include "relay/wal.h"
 
 static void relay_error(pgo_relay_t *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -76,13 +77,22 @@ static void setup_sessions(pgo_relay_t *r, const struct pgo_conf_values *v)
 	r->setup.prep_name[2] = NULL;
 	r->setup.check_schema = true;
 	/* A work queue's rows are jobs for workers: a relay would publish
-	 * and delete them.  An adopted table (adopted.c) is relayed. */
+	 * and delete them.  An adopted table (adopted.c) is relayed.  A
+	 * queue captured through the WAL is streamed (wal.c), not claimed:
+	 * a relay here did not see its capture at start (the database was
+	 * unreachable), and a restart chooses right. */
 	r->setup.refuse_sql =
-		"SELECT format('queue \"%s\" is a work queue: its jobs are run "
+		"SELECT CASE WHEN pgoutbox.queue_capture(name) = 'wal' THEN "
+		"format('queue \"%s\" is captured through the WAL, which "
+		"this relay could not read at start (the database was "
+		"unreachable): start it again to stream the queue''s slot', "
+		"name) "
+		"ELSE format('queue \"%s\" is a work queue: its jobs are run "
 		"by `pgoutbox worker --queue %s`, a relay would publish and "
-		"delete them; relay an outbox queue', name, name) "
+		"delete them; relay an outbox queue', name, name) END "
 		"FROM (SELECT $1::text AS name) q "
-		"WHERE pgoutbox.queue_kind(name) NOT IN ('outbox', 'adopted')";
+		"WHERE pgoutbox.queue_kind(name) NOT IN ('outbox', 'adopted') "
+		"OR pgoutbox.queue_capture(name) = 'wal'";
 	snprintf(r->queue, sizeof(r->queue), "%s", v->queue);
 	r->setup.refuse_param[0] = r->queue;
 	snprintf(r->missing_hint, sizeof(r->missing_hint),
@@ -149,7 +159,8 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	snprintf(r->app_name, sizeof(r->app_name), "pgoutbox relay %s",
 		 v->name && *v->name ? v->name : "");
 	r->mode = v->mode;
-	if (pgo_adopted_load(r, err) != PGO_OK) {
+	if (pgo_adopted_load(r, err) != PGO_OK ||
+	    pgo_wal_load(r, err) != PGO_OK) {
 		r->sink = NULL; /* not attached yet */
 		pgo_relay_destroy(r);
 		return NULL;
@@ -172,7 +183,7 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	}
 	r->rnd = (unsigned)getpid() ^ (unsigned)pgo_wall_us();
 	r->host.loop = r->loop;
-	r->host.done = pgo_cycle_sink_done;
+	r->host.done = r->wal ? pgo_wal_sink_done : pgo_cycle_sink_done;
 	r->host.health = sink_health;
 	r->host.ctx = r;
 	rc = pgo_sink_attach(sink, &r->host);
@@ -213,6 +224,7 @@ void pgo_relay_destroy(pgo_relay_t *r)
 	pgo_observe_destroy(r);
 	pgo_loop_destroy(r->loop);
 	pgo_adopted_free(r);
+	pgo_wal_free(r);
 	pgo_floor_free(r);
 	free(r);
 }
@@ -683,6 +695,8 @@ int pgo_relay_run(pgo_relay_t *r)
 {
 	bool fatal = false;
 
+	if (r->wal)
+		return pgo_wal_run(r);
 	if (check_pooler(r) != PGO_OK) {
 		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
 		return PGO_ERR_INVALID;

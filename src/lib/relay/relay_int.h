@@ -15,6 +15,8 @@
  *   observe.c metrics, /readyz, READY=1, the gauges read from the database
  *   wake.c    the wake-up handshake: the sleeper lock and its connection
  *   floor.c   the claim floor, probed on a connection of its own
+ *   wal.c     a queue captured through the WAL: the streaming relay
+ *             that runs instead of the slots (wal.h)
  *
  * Calls point one way, down this list: relay.c wires the others and
  * runs the turns; cycle.c calls claim.c, settle.c, shards.c, floor.c and
@@ -244,6 +246,8 @@ struct pgo_relay {
 	/* An adopted table's map (adopted.c), NULL for pgoutbox's own
 	 * queues: one row of pgoutbox.adopted. */
 	PGresult *adopted;
+	/* A queue captured through the WAL (wal.c), NULL for a table. */
+	struct relay_wal *wal;
 	bool pooled;	     /* through a transaction pooler (pooler.c) */
 	pgo_relay_sql_t sql; /* its statements (claim.c) */
 	/* The slots: one connection and one cycle each (cycle.c). */
