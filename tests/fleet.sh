@@ -8,7 +8,9 @@
 #                            N ordered relays (stdout appended to $OUT, logs
 #                            $T_TMP/relayI.log; relay 0 serves /readyz on
 #                            $MPORT), an exec worker, an sql worker, cron run
-#   fleet_produce URL SECS   one producer in the background: per statement an
+#   fleet_produce URL SECS [N]
+#                            one producer in the background (N statements
+#                            each 50 ms at most, 5 by default): per statement an
 #                            event, an exec job and an sql job in one
 #                            transaction; psql prints "id|key|v" once
 #                            acknowledged, appended to $ACKED.  Reconnects
@@ -73,15 +75,15 @@ fleet_start() {
 	FLEET_PIDS+=($!)
 }
 
-# Statements at about 400 a second; psql stops at a lost connection and
+# Statements at up to 20 * N a second; psql stops at a lost connection and
 # a new one starts.
 fleet_produce() {
-	local url=$1 secs=$2
+	local url=$1 secs=$2 n=${3:-5}
 	(
 		end=$((SECONDS + secs))
 		while [ $SECONDS -lt $end ]; do
 			while [ $SECONDS -lt $end ]; do
-				printf 'SELECT produce_one();\n%.0s' {1..20}
+				for ((i = 0; i < n; i++)); do echo 'SELECT produce_one();'; done
 				sleep 0.05
 			done | psql -XAtq "$url" >>"$ACKED" 2>>"$T_TMP/producer.log" || sleep 0.2
 		done
@@ -99,7 +101,7 @@ fleet_alive() {
 
 fleet_drain() {
 	local url=$1
-	wait_until 90 '[ "$(psql -XAtq "$url" -c "SELECT (SELECT count(*) FROM pgoutbox.outbox) + (SELECT count(*) FROM pgoutbox.ex) + (SELECT count(*) FROM pgoutbox.sq)" 2>/dev/null)" = 0 ]'
+	wait_until 120 '[ "$(psql -XAtq "$url" -c "SELECT (SELECT count(*) FROM pgoutbox.outbox) + (SELECT count(*) FROM pgoutbox.ex) + (SELECT count(*) FROM pgoutbox.sq)" 2>/dev/null)" = 0 ]'
 }
 
 fleet_stop() {
@@ -127,7 +129,7 @@ fleet_check() {
 	n=$(psql -XAtq "$url" -c "SELECT count(*) FROM (SELECT tick FROM pgoutbox.cron_history WHERE name = 'beat' AND outcome = 'fired' GROUP BY tick HAVING count(*) > 1) d")
 	[ "$n" = 0 ] || fail "$n cron ticks fired twice"
 	python3 "$(dirname "${BASH_SOURCE[0]}")/order_check.py" "$OUT" "$url" >"$T_TMP/check" || { cat "$T_TMP/check" >&2; fail "order check"; }
-	note "acknowledged $acked; delivered $(ids_of "$OUT" | wc -l) ($(ids_of "$OUT" | sort -u | wc -l) distinct); exec jobs run $(grep -c '"i"' "$EXEC_DONE"); cron ticks fired $(psql -XAtq "$url" -c "SELECT count(*) FROM pgoutbox.cron_history WHERE outcome = 'fired'")"
+	note "acknowledged $acked; delivered $(ids_of "$OUT" | wc -l) ($(ids_of "$OUT" | sort -u | wc -l) distinct); exec jobs run $(grep -o '"i": [0-9]*' "$EXEC_DONE" | wc -l); cron ticks fired $(psql -XAtq "$url" -c "SELECT count(*) FROM pgoutbox.cron_history WHERE outcome = 'fired'")"
 }
 
 # Log lines of each fleet process: "relay0.log N" ...
