@@ -14,12 +14,14 @@ fleet_start "$DATABASE_URL" 3
 code_of() { curl -s -o /dev/null -w '%{http_code}' "$1"; }
 R=http://127.0.0.1:$MPORT/readyz
 wait_until 30 '[ "$(code_of $R)" = 200 ]'
+# The test's own sessions (checks, producer) keep the server's defaults:
+# pgoutbox's processes started before this and do not see it.
+export PGOPTIONS='-c statement_timeout=0 -c idle_in_transaction_session_timeout=0'
 q "ALTER DATABASE t_storm_timeouts SET statement_timeout = '20ms'"
 q "ALTER ROLE postgres IN DATABASE t_storm_timeouts SET idle_in_transaction_session_timeout = '50ms'"
 # Every pgoutbox session starts again under them.
 q "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE 'pgoutbox %'" >/dev/null
-# The producer's own sessions keep the server's defaults.
-PGOPTIONS='-c statement_timeout=0 -c idle_in_transaction_session_timeout=0' fleet_produce "$DATABASE_URL" 20
+fleet_produce "$DATABASE_URL" 20
 # A DBA's view: the timeouts the pgoutbox sessions run with now.
 sleep 3
 q "SELECT DISTINCT application_name FROM pg_stat_activity WHERE application_name LIKE 'pgoutbox %' ORDER BY 1" >"$T_TMP/apps"
