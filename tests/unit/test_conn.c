@@ -2,7 +2,9 @@
  * test_conn.c — the one rule for a first connection's failure (conn.c):
  * which of libpq's and the server's complaints no retry fixes, and
  * libpq's own check of the connection settings, without a server.
- * Table-driven.
+ * Table-driven.  And the one rule for logging an outage (pgo_outage_t):
+ * a storm of failures and reconnections within its first seconds is two
+ * lines.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -152,12 +154,67 @@ static void test_settings(void **state)
 	assert_int_equal(pgo_conn_check_url(NULL, NULL), PGO_OK);
 }
 
+/* The lines logged at info and above, and the last of them. */
+static int logged;
+static char last_line[512];
+
+static void count_line(void *ctx, pgo_log_level_t level, const char *subject,
+		       const char *msg)
+{
+	(void)ctx;
+	(void)subject;
+	if (level > PGO_LOG_INFO)
+		return;
+	logged++;
+	snprintf(last_line, sizeof(last_line), "%s", msg);
+}
+
+static void test_outage_storm(void **state)
+{
+	pgo_outage_t o = {0}, o2 = {0};
+
+	(void)state;
+	pgo_log_set(count_line, NULL, PGO_LOG_DEBUG);
+	logged = 0;
+	assert_false(pgo_outage_on(&o));
+	/* A first session: nothing to say. */
+	pgo_outage_up(&o, "t", NULL);
+	assert_int_equal(logged, 0);
+	/* 500 sessions terminated and reconnected at once: the first loss
+	 * and the first reconnection are said, the rest is for the summary
+	 * a few seconds later. */
+	for (int i = 0; i < 500; i++) {
+		pgo_outage_failed(&o, "t", true, "terminating connection");
+		if (i == 0) {
+			assert_int_equal(logged, 1);
+			assert_non_null(strstr(last_line, "connection lost: "
+							  "terminating"));
+		}
+		pgo_outage_up(&o, "t", "connected to db");
+	}
+	assert_int_equal(logged, 2);
+	assert_string_equal(last_line, "connected to db");
+	assert_true(pgo_outage_on(&o));
+	assert_int_equal(o.fails, 499);
+	assert_int_equal(o.ups, 500);
+	/* A session that never came up "cannot connect". */
+	pgo_outage_failed(&o2, "t", false, "refused");
+	assert_int_equal(logged, 3);
+	assert_non_null(strstr(last_line, "cannot connect: refused"));
+	/* The outages of conn.c, one per subject. */
+	assert_ptr_equal(pgo_outage_of("relay a"), pgo_outage_of("relay a"));
+	assert_ptr_not_equal(pgo_outage_of("relay a"),
+			     pgo_outage_of("relay b"));
+	pgo_log_set(NULL, NULL, PGO_LOG_ERROR);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_nothing_configured),
 		cmocka_unit_test(test_settings),
+		cmocka_unit_test(test_outage_storm),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

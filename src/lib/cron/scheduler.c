@@ -215,11 +215,9 @@ void pgo_sched_down(pgo_scheduler_t *s, const char *why)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(s->conf);
 
-	if (!s->down_logged)
-		pgo_log(PGO_LOG_WARN, s->subject,
-			"database connection lost: %s; reconnecting with "
-			"backoff",
-			why);
+	/* conn.c's rule (pgo_outage_t): a storm writes a few lines. */
+	pgo_outage_failed(pgo_outage_of(s->subject), s->subject,
+			  s->connected_once, why);
 	s->down_logged = true;
 	if (s->pg)
 		PQfinish(s->pg);
@@ -292,8 +290,8 @@ static void sched_connect(pgo_scheduler_t *s)
 			" ms)",
 			s->o.grace_ms, s->o.clock_offset_ms);
 	s->connected_once = true;
-	if (s->down_logged)
-		pgo_log(PGO_LOG_INFO, s->subject, "connected again");
+	pgo_outage_up(pgo_outage_of(s->subject), s->subject,
+		      s->down_logged ? "connected again" : NULL);
 	s->down_logged = false;
 	s->backoff = 100;
 }

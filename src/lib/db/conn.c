@@ -244,33 +244,97 @@ static bool refuse_start(pgo_conn_t *c, const char *why, bool at_kick)
 	return true;
 }
 
+/* How long after its last line an outage begun at since is summed up
+ * again. */
+static int64_t rewarn_after(int64_t since, int64_t now)
+{
+	return now - since < PGO_MINUTES(1) ? PGO_CONN_REWARN_FIRST_MS
+					    : PGO_CONN_REWARN_MS;
+}
+
+void pgo_outage_failed(pgo_outage_t *o, const char *subject, bool lost,
+		       const char *why)
+{
+	int64_t now = pgo_now_ms();
+
+	if (!o->since || (o->last_up > o->last_fail &&
+			  now - o->last_up >= PGO_CONN_QUIET_MS)) {
+		/* A new outage: the connections had stayed up (or never
+		 * failed before). */
+		pgo_log(PGO_LOG_WARN, subject, "%s: %s; retrying with backoff",
+			lost ? "connection lost" : "cannot connect", why);
+		*o = (pgo_outage_t){.since = now, .warned = now};
+	} else if (now - o->warned >= rewarn_after(o->since, now)) {
+		o->fails++;
+		if (o->ups)
+			pgo_log(PGO_LOG_WARN, subject,
+				"connections keep failing (for %lld s: %d "
+				"lost, %d reconnected in the last %lld s): %s",
+				(long long)((now - o->since) / 1000), o->fails,
+				o->ups, (long long)((now - o->warned) / 1000),
+				why);
+		else
+			pgo_log(PGO_LOG_WARN, subject,
+				"still cannot connect (for %lld s, %d "
+				"attempts in the last %lld s): %s",
+				(long long)((now - o->since) / 1000), o->fails,
+				(long long)((now - o->warned) / 1000), why);
+		o->warned = now;
+		o->fails = o->ups = 0;
+		o->up_said = false;
+	} else {
+		o->fails++;
+		pgo_log(PGO_LOG_DEBUG, subject, "%s: %s",
+			lost ? "connection lost" : "cannot connect", why);
+	}
+	o->last_fail = now;
+}
+
+void pgo_outage_up(pgo_outage_t *o, const char *subject, const char *what)
+{
+	o->last_up = pgo_now_ms();
+	if (!what)
+		return;
+	o->ups++;
+	pgo_log(o->up_said ? PGO_LOG_DEBUG : PGO_LOG_INFO, subject, "%s", what);
+	o->up_said = true;
+}
+
+bool pgo_outage_on(const pgo_outage_t *o)
+{
+	int64_t now = pgo_now_ms();
+
+	return o->since && (o->last_up <= o->last_fail ||
+			    now - o->last_up < PGO_CONN_QUIET_MS);
+}
+
+pgo_outage_t *pgo_outage_of(const char *subject)
+{
+	/* A process runs a few subjects (a relay's connections, its
+	 * metrics): more share the last. */
+	static struct {
+		char subject[64];
+		pgo_outage_t o;
+	} all[8];
+	int i;
+
+	for (i = 0; i < 7 && all[i].subject[0]; i++)
+		if (strncmp(all[i].subject, subject, 63) == 0)
+			break;
+	if (!all[i].subject[0])
+		snprintf(all[i].subject, sizeof(all[i].subject), "%s", subject);
+	return &all[i].o;
+}
+
 void pgo_conn_drop(pgo_conn_t *c, const char *why)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(c->conf);
 	int64_t now = pgo_now_ms();
 
-	/* Log a failure when it changes, and again while it lasts (at
-	 * least once a minute), not at every retry of the same outage.  A
-	 * session that never came up was not lost. */
-	if (strcmp(why, c->last_err) != 0) {
-		pgo_log(PGO_LOG_WARN, c->setup->subject, "%s: %s; %s",
-			c->ever_connected ? "connection lost"
-					  : "cannot connect",
-			why, "retrying with backoff");
-		snprintf(c->last_err, sizeof(c->last_err), "%s", why);
-		c->down_since = c->last_warn = now;
-		c->attempts = 0;
-	} else if (++c->attempts >= PGO_CONN_REWARN_ATTEMPTS ||
-		   now - c->last_warn >= PGO_CONN_REWARN_MS) {
-		pgo_log(PGO_LOG_WARN, c->setup->subject,
-			"still cannot connect (for %lld s): %s",
-			(long long)((now - c->down_since) / 1000), why);
-		c->last_warn = now;
-		c->attempts = 0;
-	} else {
-		pgo_log(PGO_LOG_DEBUG, c->setup->subject,
-			"still cannot connect: %s", why);
-	}
+	/* pgo_outage_t's rule; a session that never came up was not lost. */
+	pgo_outage_failed(pgo_outage_of(c->setup->subject), c->setup->subject,
+			  c->ever_connected, why);
+	snprintf(c->last_err, sizeof(c->last_err), "%s", why);
 	pgo_conn_close(c);
 	c->retry_at = now + c->backoff;
 	c->backoff *= 2;
@@ -591,9 +655,16 @@ failed:
 		return PGO_CONN_EV_NONE;
 	}
 	pgo_conn_round_clear(c);
-	if (c->last_err[0] || c->ever_connected)
-		pgo_log(PGO_LOG_INFO, s->subject, "connected to %s on %s:%s",
-			PQdb(c->pg), PQhost(c->pg), PQport(c->pg));
+	{
+		char what[512];
+
+		/* A first session that had no trouble is not news. */
+		snprintf(what, sizeof(what), "connected to %s on %s:%s",
+			 PQdb(c->pg), PQhost(c->pg), PQport(c->pg));
+		pgo_outage_up(pgo_outage_of(s->subject), s->subject,
+			      c->last_err[0] || c->ever_connected ? what
+								  : NULL);
+	}
 	c->last_err[0] = '\0';
 	c->backoff = BACKOFF_MIN_MS;
 	c->ever_connected = true;

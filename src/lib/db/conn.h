@@ -17,11 +17,44 @@
 
 #define PGO_ROUND_MAX 16
 
-/* An outage goes on: its reason is logged again this often, or after this
- * many more failed attempts (a short relay.reconnect_max), whichever
- * comes first. */
+/* An outage goes on: a summary is logged this often during its first
+ * minute, then once a minute (PGO_CONN_REWARN_MS). */
+#define PGO_CONN_REWARN_FIRST_MS PGO_SECONDS(5)
 #define PGO_CONN_REWARN_MS	 PGO_MINUTES(1)
-#define PGO_CONN_REWARN_ATTEMPTS 10
+/* An outage is over once connections stayed up this long. */
+#define PGO_CONN_QUIET_MS PGO_SECONDS(5)
+
+/* The one rule for logging connection failures, for every runner (conn.c,
+ * the pooler probe, cron, consume): the first failure of an outage is
+ * logged with its reason, and the first reconnection; the failures and
+ * reconnections after them only in a summary every few seconds while
+ * the outage lasts (its reason the latest), so that a storm of
+ * terminated sessions or a server flapping writes a few lines, not one
+ * per connection and attempt.  An outage ends when its connections
+ * stayed up for PGO_CONN_QUIET_MS. */
+typedef struct pgo_outage {
+	int64_t since;	   /* first failure of the outage; 0: none */
+	int64_t warned;	   /* when the last line was logged */
+	int64_t last_fail; /* the latest failure */
+	int64_t last_up;   /* the latest reconnection */
+	int fails;	   /* failures since the last line */
+	int ups;	   /* reconnections since the last line */
+	bool up_said;	   /* a reconnection was logged after the last line */
+} pgo_outage_t;
+
+/* A connection failed (lost: it had been up; else "cannot connect"). */
+void pgo_outage_failed(pgo_outage_t *o, const char *subject, bool lost,
+		       const char *why);
+/* A connection came up: what (e.g. "connected to db on h:5432") is
+ * logged at info for the first one of the outage, or the first after a
+ * summary; at debug otherwise; NULL: nothing to say (a first session). */
+void pgo_outage_up(pgo_outage_t *o, const char *subject, const char *what);
+/* Whether an outage goes on: what follows from each failure (a relay's
+ * leases lost and shared again) is logged at debug meanwhile. */
+bool pgo_outage_on(const pgo_outage_t *o);
+/* conn.c's outage of the connections logging as subject (one per
+ * subject, so that a relay's many connections share theirs). */
+pgo_outage_t *pgo_outage_of(const char *subject);
 
 typedef enum pgo_conn_state {
 	PGO_CONN_DOWN = 0,   /* no connection; a new attempt at retry_at */
@@ -105,10 +138,8 @@ typedef struct pgo_conn {
 	pgo_error_t fatal;  /* why EV_FATAL was reported */
 	bool refused;	    /* DOWN with fatal set: the next step() reports
 			     * EV_FATAL (a start that cannot succeed) */
-	char last_err[256]; /* last connection error, to log changes only */
-	int64_t down_since; /* when last_err began */
-	int64_t last_warn;  /* when last_err was last logged as a warning */
-	int attempts;	    /* failed attempts since then */
+	char last_err[256]; /* the last failure's reason, until set up again
+			     * (/readyz says it) */
 } pgo_conn_t;
 
 void pgo_conn_init(pgo_conn_t *c, const pgo_conf_t *conf,

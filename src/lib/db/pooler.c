@@ -130,9 +130,7 @@ int pgo_pooler_wait(const pgo_conf_t *conf, const char *app_name,
 		    volatile sig_atomic_t *stop, pgo_pooler_t *kind)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(conf);
-	int64_t backoff = 100, now, since = 0, warned = 0;
-	int attempts = 0;
-	char last[sizeof(((pgo_error_t *)0)->msg)] = "";
+	int64_t backoff = 100;
 	pgo_error_t err;
 
 	while (!*stop) {
@@ -145,24 +143,10 @@ int pgo_pooler_wait(const pgo_conf_t *conf, const char *app_name,
 			*kind = PGO_POOLER_NONE;
 			return PGO_OK;
 		}
-		/* As conn.c says it: when the reason changes, and again
-		 * while it lasts. */
-		now = pgo_now_ms();
-		if (strcmp(last, err.msg) != 0) {
-			pgo_log(PGO_LOG_WARN, subject,
-				"cannot connect: %s; retrying with backoff",
-				err.msg);
-			since = warned = now;
-			attempts = 0;
-		} else if (++attempts >= PGO_CONN_REWARN_ATTEMPTS ||
-			   now - warned >= PGO_CONN_REWARN_MS) {
-			pgo_log(PGO_LOG_WARN, subject,
-				"still cannot connect (for %lld s): %s",
-				(long long)((now - since) / 1000), err.msg);
-			warned = now;
-			attempts = 0;
-		}
-		snprintf(last, sizeof(last), "%s", err.msg);
+		/* As conn.c says it (pgo_outage_t), and the sessions' own
+		 * failures after the probe count in the same outage. */
+		pgo_outage_failed(pgo_outage_of(subject), subject, false,
+				  err.msg);
 		if (pgo_loop_run_once(loop, pgo_now_ms() + backoff) < 0)
 			break;
 		backoff = backoff * 2 > v->reconnect_max ? v->reconnect_max

@@ -14,7 +14,8 @@
 
 void pgo_consume_pg_lost(pgo_consumer_t *c, const char *why)
 {
-	pgo_log(PGO_LOG_WARN, c->subject, "PostgreSQL: %s; reconnecting", why);
+	/* conn.c's rule (pgo_outage_t): a storm writes a few lines. */
+	pgo_outage_failed(pgo_outage_of(c->subject), c->subject, true, why);
 	PQfinish(c->pg);
 	c->pg = NULL;
 	c->pg_retry_at = pgo_now_ms() + c->pg_backoff;
@@ -101,9 +102,9 @@ int pgo_consume_ensure_pg(pgo_consumer_t *c)
 		return PGO_ERR_INVALID;
 	}
 	if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
-		pgo_log(PGO_LOG_WARN, c->subject,
-			"cannot connect to PostgreSQL: %s",
-			c->pg ? pgo_pq_msg(c->pg, NULL) : "out of memory");
+		pgo_outage_failed(pgo_outage_of(c->subject), c->subject, false,
+				  c->pg ? pgo_pq_msg(c->pg, NULL)
+					: "out of memory");
 		PQfinish(c->pg);
 		c->pg = NULL;
 		c->pg_retry_at = pgo_now_ms() + c->pg_backoff;
@@ -132,7 +133,8 @@ int pgo_consume_ensure_pg(pgo_consumer_t *c)
 	c->pg_backoff = BACKOFF_MIN_MS;
 	c->pg_ever = true;
 	c->pending_mode = true; /* anything in flight may have failed */
-	pgo_log(PGO_LOG_INFO, c->subject, "connected to PostgreSQL");
+	pgo_outage_up(pgo_outage_of(c->subject), c->subject,
+		      "connected to PostgreSQL");
 	return PGO_OK;
 }
 

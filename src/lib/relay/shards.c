@@ -58,7 +58,9 @@ void pgo_shards_free(slot_t *s)
 void pgo_shards_reset(pgo_relay_t *r, slot_t *s)
 {
 	if (s->leases.n)
-		pgo_log(PGO_LOG_INFO, r->subject,
+		pgo_log(pgo_outage_on(pgo_outage_of(r->subject)) ? PGO_LOG_DEBUG
+								 : PGO_LOG_INFO,
+			r->subject,
 			"member %s lost its %d lease%s with its connection",
 			s->leases.member, s->leases.n,
 			s->leases.n == 1 ? "" : "s");
@@ -442,7 +444,10 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 		else if (n != before)
 			/* One line a change of share; the list at debug (a
 			 * deploy rebalances dozens of times). */
-			pgo_log(PGO_LOG_INFO, r->subject,
+			pgo_log(pgo_outage_on(pgo_outage_of(r->subject))
+					? PGO_LOG_DEBUG
+					: PGO_LOG_INFO,
+				r->subject,
 				"member %s owns %d shard%s (was %d)",
 				s->leases.member, n, n == 1 ? "" : "s", before);
 		pgo_log(PGO_LOG_DEBUG, r->subject,
