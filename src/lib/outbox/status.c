@@ -74,22 +74,21 @@ static PGresult *query(PGconn *conn, const char *sql, const char *param,
 	return res;
 }
 
-static int collect(PGconn *conn, const char *queue, facts_t *f,
-		   pgo_error_t *err)
+/* Where a queue's pending rows are read from, into from: an adopted
+ * table's come through the map (sql/013_adopt.sql), and its retention is
+ * its `done` (f->adopted); a queue's are its table. */
+static int pending_from(PGconn *conn, const char *queue, facts_t *f, char *from,
+			size_t size, pgo_error_t *err)
 {
-	char sql[1024], from[320];
 	PGresult *kind;
 
-	/* An adopted table's pending rows come through the map
-	 * (sql/013_adopt.sql); a queue's are its table. */
 	kind = query(conn, "SELECT kind FROM pgoutbox.queues WHERE name = $1",
 		     queue, err);
 	if (!kind)
 		return PGO_ERR_DB;
 	if (PQntuples(kind) == 1 &&
 	    strcmp(PQgetvalue(kind, 0, 0), "adopted") == 0) {
-		snprintf(from, sizeof(from), "pgoutbox.adopted_pending('%s')",
-			 queue);
+		snprintf(from, size, "pgoutbox.adopted_pending('%s')", queue);
 		/* Its retention is its `done`: delete, or mark and keep. */
 		f->adopted = query(conn,
 				   "SELECT done_sql, tbl_sql FROM "
@@ -100,12 +99,21 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 			return PGO_ERR_DB;
 		}
 	} else /* a queue table stores no shard (sql/017_lighter_rows.sql) */
-		snprintf(from, sizeof(from),
+		snprintf(from, size,
 			 "(SELECT t.*, pgoutbox.shard_of(t.key, t.id, "
 			 "(SELECT q.shards FROM pgoutbox.queues q WHERE q.name "
 			 "= '%s')) AS shard FROM pgoutbox.\"%s\" t) t",
 			 queue, queue);
 	PQclear(kind);
+	return PGO_OK;
+}
+
+/* The pending rows per topic, and the dead letters. */
+static int collect_backlog(PGconn *conn, const char *queue, const char *from,
+			   facts_t *f, pgo_error_t *err)
+{
+	char sql[1024];
+
 	snprintf(
 		sql, sizeof(sql),
 		"SELECT topic, count(*), "
@@ -125,6 +133,13 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 			queue, err);
 	if (!f->dead)
 		return PGO_ERR_DB;
+	return PGO_OK;
+}
+
+/* The relays' members and processes. */
+static int collect_members(PGconn *conn, const char *queue, facts_t *f,
+			   pgo_error_t *err)
+{
 	/* Members and their live leases (pg_locks is the truth). */
 	f->members = query(
 		conn,
@@ -163,6 +178,15 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 		queue, err);
 	if (!f->procs)
 		return PGO_ERR_DB;
+	return PGO_OK;
+}
+
+/* The shards that lag or halt most, and the retention. */
+static int collect_shards(PGconn *conn, const char *queue, const char *from,
+			  facts_t *f, pgo_error_t *err)
+{
+	char sql[1024];
+
 	snprintf(sql, sizeof(sql),
 		 "SELECT shard, count(*), "
 		 "to_char(extract(epoch FROM now() - min(created_at)), "
@@ -185,6 +209,12 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 		queue, err);
 	if (!f->retention)
 		return PGO_ERR_DB;
+	return PGO_OK;
+}
+
+/* The schema's health and the relays' connections. */
+static int collect_health(PGconn *conn, facts_t *f, pgo_error_t *err)
+{
 	f->health = query(conn,
 			  "SELECT kind, subject, detail FROM pgoutbox.health()",
 			  NULL, err);
@@ -198,8 +228,13 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 			  "current_database() AND application_name LIKE "
 			  "'pgoutbox relay%' ORDER BY backend_start",
 			  NULL, err);
-	if (!f->relays)
-		return PGO_ERR_DB;
+	return f->relays ? PGO_OK : PGO_ERR_DB;
+}
+
+/* A WAL queue's slot (docs/wal.md); no row for a table queue. */
+static int collect_slot(PGconn *conn, const char *queue, facts_t *f,
+			pgo_error_t *err)
+{
 	/* The seconds: the streaming relay's flush lag as its walsender
 	 * measures it from the relay's confirmations (NULL when caught
 	 * up, or when none streams). */
@@ -215,6 +250,25 @@ static int collect(PGconn *conn, const char *queue, facts_t *f,
 		"s.active_pid WHERE q.name = $1 AND q.capture = 'wal'",
 		queue, err);
 	return f->slot ? PGO_OK : PGO_ERR_DB;
+}
+
+static int collect(PGconn *conn, const char *queue, facts_t *f,
+		   pgo_error_t *err)
+{
+	char from[320];
+	int rc = pending_from(conn, queue, f, from, sizeof(from), err);
+
+	if (rc == PGO_OK)
+		rc = collect_backlog(conn, queue, from, f, err);
+	if (rc == PGO_OK)
+		rc = collect_members(conn, queue, f, err);
+	if (rc == PGO_OK)
+		rc = collect_shards(conn, queue, from, f, err);
+	if (rc == PGO_OK)
+		rc = collect_health(conn, f, err);
+	if (rc == PGO_OK)
+		rc = collect_slot(conn, queue, f, err);
+	return rc;
 }
 
 static bool is_concurrent(const PGresult *members, int i)
@@ -514,6 +568,136 @@ static void json_warnings(pgo_buf_t *b, bool *first, const facts_t *f,
 	pgo_buf_puts(b, "]");
 }
 
+/* "dead_letters": their count, the latest one's time and error. */
+static void json_dead(pgo_buf_t *b, bool *first, const facts_t *f)
+{
+	bool d = true;
+	bool any = strcmp(PQgetvalue(f->dead, 0, 0), "0") != 0;
+
+	j_key(b, first, "dead_letters");
+	pgo_buf_puts(b, "{");
+	j_num(b, &d, "count", PQgetvalue(f->dead, 0, 0));
+	j_key(b, &d, "latest_at");
+	if (any)
+		pgo_buf_json_str(b, PQgetvalue(f->dead, 0, 1));
+	else
+		pgo_buf_puts(b, "null");
+	j_key(b, &d, "latest_error");
+	if (any)
+		pgo_buf_json_str(b, PQgetvalue(f->dead, 0, 2));
+	else
+		pgo_buf_puts(b, "null");
+	pgo_buf_puts(b, "}");
+}
+
+/* "modes" of the relays, and "mixed_modes" when they differ. */
+static void json_modes(pgo_buf_t *b, bool *first, const PGresult *res)
+{
+	char modes[64], *p = modes;
+	int n = modes_of(res, modes, sizeof(modes));
+
+	j_key(b, first, "modes");
+	pgo_buf_puts(b, "[");
+	for (int i = 0; i < n; i++) {
+		size_t w = strcspn(p, ",");
+		char one[16];
+
+		snprintf(one, sizeof(one), "%.*s", (int)w, p);
+		pgo_buf_puts(b, i ? "," : "");
+		pgo_buf_json_str(b, one);
+		p += w + (p[w] ? 2 : 0);
+	}
+	pgo_buf_puts(b, "]");
+	j_key(b, first, "mixed_modes");
+	pgo_buf_puts(b, n > 1 ? "true" : "false");
+}
+
+/* "lease_holders": the members that hold shards or lead, their role. */
+static void json_lease_holders(pgo_buf_t *b, bool *first, const PGresult *res)
+{
+	j_key(b, first, "lease_holders");
+	pgo_buf_puts(b, "[");
+	for (int i = 0, k = 0; i < PQntuples(res); i++) {
+		const char *shards = PQgetvalue(res, i, 4);
+		bool leader = strcmp(shards, "-1") == 0, m = true;
+
+		if (is_concurrent(res, i))
+			continue;
+		pgo_buf_puts(b, k++ ? ",{" : "{");
+		j_str(b, &m, "member", PQgetvalue(res, i, 0));
+		j_str(b, &m, "mode", PQgetvalue(res, i, 1));
+		j_str(b, &m, "relay", PQgetvalue(res, i, 5));
+		j_num(b, &m, "backend_pid", PQgetvalue(res, i, 2));
+		j_str(b, &m, "heartbeat_age", PQgetvalue(res, i, 3));
+		j_str(b, &m, "role",
+		      leader		     ? "leader"
+		      : count_shards(shards) ? "owner"
+					     : "standby");
+		j_key(b, &m, "shards");
+		pgo_buf_printf(b, "[%s]", leader ? "" : shards);
+		pgo_buf_puts(b, "}");
+	}
+	pgo_buf_puts(b, "]");
+}
+
+/* "retention": an adopted table's done, or the queue's retention. */
+static void json_retention(pgo_buf_t *b, bool *first, const facts_t *f)
+{
+	const PGresult *res = f->retention;
+
+	j_key(b, first, "retention");
+	if (f->adopted && PQntuples(f->adopted) == 1) {
+		const char *done = PQgetvalue(f->adopted, 0, 0);
+		bool r = true;
+
+		pgo_buf_puts(b, "{");
+		j_str(b, &r, "mode",
+		      strcmp(done, "delete") == 0 ? "delete" : "mark");
+		j_str(b, &r, "table", PQgetvalue(f->adopted, 0, 1));
+		j_str(b, &r, "done", done);
+		pgo_buf_puts(b, "}");
+	} else if (PQntuples(res) == 1) {
+		bool r = true;
+
+		pgo_buf_puts(b, "{");
+		j_str(b, &r, "mode", PQgetvalue(res, 0, 0));
+		j_num(b, &r, "days", PQgetvalue(res, 0, 1));
+		j_num(b, &r, "partitions", PQgetvalue(res, 0, 2));
+		pgo_buf_puts(b, "}");
+	} else {
+		pgo_buf_puts(b, "null");
+	}
+}
+
+/* "slot": a WAL queue's replication slot, or null. */
+static void json_slot(pgo_buf_t *b, bool *first, const facts_t *f,
+		      const char *queue)
+{
+	const PGresult *res = f->slot;
+
+	j_key(b, first, "slot");
+	if (PQntuples(res) == 1) {
+		bool r = true;
+		char name[96];
+
+		snprintf(name, sizeof(name), "pgoutbox_%s", queue);
+		pgo_buf_puts(b, "{");
+		j_str(b, &r, "name", name);
+		j_key(b, &r, "exists");
+		pgo_buf_puts(b,
+			     *PQgetvalue(res, 0, 0) == 't' ? "true" : "false");
+		j_key(b, &r, "active");
+		pgo_buf_puts(b,
+			     *PQgetvalue(res, 0, 1) == 't' ? "true" : "false");
+		j_str(b, &r, "wal_status", PQgetvalue(res, 0, 2));
+		j_num(b, &r, "lag_bytes", PQgetvalue(res, 0, 3));
+		j_num(b, &r, "lag_seconds", PQgetvalue(res, 0, 4));
+		pgo_buf_puts(b, "}");
+	} else {
+		pgo_buf_puts(b, "null");
+	}
+}
+
 static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 {
 	static const char *const topic_cols[] = {
@@ -545,119 +729,18 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 	j_key(b, &first, "pending_total");
 	pgo_buf_printf(b, "%lld", total);
 	json_rows(b, &first, "pending", f->topics, topic_cols, topic_num, 5);
-	j_key(b, &first, "dead_letters");
-	{
-		bool d = true;
-		bool any = strcmp(PQgetvalue(f->dead, 0, 0), "0") != 0;
-
-		pgo_buf_puts(b, "{");
-		j_num(b, &d, "count", PQgetvalue(f->dead, 0, 0));
-		j_key(b, &d, "latest_at");
-		if (any)
-			pgo_buf_json_str(b, PQgetvalue(f->dead, 0, 1));
-		else
-			pgo_buf_puts(b, "null");
-		j_key(b, &d, "latest_error");
-		if (any)
-			pgo_buf_json_str(b, PQgetvalue(f->dead, 0, 2));
-		else
-			pgo_buf_puts(b, "null");
-		pgo_buf_puts(b, "}");
-	}
+	json_dead(b, &first, f);
 	res = f->members;
 	/* Every relay with its mode; "mixed_modes" when they differ. */
 	json_rows(b, &first, "relays", res, member_cols, member_num, 6);
 	/* The same per process (relays counts connections, this does not). */
 	json_rows(b, &first, "relay_processes", f->procs, proc_cols, proc_num,
 		  6);
-	{
-		char modes[64], *p = modes;
-		int n = modes_of(res, modes, sizeof(modes));
-
-		j_key(b, &first, "modes");
-		pgo_buf_puts(b, "[");
-		for (int i = 0; i < n; i++) {
-			size_t w = strcspn(p, ",");
-			char one[16];
-
-			snprintf(one, sizeof(one), "%.*s", (int)w, p);
-			pgo_buf_puts(b, i ? "," : "");
-			pgo_buf_json_str(b, one);
-			p += w + (p[w] ? 2 : 0);
-		}
-		pgo_buf_puts(b, "]");
-		j_key(b, &first, "mixed_modes");
-		pgo_buf_puts(b, n > 1 ? "true" : "false");
-	}
-	j_key(b, &first, "lease_holders");
-	pgo_buf_puts(b, "[");
-	for (int i = 0, k = 0; i < PQntuples(res); i++) {
-		const char *shards = PQgetvalue(res, i, 4);
-		bool leader = strcmp(shards, "-1") == 0, m = true;
-
-		if (is_concurrent(res, i))
-			continue;
-		pgo_buf_puts(b, k++ ? ",{" : "{");
-		j_str(b, &m, "member", PQgetvalue(res, i, 0));
-		j_str(b, &m, "mode", PQgetvalue(res, i, 1));
-		j_str(b, &m, "relay", PQgetvalue(res, i, 5));
-		j_num(b, &m, "backend_pid", PQgetvalue(res, i, 2));
-		j_str(b, &m, "heartbeat_age", PQgetvalue(res, i, 3));
-		j_str(b, &m, "role",
-		      leader		     ? "leader"
-		      : count_shards(shards) ? "owner"
-					     : "standby");
-		j_key(b, &m, "shards");
-		pgo_buf_printf(b, "[%s]", leader ? "" : shards);
-		pgo_buf_puts(b, "}");
-	}
-	pgo_buf_puts(b, "]");
+	json_modes(b, &first, res);
+	json_lease_holders(b, &first, res);
 	json_rows(b, &first, "shards", f->shards, shard_cols, shard_num, 5);
-	j_key(b, &first, "retention");
-	res = f->retention;
-	if (f->adopted && PQntuples(f->adopted) == 1) {
-		const char *done = PQgetvalue(f->adopted, 0, 0);
-		bool r = true;
-
-		pgo_buf_puts(b, "{");
-		j_str(b, &r, "mode",
-		      strcmp(done, "delete") == 0 ? "delete" : "mark");
-		j_str(b, &r, "table", PQgetvalue(f->adopted, 0, 1));
-		j_str(b, &r, "done", done);
-		pgo_buf_puts(b, "}");
-	} else if (PQntuples(res) == 1) {
-		bool r = true;
-
-		pgo_buf_puts(b, "{");
-		j_str(b, &r, "mode", PQgetvalue(res, 0, 0));
-		j_num(b, &r, "days", PQgetvalue(res, 0, 1));
-		j_num(b, &r, "partitions", PQgetvalue(res, 0, 2));
-		pgo_buf_puts(b, "}");
-	} else {
-		pgo_buf_puts(b, "null");
-	}
-	j_key(b, &first, "slot");
-	res = f->slot;
-	if (PQntuples(res) == 1) {
-		bool r = true;
-		char name[96];
-
-		snprintf(name, sizeof(name), "pgoutbox_%s", queue);
-		pgo_buf_puts(b, "{");
-		j_str(b, &r, "name", name);
-		j_key(b, &r, "exists");
-		pgo_buf_puts(b,
-			     *PQgetvalue(res, 0, 0) == 't' ? "true" : "false");
-		j_key(b, &r, "active");
-		pgo_buf_puts(b,
-			     *PQgetvalue(res, 0, 1) == 't' ? "true" : "false");
-		j_str(b, &r, "wal_status", PQgetvalue(res, 0, 2));
-		j_num(b, &r, "lag_bytes", PQgetvalue(res, 0, 3));
-		j_num(b, &r, "lag_seconds", PQgetvalue(res, 0, 4));
-		pgo_buf_puts(b, "}");
-	} else {
-		pgo_buf_puts(b, "null");
-	}
+	json_retention(b, &first, f);
+	json_slot(b, &first, f, queue);
 	json_warnings(b, &first, f, queue);
 	json_rows(b, &first, "relay_connections", f->relays, relay_cols,
 		  relay_num, 5);

@@ -171,17 +171,15 @@ static void claim_held(pgo_relay_t *r, const char *q, const char *cols,
 		 by_key ? "b.key = c.key AND " : "");
 }
 
-void pgo_adopted_build_sql(pgo_relay_t *r)
+/* The claim statement of the relay's mode. */
+static void build_claim(pgo_relay_t *r, const char *q, const char *cols)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
-	const char *q = v->queue, *eid = map(r, M_EID);
+	const char *eid = map(r, M_EID);
 	const char *shard_col = PQgetisnull(r->adopted, 0, M_SHARD_COL)
 					? NULL
 					: map(r, M_SHARD_COL);
-	char cols[2048], cond[1024], shard[96];
-	bool del = strcmp(map(r, M_DONE), "delete") == 0;
+	char cond[1024];
 
-	columns(r, q, cols, sizeof(cols));
 	switch (r->mode) {
 	case PGO_MODE_CONCURRENT:
 		/* $2: the floor (0: adopted tables have none). */
@@ -224,21 +222,30 @@ void pgo_adopted_build_sql(pgo_relay_t *r)
 		claim_held(r, q, cols, cond, false);
 		break;
 	}
-	{
-		/* The channel as a quoted identifier. */
-		const char *ch = map(r, M_CHANNEL);
-		size_t o = 0, cap = sizeof(r->sql.listen);
+}
 
-		o = (size_t)snprintf(r->sql.listen, cap, "LISTEN \"");
-		for (; *ch && o + 3 < cap; ch++) {
-			if (*ch == '"')
-				r->sql.listen[o++] = '"';
-			r->sql.listen[o++] = *ch;
-		}
-		r->sql.listen[o++] = '"';
-		r->sql.listen[o] = '\0';
+/* LISTEN on the channel, as a quoted identifier. */
+static void build_listen(pgo_relay_t *r)
+{
+	const char *ch = map(r, M_CHANNEL);
+	size_t o = 0, cap = sizeof(r->sql.listen);
+
+	o = (size_t)snprintf(r->sql.listen, cap, "LISTEN \"");
+	for (; *ch && o + 3 < cap; ch++) {
+		if (*ch == '"')
+			r->sql.listen[o++] = '"';
+		r->sql.listen[o++] = *ch;
 	}
-	if (shard_col)
+	r->sql.listen[o++] = '"';
+	r->sql.listen[o] = '\0';
+}
+
+/* The settle round's statements: a retry, a dead letter. */
+static void build_settle(pgo_relay_t *r, const char *q)
+{
+	char shard[96];
+
+	if (!PQgetisnull(r->adopted, 0, M_SHARD_COL))
 		snprintf(shard, sizeof(shard), "pgoutbox.shard_of(key, id, %s)",
 			 map(r, M_SHARDS));
 	else
@@ -281,6 +288,19 @@ void pgo_adopted_build_sql(pgo_relay_t *r)
 		 "failed_at = now()",
 		 q, shard, q);
 #undef UNNEST
+}
+
+void pgo_adopted_build_sql(pgo_relay_t *r)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	const char *q = v->queue, *eid = map(r, M_EID);
+	char cols[2048];
+	bool del = strcmp(map(r, M_DONE), "delete") == 0;
+
+	columns(r, q, cols, sizeof(cols));
+	build_claim(r, q, cols);
+	build_listen(r);
+	build_settle(r, q);
 	/* $1: the acknowledged event ids.  Only pending rows: the pending
 	 * index finds them, and a row that is no longer pending (the
 	 * application marked it) is left alone. */

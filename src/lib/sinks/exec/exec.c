@@ -68,6 +68,36 @@ static struct exec_sink *exec_state(pgo_sink_t *sink)
 
 /* --- text --- */
 
+/* The length of the valid UTF-8 character of 2 to 4 bytes at p[0..n), or
+ * 0: a lead byte that is not one, a sequence cut short, a byte that is not
+ * a continuation, an overlong, surrogate or > U+10FFFF form. */
+static size_t utf8_char_len(const unsigned char *p, size_t n)
+{
+	unsigned char c = p[0];
+	size_t len = 0;
+
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4;
+	if (!len || len > n)
+		return 0;
+	for (size_t k = 1; k < len; k++)
+		if ((p[k] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) ||
+	    (c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] > 0x8f))
+		return 0;
+	return len;
+}
+
+static bool is_blank(unsigned char c)
+{
+	return c == ' ' || c == '\t';
+}
+
 /* Copies at most max bytes of s[0..n) into dst (size > max) as one line of
  * valid UTF-8 that PostgreSQL accepts in a text column: control bytes
  * become spaces, bytes that are not UTF-8 become '?', and a multi-byte
@@ -77,44 +107,28 @@ static void sanitize_line(char *dst, size_t max, const char *s, size_t n)
 	const unsigned char *p = (const unsigned char *)s;
 	size_t o = 0, i = 0;
 
-	while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t' ||
-			 p[n - 1] == '\r' || p[n - 1] == '\n'))
+	while (n > 0 &&
+	       (is_blank(p[n - 1]) || p[n - 1] == '\r' || p[n - 1] == '\n'))
 		n--;
-	while (i < n && (p[i] == ' ' || p[i] == '\t'))
+	while (i < n && is_blank(p[i]))
 		i++;
 	while (i < n && o < max) {
 		unsigned char c = p[i];
-		size_t len = 0;
+		size_t len;
 
 		if (c < 0x80) {
 			dst[o++] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
 			i++;
 			continue;
 		}
-		if (c >= 0xc2 && c <= 0xdf)
-			len = 2;
-		else if (c >= 0xe0 && c <= 0xef)
-			len = 3;
-		else if (c >= 0xf0 && c <= 0xf4)
-			len = 4;
-		if (len && i + len <= n) {
-			size_t k;
-
-			for (k = 1; k < len; k++)
-				if ((p[i + k] & 0xc0) != 0x80)
-					break;
-			/* Overlong, surrogate and > U+10FFFF forms. */
-			if (k == len && !(c == 0xe0 && p[i + 1] < 0xa0) &&
-			    !(c == 0xed && p[i + 1] > 0x9f) &&
-			    !(c == 0xf0 && p[i + 1] < 0x90) &&
-			    !(c == 0xf4 && p[i + 1] > 0x8f)) {
-				if (o + len > max)
-					break;
-				memcpy(dst + o, p + i, len);
-				o += len;
-				i += len;
-				continue;
-			}
+		len = utf8_char_len(p + i, n - i);
+		if (len) {
+			if (o + len > max)
+				break;
+			memcpy(dst + o, p + i, len);
+			o += len;
+			i += len;
+			continue;
 		}
 		dst[o++] = '?';
 		i++;

@@ -27,6 +27,10 @@
  * States: IDLE (not started), CONNECTING (the first attempt runs; batches
  * wait for it), UP, DOWN (a connect failed or the connection was lost; the
  * connector or cnats keeps trying).
+ *
+ * This file: the loop's side (the queue's watcher, the states, the sink's
+ * ops and its configuration); connect.c: cnats' threads and the options;
+ * publish.c: the publishes, their PubAcks and the batches' verdicts.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -40,546 +44,11 @@
 #include <unistd.h>
 
 #include "loop/loop.h"
-#include "sinks/nats/nats.h"
-
-#define SUBJECT		  "sink nats"
-#define BACKOFF_MIN_MS	  100
-#define BACKOFF_MAX_MS	  2000
-#define GRACE_MS	  1000 /* past cnats' own PubAck timeout */
-#define WRITE_DEADLINE_MS 1000
-
-/* What cnats' threads tell the loop. */
-enum nq_kind {
-	NQ_ACK,		   /* a PubAck, its error or cnats' timeout */
-	NQ_CONNECTED,	   /* the connector made the connection */
-	NQ_CONNECT_FAILED, /* one connect attempt failed (it goes on) */
-	NQ_DISCONNECTED,   /* cnats lost the connection (reconnecting) */
-	NQ_RECONNECTED,	   /* cnats reconnected */
-	NQ_CLOSED,	   /* the connection is closed for good */
-	NQ_ERROR	   /* an asynchronous error (permissions, ...) */
-};
-
-struct nq_item {
-	struct nq_item *next;
-	enum nq_kind kind;
-	natsMsg *msg;	    /* NQ_ACK: the published message, ours now */
-	natsConnection *nc; /* the connection it is about */
-	natsStatus status;  /* NQ_ACK, NQ_CONNECT_FAILED, NQ_ERROR */
-	int err_code;	    /* NQ_ACK: the stream's error code */
-	char text[256];	    /* the error text */
-};
-
-/* One batch taken by submit(), in batch->sink_state until it is done or
- * cancelled. */
-struct nb_batch {
-	pgo_batch_t *batch;
-	struct nb_batch *prev, *next; /* the sink's batches, oldest first */
-	size_t left;		      /* events without a verdict */
-	size_t outstanding;	      /* publishes whose PubAck is awaited */
-	bool sent;		      /* published (else waiting to connect) */
-	int64_t deadline;	      /* it fails as unavailable then */
-	int64_t started;	      /* for the debug line */
-};
-
-/* A publish whose PubAck is awaited: a slot of the table keyed by the
- * message, which cnats hands back with the PubAck.  pb NULL: its batch is
- * gone (done or cancelled); the PubAck is dropped. */
-struct nb_pub {
-	natsMsg *msg; /* NULL: free slot */
-	struct nb_batch *pb;
-	size_t ev;
-};
-
-enum ns_state { NS_IDLE, NS_CONNECTING, NS_UP, NS_DOWN };
-
-struct nats_sink {
-	pgo_sink_t *sink;
-	/* configuration, copied at configure */
-	char *url;	   /* sink.nats_url, comma separated */
-	char where[256];   /* the servers without user information */
-	char *subject;	   /* sink.nats_subject */
-	char *queue;	   /* relay.queue */
-	char *creds;	   /* sink.nats_creds or NULL */
-	char *nkey;	   /* sink.nats_nkey or NULL */
-	char nkey_pub[64]; /* its public key */
-	char *tls_ca, *tls_cert, *tls_key; /* or NULL */
-	bool secure;			   /* TLS asked for */
-	int64_t timeout_ms;		   /* sink.nats_timeout */
-	int64_t connect_timeout_ms;	   /* sink.nats_connect_timeout */
-	pgo_nats_format_t fmt;
-
-	/* start to stop */
-	natsOptions *opts;
-	natsConnection *nc; /* NULL until connected */
-	jsCtx *js;
-	natsConnection **graves; /* closed connections, destroyed at stop */
-	size_t n_graves;
-	int efd;		 /* the bridge's eventfd */
-	pgo_sink_io_t *io;	 /* its watcher */
-	pgo_sink_timer_t *timer; /* the nearest batch deadline */
-
-	/* the bridge: cnats' threads push, the loop takes (under mu) */
-	pthread_mutex_t mu;
-	pthread_cond_t cond; /* wakes the connector's backoff */
-	struct nq_item *q_head, *q_tail;
-	bool stopping;	      /* the connector gives up */
-	bool closing;	      /* the sink stops: nothing is queued any more */
-	pthread_t connector;  /* makes the first connection */
-	bool connector_alive; /* to be joined */
-
-	enum ns_state state;
-	bool told_down;	     /* the host was told the server is down */
-	int64_t drain_until; /* the host stops: no wait past this */
-	char last_err[256];  /* the last connection error (logged once) */
-
-	struct nb_batch *head, *tail;
-	struct nb_pub *pubs; /* open addressing, power-of-two size */
-	size_t pubs_cap, pubs_len;
-	pgo_buf_t subj; /* scratch: one expanded subject */
-};
+#include "sinks/nats/nats_int.h"
 
 static struct nats_sink *ns(pgo_sink_t *sink)
 {
 	return sink->priv;
-}
-
-/* --- the table of awaited PubAcks --- */
-
-static size_t pub_hash(const natsMsg *m, size_t cap)
-{
-	uint64_t x = (uint64_t)(uintptr_t)m;
-
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	return (size_t)x & (cap - 1);
-}
-
-static struct nb_pub *pub_find(struct nats_sink *s, const natsMsg *m)
-{
-	if (!s->pubs_cap)
-		return NULL;
-	for (size_t i = pub_hash(m, s->pubs_cap);;
-	     i = (i + 1) & (s->pubs_cap - 1)) {
-		if (!s->pubs[i].msg)
-			return NULL;
-		if (s->pubs[i].msg == m)
-			return &s->pubs[i];
-	}
-}
-
-static bool pub_insert(struct nb_pub *tab, size_t cap, const struct nb_pub *p)
-{
-	size_t i = pub_hash(p->msg, cap);
-
-	while (tab[i].msg)
-		i = (i + 1) & (cap - 1);
-	tab[i] = *p;
-	return true;
-}
-
-static bool pub_put(struct nats_sink *s, natsMsg *m, struct nb_batch *pb,
-		    size_t ev)
-{
-	if ((s->pubs_len + 1) * 2 > s->pubs_cap) {
-		size_t cap = s->pubs_cap ? s->pubs_cap * 2 : 1024;
-		struct nb_pub *tab = calloc(cap, sizeof(*tab));
-
-		if (!tab)
-			return false;
-		for (size_t i = 0; i < s->pubs_cap; i++)
-			if (s->pubs[i].msg)
-				pub_insert(tab, cap, &s->pubs[i]);
-		free(s->pubs);
-		s->pubs = tab;
-		s->pubs_cap = cap;
-	}
-	pub_insert(s->pubs, s->pubs_cap,
-		   &(struct nb_pub){.msg = m, .pb = pb, .ev = ev});
-	s->pubs_len++;
-	return true;
-}
-
-/* Removes a slot, shifting back the ones its probe sequence covers. */
-static void pub_del(struct nats_sink *s, struct nb_pub *slot)
-{
-	size_t mask = s->pubs_cap - 1;
-	size_t i = (size_t)(slot - s->pubs);
-
-	s->pubs[i].msg = NULL;
-	s->pubs_len--;
-	for (size_t j = (i + 1) & mask; s->pubs[j].msg; j = (j + 1) & mask) {
-		size_t h = pub_hash(s->pubs[j].msg, s->pubs_cap);
-
-		/* j may move to i if h is not cyclically in (i, j]. */
-		if (((j - h) & mask) >= ((j - i) & mask)) {
-			s->pubs[i] = s->pubs[j];
-			s->pubs[j].msg = NULL;
-			i = j;
-		}
-	}
-}
-
-/* The PubAcks still awaited for pb will be dropped when they come. */
-static void pub_orphan(struct nats_sink *s, const struct nb_batch *pb)
-{
-	if (!pb->outstanding)
-		return;
-	for (size_t i = 0; i < s->pubs_cap; i++)
-		if (s->pubs[i].msg && s->pubs[i].pb == pb)
-			s->pubs[i].pb = NULL;
-}
-
-/* Empties the table without freeing a message: each is cnats' until its
- * PubAck handler runs, and jsCtx_Destroy() frees the ones still awaited.
- * A message handed over after this is found nowhere and freed. */
-static void pub_forget(struct nats_sink *s)
-{
-	if (s->pubs_cap)
-		memset(s->pubs, 0, s->pubs_cap * sizeof(*s->pubs));
-	s->pubs_len = 0;
-	for (struct nb_batch *pb = s->head; pb; pb = pb->next)
-		pb->outstanding = 0;
-}
-
-/* --- the bridge (cnats' threads) --- */
-
-static void push(struct nats_sink *s, struct nq_item *it)
-{
-	uint64_t one = 1;
-	bool was_empty;
-
-	pthread_mutex_lock(&s->mu);
-	if (s->closing) {
-		/* The sink stops and will not look: the message handed
-		 * over is freed here, while cnats' library still runs. */
-		pthread_mutex_unlock(&s->mu);
-		natsMsg_Destroy(it->msg);
-		free(it);
-		return;
-	}
-	was_empty = !s->q_head;
-	if (s->q_tail)
-		s->q_tail->next = it;
-	else
-		s->q_head = it;
-	s->q_tail = it;
-	pthread_mutex_unlock(&s->mu);
-	if (was_empty && write(s->efd, &one, sizeof(one)) < 0) {
-		/* EAGAIN: the counter is full, the loop wakes anyway. */
-	}
-}
-
-static struct nq_item *item_new(enum nq_kind kind, natsConnection *nc)
-{
-	struct nq_item *it = calloc(1, sizeof(*it));
-
-	if (it) {
-		it->kind = kind;
-		it->nc = nc;
-	}
-	return it;
-}
-
-/* The PubAck handler.  Out of memory, the message stays in the table and
- * its batch's deadline ends the wait. */
-static void on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
-		      void *closure)
-{
-	struct nats_sink *s = closure;
-	struct nq_item *it = item_new(NQ_ACK, NULL);
-
-	(void)js;
-	if (!it)
-		return;
-	it->msg = msg;
-	if (pa) {
-		it->status = NATS_OK;
-	} else if (pae) {
-		it->status = pae->Err;
-		it->err_code = (int)pae->ErrCode;
-		snprintf(it->text, sizeof(it->text), "%s",
-			 pae->ErrText ? pae->ErrText : "");
-	} else {
-		it->status = NATS_ERR;
-	}
-	push(s, it);
-}
-
-/* The connection's last error text, or "". */
-static void conn_error(natsConnection *nc, char *buf, size_t size)
-{
-	const char *text = NULL;
-
-	(void)natsConnection_GetLastError(nc, &text);
-	snprintf(buf, size, "%s", text ? text : "");
-}
-
-static void on_conn_event(natsConnection *nc, void *closure, enum nq_kind kind)
-{
-	struct nq_item *it = item_new(kind, nc);
-
-	if (it) {
-		if (kind != NQ_RECONNECTED)
-			conn_error(nc, it->text, sizeof(it->text));
-		push(closure, it);
-	}
-}
-
-static void on_disconnected(natsConnection *nc, void *closure)
-{
-	on_conn_event(nc, closure, NQ_DISCONNECTED);
-}
-
-static void on_reconnected(natsConnection *nc, void *closure)
-{
-	on_conn_event(nc, closure, NQ_RECONNECTED);
-}
-
-static void on_closed(natsConnection *nc, void *closure)
-{
-	on_conn_event(nc, closure, NQ_CLOSED);
-}
-
-static void on_async_error(natsConnection *nc, natsSubscription *sub,
-			   natsStatus err, void *closure)
-{
-	struct nq_item *it = item_new(NQ_ERROR, nc);
-
-	(void)sub;
-	if (it) {
-		it->status = err;
-		conn_error(nc, it->text, sizeof(it->text));
-		if (!it->text[0])
-			snprintf(it->text, sizeof(it->text), "%s",
-				 natsStatus_GetText(err));
-		push(closure, it);
-	}
-}
-
-/* The calling thread's last cnats error without its source location
- * ("(conn.c:1905): Authorization Violation"), or the status' text. */
-static const char *last_error(natsStatus st)
-{
-	const char *why = nats_GetLastError(NULL);
-	const char *end;
-
-	if (!why || !*why)
-		return natsStatus_GetText(st);
-	if (why[0] == '(' && (end = strstr(why, "): ")) != NULL)
-		why = end + 3;
-	return why;
-}
-
-/* The connector: natsConnection_Connect() blocks for up to
- * sink.nats_connect_timeout per server, so the first connection is made
- * here, with a backoff between attempts, until it succeeds or the sink
- * stops.  cnats reconnects by itself afterwards. */
-static void *connector_main(void *arg)
-{
-	struct nats_sink *s = arg;
-	int64_t backoff = BACKOFF_MIN_MS;
-
-	for (;;) {
-		natsConnection *nc = NULL;
-		natsStatus st;
-		struct nq_item *it;
-		struct timespec until;
-		bool stop;
-
-		pthread_mutex_lock(&s->mu);
-		stop = s->stopping;
-		pthread_mutex_unlock(&s->mu);
-		if (stop)
-			return NULL;
-		st = natsConnection_Connect(&nc, s->opts);
-		it = item_new(st == NATS_OK ? NQ_CONNECTED : NQ_CONNECT_FAILED,
-			      nc);
-		if (st == NATS_OK && !it) {
-			/* Cannot tell the loop: drop it and try again. */
-			natsConnection_Destroy(nc);
-		} else if (it) {
-			it->status = st;
-			snprintf(it->text, sizeof(it->text), "%s",
-				 last_error(st));
-			push(s, it);
-			if (st == NATS_OK)
-				return NULL;
-		}
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += backoff / 1000;
-		until.tv_nsec += (backoff % 1000) * 1000000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
-		pthread_mutex_lock(&s->mu);
-		while (!s->stopping &&
-		       pthread_cond_timedwait(&s->cond, &s->mu, &until) == 0) {
-		}
-		pthread_mutex_unlock(&s->mu);
-		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-						       : backoff * 2;
-	}
-}
-
-static int connector_start(struct nats_sink *s)
-{
-	s->stopping = false;
-	if (pthread_create(&s->connector, NULL, connector_main, s) != 0)
-		return PGO_ERR_NOMEM;
-	s->connector_alive = true;
-	return PGO_OK;
-}
-
-static void connector_join(struct nats_sink *s)
-{
-	if (!s->connector_alive)
-		return;
-	pthread_mutex_lock(&s->mu);
-	s->stopping = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->mu);
-	pthread_join(s->connector, NULL);
-	s->connector_alive = false;
-}
-
-/* --- batches and verdicts --- */
-
-static void verdict(struct nb_batch *pb, size_t i, pgo_ack_t ack,
-		    const char *msg)
-{
-	if (pgo_batch_set(pb->batch, i, ack, msg))
-		pb->left--;
-}
-
-/* The server cannot take anything now: not the events' fault. */
-static void fail_rest(struct nb_batch *pb, const char *msg)
-{
-	if (!pb->left)
-		return;
-	pgo_batch_fail_rest(pb->batch, PGO_ACK_UNAVAILABLE, msg);
-	pb->left = 0;
-}
-
-static void fail_all(struct nats_sink *s, const char *msg)
-{
-	for (struct nb_batch *pb = s->head; pb; pb = pb->next)
-		fail_rest(pb, msg);
-}
-
-static void unlink_batch(struct nats_sink *s, struct nb_batch *pb)
-{
-	if (pb->prev)
-		pb->prev->next = pb->next;
-	else
-		s->head = pb->next;
-	if (pb->next)
-		pb->next->prev = pb->prev;
-	else
-		s->tail = pb->prev;
-	pb->prev = pb->next = NULL;
-	pb->batch->sink_state = NULL;
-}
-
-/* Hands the batches that have every verdict back to the host.  done()
- * may submit or cancel: the list is searched again after each call. */
-static void finish_done(struct nats_sink *s)
-{
-	for (;;) {
-		struct nb_batch *pb = s->head;
-		pgo_batch_t *b;
-
-		while (pb && pb->left > 0)
-			pb = pb->next;
-		if (!pb)
-			return;
-		b = pb->batch;
-		pgo_log(PGO_LOG_DEBUG, SUBJECT,
-			"batch of %zu done in %" PRId64 " ms", b->n,
-			pgo_now_ms() - pb->started);
-		pub_orphan(s, pb);
-		unlink_batch(s, pb);
-		free(pb);
-		pgo_sink_done(s->sink, b);
-	}
-}
-
-static int64_t next_deadline(const struct nats_sink *s)
-{
-	int64_t at = 0;
-
-	for (const struct nb_batch *pb = s->head; pb; pb = pb->next)
-		if (pb->left)
-			at = pgo_deadline_min(at, pb->deadline);
-	return at;
-}
-
-static void arm(struct nats_sink *s)
-{
-	if (s->timer)
-		pgo_sink_timer_set(s->timer, next_deadline(s));
-}
-
-static int64_t clamp_deadline(const struct nats_sink *s, int64_t at)
-{
-	return s->drain_until && at > s->drain_until ? s->drain_until : at;
-}
-
-/* Publishes the events of pb that have no verdict yet. */
-static void send_batch(struct nats_sink *s, struct nb_batch *pb)
-{
-	pgo_batch_t *b = pb->batch;
-	char why[512], id[24];
-
-	pb->sent = true;
-	pb->deadline =
-		clamp_deadline(s, pgo_now_ms() + s->timeout_ms + GRACE_MS);
-	for (size_t i = 0; i < b->n && pb->left > 0; i++) {
-		natsMsg *m = NULL;
-		jsPubOptions po;
-		natsStatus st;
-		pgo_ack_t ack;
-		int rc;
-
-		if (b->acks[i] != PGO_ACK_NONE)
-			continue;
-		rc = pgo_nats_message(&s->fmt, &b->events[i], &s->subj, &m, why,
-				      sizeof(why));
-		if (rc != PGO_OK) {
-			verdict(pb, i,
-				rc == PGO_ERR_NOMEM ? PGO_ACK_RETRY
-						    : PGO_ACK_DEAD,
-				why);
-			continue;
-		}
-		if (!pub_put(s, m, pb, i)) {
-			natsMsg_Destroy(m);
-			verdict(pb, i, PGO_ACK_RETRY, "nats: out of memory");
-			continue;
-		}
-		pgo_nats_msg_id(b->events[i].id, id, sizeof(id));
-		jsPubOptions_Init(&po);
-		po.MsgId = id;
-		po.MaxWait = s->timeout_ms;
-		pb->outstanding++;
-		/* The PubAck may be handled (on cnats' thread) before this
-		 * returns: it only queues an item the loop takes later. */
-		st = js_PublishMsgAsync(s->js, &m, &po);
-		if (st == NATS_OK)
-			continue;
-		/* Not published: the message is still ours. */
-		pub_del(s, pub_find(s, m));
-		pb->outstanding--;
-		ack = pgo_nats_verdict(st, 0, last_error(st),
-				       natsMsg_GetSubject(m), why, sizeof(why));
-		natsMsg_Destroy(m);
-		verdict(pb, i, ack, why);
-		if (ack == PGO_ACK_UNAVAILABLE) {
-			fail_rest(pb, why);
-			break;
-		}
-	}
 }
 
 /* --- the connection, on the loop's thread --- */
@@ -591,7 +60,7 @@ static void report_down(struct nats_sink *s, const char *why)
 	s->state = NS_DOWN;
 	snprintf(s->last_err, sizeof(s->last_err), "%s", why);
 	snprintf(msg, sizeof(msg), "nats %s: %s", s->where, why);
-	fail_all(s, msg);
+	pgo_ns_fail_all(s, msg);
 	if (!s->told_down) {
 		s->told_down = true;
 		pgo_sink_health(s->sink, 0, msg);
@@ -608,7 +77,7 @@ static void report_up(struct nats_sink *s)
 	}
 	for (struct nb_batch *pb = s->head; pb; pb = pb->next)
 		if (!pb->sent && pb->left)
-			send_batch(s, pb);
+			pgo_ns_send_batch(s, pb);
 }
 
 static void on_connected(struct nats_sink *s, natsConnection *nc)
@@ -617,10 +86,10 @@ static void on_connected(struct nats_sink *s, natsConnection *nc)
 	natsStatus st;
 	char url[256];
 
-	connector_join(s);
+	pgo_ns_connector_join(s);
 	s->nc = nc;
 	jsOptions_Init(&jo);
-	jo.PublishAsync.AckHandler = on_puback;
+	jo.PublishAsync.AckHandler = pgo_ns_on_puback;
 	jo.PublishAsync.AckHandlerClosure = s;
 	jo.PublishAsync.MaxPending = 0; /* a batch is the bound */
 	st = natsConnection_JetStream(&s->js, nc, &jo);
@@ -644,12 +113,12 @@ static void handle(struct nats_sink *s, struct nq_item *it)
 
 	switch (it->kind) {
 	case NQ_ACK:
-		p = pub_find(s, it->msg);
+		p = pgo_ns_pub_find(s, it->msg);
 		if (p) {
 			struct nb_batch *pb = p->pb;
 			size_t ev = p->ev;
 
-			pub_del(s, p);
+			pgo_ns_pub_del(s, p);
 			if (pb) {
 				pgo_ack_t ack = pgo_nats_verdict(
 					it->status, it->err_code, it->text,
@@ -657,11 +126,11 @@ static void handle(struct nats_sink *s, struct nq_item *it)
 					sizeof(msg));
 
 				pb->outstanding--;
-				verdict(pb, ev, ack, msg);
+				pgo_ns_verdict(pb, ev, ack, msg);
 				/* No PubAck in time: the server is in
 				 * doubt for the whole batch. */
 				if (ack == PGO_ACK_UNAVAILABLE)
-					fail_rest(pb, msg);
+					pgo_ns_fail_rest(pb, msg);
 			}
 		}
 		natsMsg_Destroy(it->msg);
@@ -711,11 +180,11 @@ static void handle(struct nats_sink *s, struct nq_item *it)
 				s->graves[s->n_graves++] = s->nc;
 			}
 		}
-		pub_forget(s);
+		pgo_ns_pub_forget(s);
 		jsCtx_Destroy(s->js);
 		s->js = NULL;
 		s->nc = NULL;
-		if (connector_start(s) != PGO_OK)
+		if (pgo_ns_connector_start(s) != PGO_OK)
 			pgo_log(PGO_LOG_ERROR, SUBJECT,
 				"cannot start a thread to reconnect");
 		break;
@@ -725,7 +194,7 @@ static void handle(struct nats_sink *s, struct nq_item *it)
 	}
 }
 
-/* Takes what cnats' threads queued (read the eventfd first: a push after
+/* Takes what cnats' threads queued (read the eventfd first: a pgo_ns_push after
  * the take writes it again). */
 static void drain_queue(struct nats_sink *s)
 {
@@ -755,8 +224,8 @@ static void on_io(void *arg, int fd, short revents)
 	(void)fd;
 	(void)revents;
 	drain_queue(s);
-	finish_done(s);
-	arm(s);
+	pgo_ns_finish_done(s);
+	pgo_ns_arm(s);
 }
 
 static void on_timer(void *arg)
@@ -777,88 +246,10 @@ static void on_timer(void *arg)
 			snprintf(msg, sizeof(msg), "nats %s: %s", s->where,
 				 s->last_err[0] ? s->last_err
 						: "not connected");
-		fail_rest(pb, msg);
+		pgo_ns_fail_rest(pb, msg);
 	}
-	finish_done(s);
-	arm(s);
-}
-
-/* --- options --- */
-
-static natsStatus set_servers(struct nats_sink *s, natsOptions *o)
-{
-	const char *servers[64];
-	char *copy = strdup(s->url), *save = NULL;
-	int n = 0;
-	natsStatus st;
-
-	if (!copy)
-		return NATS_NO_MEMORY;
-	for (char *t = strtok_r(copy, ",", &save); t && n < 64;
-	     t = strtok_r(NULL, ",", &save)) {
-		while (*t == ' ')
-			t++;
-		if (*t)
-			servers[n++] = t;
-	}
-	st = natsOptions_SetServers(o, servers, n);
-	free(copy);
-	return st;
-}
-
-static natsStatus make_options(struct nats_sink *s, natsOptions **out)
-{
-	natsOptions *o = NULL;
-	natsStatus st = natsOptions_Create(&o);
-
-	if (st == NATS_OK)
-		st = set_servers(s, o);
-	if (st == NATS_OK)
-		st = natsOptions_SetName(o, "pgoutbox relay");
-	if (st == NATS_OK)
-		st = natsOptions_SetTimeout(o, s->connect_timeout_ms);
-	if (st == NATS_OK)
-		st = natsOptions_SetNoRandomize(o, true);
-	if (st == NATS_OK)
-		st = natsOptions_SetMaxReconnect(o, -1);
-	if (st == NATS_OK)
-		st = natsOptions_SetReconnectWait(o, 250);
-	/* Nothing piles up in cnats while it reconnects: a publish then
-	 * fails (NATS_INSUFFICIENT_BUFFER), and the batch is unavailable. */
-	if (st == NATS_OK)
-		st = natsOptions_SetReconnectBufSize(o, 1);
-	/* A publish writes to the socket when cnats' buffer is full: a
-	 * server that stops reading may hold the loop this long, no more
-	 * (the connection is then dropped and the batch unavailable). */
-	if (st == NATS_OK)
-		st = natsOptions_SetWriteDeadline(o, WRITE_DEADLINE_MS);
-	if (st == NATS_OK)
-		st = natsOptions_SetPingInterval(o, 5000);
-	if (st == NATS_OK)
-		st = natsOptions_SetDisconnectedCB(o, on_disconnected, s);
-	if (st == NATS_OK)
-		st = natsOptions_SetReconnectedCB(o, on_reconnected, s);
-	if (st == NATS_OK)
-		st = natsOptions_SetClosedCB(o, on_closed, s);
-	if (st == NATS_OK)
-		st = natsOptions_SetErrorHandler(o, on_async_error, s);
-	if (st == NATS_OK && s->creds)
-		st = natsOptions_SetUserCredentialsFromFiles(o, s->creds, NULL);
-	if (st == NATS_OK && s->nkey)
-		st = natsOptions_SetNKeyFromSeed(o, s->nkey_pub, s->nkey);
-	if (st == NATS_OK && s->secure)
-		st = natsOptions_SetSecure(o, true);
-	if (st == NATS_OK && s->tls_ca)
-		st = natsOptions_LoadCATrustedCertificates(o, s->tls_ca);
-	if (st == NATS_OK && s->tls_cert)
-		st = natsOptions_LoadCertificatesChain(o, s->tls_cert,
-						       s->tls_key);
-	if (st != NATS_OK) {
-		natsOptions_Destroy(o);
-		return st;
-	}
-	*out = o;
-	return NATS_OK;
+	pgo_ns_finish_done(s);
+	pgo_ns_arm(s);
 }
 
 /* --- ops --- */
@@ -879,16 +270,16 @@ static int nats_start(pgo_sink_t *sink)
 		pgo_sink_set_error(sink, "nats: out of memory");
 		return PGO_ERR_NOMEM;
 	}
-	st = make_options(s, &s->opts);
+	st = pgo_ns_make_options(s, &s->opts);
 	if (st != NATS_OK) {
-		pgo_sink_set_error(sink, "nats: %s", last_error(st));
+		pgo_sink_set_error(sink, "nats: %s", pgo_ns_last_error(st));
 		return PGO_ERR_CONFIG;
 	}
 	s->state = NS_CONNECTING;
 	s->closing = false;
 	s->told_down = false;
 	s->last_err[0] = '\0';
-	if (connector_start(s) != PGO_OK) {
+	if (pgo_ns_connector_start(s) != PGO_OK) {
 		pgo_sink_set_error(sink, "nats: cannot start a thread");
 		return PGO_ERR_NOMEM;
 	}
@@ -927,9 +318,9 @@ static void nats_stop(pgo_sink_t *sink)
 	s->io = NULL;
 	s->timer = NULL;
 	s->state = NS_IDLE;
-	connector_join(s);
+	pgo_ns_connector_join(s);
 	close_queue(s);
-	pub_forget(s);
+	pgo_ns_pub_forget(s);
 	free(s->pubs);
 	s->pubs = NULL;
 	s->pubs_cap = 0;
@@ -985,8 +376,8 @@ static int nats_submit(pgo_sink_t *sink, pgo_batch_t *b)
 	pb->started = now;
 	/* Waiting for the first connection: at most one attempt on every
 	 * server. */
-	pb->deadline =
-		clamp_deadline(s, now + s->connect_timeout_ms + GRACE_MS);
+	pb->deadline = pgo_ns_clamp_deadline(s, now + s->connect_timeout_ms +
+							GRACE_MS);
 	pb->prev = s->tail;
 	if (s->tail)
 		s->tail->next = pb;
@@ -996,16 +387,16 @@ static int nats_submit(pgo_sink_t *sink, pgo_batch_t *b)
 	b->sink_state = pb;
 	drain_queue(s);
 	if (s->state == NS_UP) {
-		send_batch(s, pb);
+		pgo_ns_send_batch(s, pb);
 	} else if (s->state == NS_DOWN) {
 		char msg[600];
 
 		snprintf(msg, sizeof(msg), "nats %s: %s", s->where,
 			 s->last_err[0] ? s->last_err : "unreachable");
-		fail_rest(pb, msg);
+		pgo_ns_fail_rest(pb, msg);
 	}
-	finish_done(s);
-	arm(s);
+	pgo_ns_finish_done(s);
+	pgo_ns_arm(s);
 	return PGO_OK;
 }
 
@@ -1016,10 +407,10 @@ static void nats_cancel(pgo_sink_t *sink, pgo_batch_t *b)
 
 	if (!pb)
 		return;
-	pub_orphan(s, pb);
-	unlink_batch(s, pb);
+	pgo_ns_pub_orphan(s, pb);
+	pgo_ns_unlink_batch(s, pb);
 	free(pb);
-	arm(s);
+	pgo_ns_arm(s);
 }
 
 static void nats_drain(pgo_sink_t *sink, int64_t deadline_ms)
@@ -1028,8 +419,8 @@ static void nats_drain(pgo_sink_t *sink, int64_t deadline_ms)
 
 	s->drain_until = deadline_ms;
 	for (struct nb_batch *pb = s->head; pb; pb = pb->next)
-		pb->deadline = clamp_deadline(s, pb->deadline);
-	arm(s);
+		pb->deadline = pgo_ns_clamp_deadline(s, pb->deadline);
+	pgo_ns_arm(s);
 }
 
 static void nats_close(pgo_sink_t *sink)
@@ -1043,7 +434,7 @@ static void nats_close(pgo_sink_t *sink)
 	while (s->head) {
 		struct nb_batch *pb = s->head;
 
-		unlink_batch(s, pb);
+		pgo_ns_unlink_batch(s, pb);
 		free(pb);
 	}
 	free(s->url);

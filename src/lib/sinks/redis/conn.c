@@ -75,50 +75,81 @@ static bool pct_decode(char *dst, size_t size, const char *s, size_t n)
 	return true;
 }
 
-int pgo_redis_url_parse(const char *url, pgo_redis_url_t *u, pgo_error_t *err)
+/* The scheme: *rest is what follows it. */
+static int url_scheme(const char *url, pgo_redis_url_t *u, const char **rest,
+		      pgo_error_t *err)
 {
-	const char *p, *auth_end, *at = NULL, *host, *host_end, *colon;
-	size_t host_len;
-
-	memset(u, 0, sizeof(*u));
-	u->port = DEFAULT_PORT;
 	if (!url || !*url)
 		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
 				     "the Redis URL is empty");
 	if (strncasecmp(url, "redis://", 8) == 0) {
-		p = url + 8;
+		*rest = url + 8;
 	} else if (strncasecmp(url, "rediss://", 9) == 0) {
-		p = url + 9;
+		*rest = url + 9;
 		u->tls = true;
 	} else {
 		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
 				     "the Redis URL must start with redis:// "
 				     "or rediss://");
 	}
-	auth_end = p + strcspn(p, "/?#");
+	return PGO_OK;
+}
+
+/* The user information of the authority p..auth_end, if any: *host is
+ * where the host starts. */
+static int url_userinfo(const char *p, const char *auth_end, pgo_redis_url_t *u,
+			const char **host, pgo_error_t *err)
+{
+	const char *at = NULL, *c;
+
 	for (const char *q = p; q < auth_end; q++)
 		if (*q == '@')
 			at = q;
-	if (at) {
-		const char *c = memchr(p, ':', (size_t)(at - p));
-
-		if (!c)
-			return pgo_error_set(err, PGO_ERR_CONFIG, 0,
-					     "the Redis URL has a user but no "
-					     "password (write "
-					     "redis://user:password@host or "
-					     "redis://:password@host)");
-		if (!pct_decode(u->user, sizeof(u->user), p, (size_t)(c - p)) ||
-		    !pct_decode(u->password, sizeof(u->password), c + 1,
-				(size_t)(at - c - 1)))
-			return pgo_error_set(err, PGO_ERR_CONFIG, 0,
-					     "the Redis URL's user or password "
-					     "is too long or badly "
-					     "percent-encoded");
-		host = at + 1;
-	} else {
-		host = p;
+	if (!at) {
+		*host = p;
+		return PGO_OK;
 	}
+	c = memchr(p, ':', (size_t)(at - p));
+	if (!c)
+		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
+				     "the Redis URL has a user but no "
+				     "password (write "
+				     "redis://user:password@host or "
+				     "redis://:password@host)");
+	if (!pct_decode(u->user, sizeof(u->user), p, (size_t)(c - p)) ||
+	    !pct_decode(u->password, sizeof(u->password), c + 1,
+			(size_t)(at - c - 1)))
+		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
+				     "the Redis URL's user or password "
+				     "is too long or badly "
+				     "percent-encoded");
+	*host = at + 1;
+	return PGO_OK;
+}
+
+/* The port after colon, up to auth_end. */
+static int url_port(const char *colon, const char *auth_end, pgo_redis_url_t *u,
+		    pgo_error_t *err)
+{
+	char *end;
+	long port = strtol(colon + 1, &end, 10);
+
+	if (end != auth_end || end == colon + 1 || port < 1 || port > 65535)
+		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
+				     "the Redis URL's port must be a "
+				     "number from 1 to 65535");
+	u->port = (int)port;
+	return PGO_OK;
+}
+
+/* The host (a name, an address or [an IPv6 address]) and the port of
+ * host..auth_end. */
+static int url_host(const char *host, const char *auth_end, pgo_redis_url_t *u,
+		    pgo_error_t *err)
+{
+	const char *host_end, *colon;
+	size_t host_len;
+
 	if (*host == '[') {
 		host_end = memchr(host, ']', (size_t)(auth_end - host));
 		if (!host_end)
@@ -143,18 +174,13 @@ int pgo_redis_url_parse(const char *url, pgo_redis_url_t *u, pgo_error_t *err)
 	u->host[host_len] = '\0';
 	if (!u->host[0])
 		snprintf(u->host, sizeof(u->host), "localhost");
-	if (colon) {
-		char *end;
-		long port = strtol(colon + 1, &end, 10);
+	return colon ? url_port(colon, auth_end, u, err) : PGO_OK;
+}
 
-		if (end != auth_end || end == colon + 1 || port < 1 ||
-		    port > 65535)
-			return pgo_error_set(err, PGO_ERR_CONFIG, 0,
-					     "the Redis URL's port must be a "
-					     "number from 1 to 65535");
-		u->port = (int)port;
-	}
-	p = auth_end;
+/* What follows the authority: an optional /db, and neither a query nor a
+ * fragment. */
+static int url_path(const char *p, pgo_redis_url_t *u, pgo_error_t *err)
+{
 	if (*p == '/') {
 		p++;
 		if (*p && *p != '?' && *p != '#') {
@@ -183,6 +209,27 @@ int pgo_redis_url_parse(const char *url, pgo_redis_url_t *u, pgo_error_t *err)
 	if (*p == '#')
 		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
 				     "the Redis URL must not have a fragment");
+	return PGO_OK;
+}
+
+int pgo_redis_url_parse(const char *url, pgo_redis_url_t *u, pgo_error_t *err)
+{
+	const char *p, *auth_end, *host;
+	int rc;
+
+	memset(u, 0, sizeof(*u));
+	u->port = DEFAULT_PORT;
+	rc = url_scheme(url, u, &p, err);
+	if (rc != PGO_OK)
+		return rc;
+	auth_end = p + strcspn(p, "/?#");
+	rc = url_userinfo(p, auth_end, u, &host, err);
+	if (rc == PGO_OK)
+		rc = url_host(host, auth_end, u, err);
+	if (rc == PGO_OK)
+		rc = url_path(auth_end, u, err);
+	if (rc != PGO_OK)
+		return rc;
 	pgo_error_clear(err);
 	return PGO_OK;
 }
