@@ -5,8 +5,9 @@
 #   keeps working across a reconnect, a new one starts, both say once at
 #   INFO that the schema is newer and compatible;
 # - one that breaks them: the running relay stops at its next connection
-#   with "schema N needs pgoutbox >= X" and exit 1 (a supervisor restarts
-#   the new binary), a starting one is refused with exit 2;
+#   with "schema is version N and needs pgoutbox >= X" and exit 1 (a
+#   supervisor restarts the new binary), a starting one is refused with
+#   exit 2;
 # - a version recorded without breaks_older counts as breaking.
 # Under a producer throughout: every committed event arrives, per key in
 # order (tests/order_check.py), nothing is left in the outbox.
@@ -55,14 +56,14 @@ rc=0
 timeout 30 tail --pid="$RELAY" -f /dev/null || fail "relay still running on a breaking schema"
 wait "$RELAY" || rc=$?
 [ "$rc" = 1 ] || fail "relay exit $rc on a breaking schema, want 1: $(tail -5 "$T_TMP/relay1.log")"
-grep -qF "schema $((known + 2)) needs pgoutbox >= 9.1.0 (this is" "$T_TMP/relay1.log" ||
+grep -qF "schema is version $((known + 2)) and needs pgoutbox >= 9.1.0 (this is" "$T_TMP/relay1.log" ||
 	fail "no clear message: $(tail -5 "$T_TMP/relay1.log")"
 
 # At start: refused, exit 2, same message.
 rc=0
 timeout 30 "$PGO_BIN" relay --sink stdout >/dev/null 2>"$T_TMP/start.log" || rc=$?
 [ "$rc" = 2 ] || fail "start on a breaking schema: exit $rc, want 2: $(cat "$T_TMP/start.log")"
-grep -qF "schema $((known + 2)) needs pgoutbox >= 9.1.0" "$T_TMP/start.log" || fail "start: $(cat "$T_TMP/start.log")"
+grep -qF "schema is version $((known + 2)) and needs pgoutbox >= 9.1.0" "$T_TMP/start.log" || fail "start: $(cat "$T_TMP/start.log")"
 
 # A version recorded without breaks_older (an unknown writer) breaks.
 q "DELETE FROM pgoutbox.migrations WHERE version = $((known + 2))"
@@ -70,7 +71,7 @@ q "INSERT INTO pgoutbox.migrations (version, name) VALUES ($((known + 2)), 'futu
 rc=0
 timeout 30 "$PGO_BIN" relay --sink stdout >/dev/null 2>"$T_TMP/start2.log" || rc=$?
 [ "$rc" = 2 ] || fail "start on an unrecorded version: exit $rc, want 2: $(cat "$T_TMP/start2.log")"
-grep -qF "schema $((known + 2)) needs pgoutbox >= ?" "$T_TMP/start2.log" || fail "start: $(cat "$T_TMP/start2.log")"
+grep -qF "knows up to version $known (version $((known + 2)) breaks it)" "$T_TMP/start2.log" || fail "start: $(cat "$T_TMP/start2.log")"
 
 # The "new binary" (the same one, the breaking version gone) drains it.
 q "DELETE FROM pgoutbox.migrations WHERE version = $((known + 2))"

@@ -122,14 +122,21 @@ int pgo_schema_verdict(const pgo_schema_seen_t *seen, bool *newer,
 
 	if (newer)
 		*newer = false;
+	if (db_version > known && seen->breaks > known && seen->needs[0])
+		return pgo_error_set(
+			err, PGO_ERR_SCHEMA, 0,
+			"the database schema is version %d and needs pgoutbox "
+			">= %s (this is %s, which knows up to version %d; "
+			"version %d breaks it): upgrade pgoutbox",
+			db_version, seen->needs, PGO_VERSION, known,
+			seen->breaks);
 	if (db_version > known && seen->breaks > known)
 		return pgo_error_set(
 			err, PGO_ERR_SCHEMA, 0,
-			"schema %d needs pgoutbox >= %s (this is %s, which "
-			"knows up to version %d; version %d breaks it): "
+			"the database schema is version %d but this pgoutbox "
+			"(%s) knows up to version %d (version %d breaks it): "
 			"upgrade pgoutbox",
-			db_version, seen->needs[0] ? seen->needs : "?",
-			PGO_VERSION, known, seen->breaks);
+			db_version, PGO_VERSION, known, seen->breaks);
 	if (db_version > known) {
 		if (newer)
 			*newer = true;
