@@ -559,11 +559,13 @@ static void send_setup(pgo_conn_t *c)
 	c->sent_at = pgo_now_ms();
 	for (int i = 0; !s->pooled && s->sql[i]; i++)
 		pgo_conn_query(c, s->sql[i], 0, NULL);
-	if (s->check_schema)
-		pgo_conn_query(c,
-			       "SELECT coalesce(max(version), 0) FROM "
-			       "pgoutbox.migrations",
-			       0, NULL);
+	if (s->check_schema) {
+		char known[16];
+		const char *params[1] = {known};
+
+		snprintf(known, sizeof(known), "%d", pgo_schema_version());
+		pgo_conn_query(c, pgo_schema_seen_sql, 1, params);
+	}
 	if (s->refuse_sql) {
 		int n = 0;
 
@@ -581,11 +583,15 @@ static void send_setup(pgo_conn_t *c)
 }
 
 /* The setup round finished: check it.  At start, a schema that is missing,
- * older or newer than this binary is refused (exit 2: run `pgoutbox
- * migrate` first, then start the new binaries); once a session came up,
- * an older one is waited out and a newer one is fatal. */
+ * older than this binary or newer with a version that breaks it is
+ * refused (exit 2: run `pgoutbox migrate` first, then start the new
+ * binaries); once a session came up, an older one is waited out and a
+ * newer one that breaks this binary is fatal with exit 1, so that a
+ * supervisor restarts the new binary.  A newer schema without a breaking
+ * version is used, said once at INFO. */
 static pgo_conn_event_t finish_setup(pgo_conn_t *c)
 {
+	static int newer_said; /* once per process */
 	const pgo_conn_setup_t *s = c->setup;
 	int nsql = 0;
 
@@ -594,23 +600,26 @@ static pgo_conn_event_t finish_setup(pgo_conn_t *c)
 	if (s->check_schema && c->round.res[nsql]) {
 		PGresult *r = c->round.res[nsql];
 		const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-		int version = -1;
+		pgo_schema_seen_t seen = {.version = -1};
+		bool newer = false;
 		pgo_error_t err;
 
 		if (PQresultStatus(r) == PGRES_TUPLES_OK)
-			version = atoi(PQgetvalue(r, 0, 0));
+			pgo_schema_seen_parse(r, &seen);
 		else if (code && (strcmp(code, "42P01") == 0 ||
 				  strcmp(code, "3F000") == 0))
-			version = 0; /* no table or no schema */
-		if (version < 0)
+			seen.version = 0; /* no table or no schema */
+		if (seen.version < 0)
 			goto failed;
 
-		if (pgo_schema_verdict(version, &err) != PGO_OK) {
+		if (pgo_schema_verdict(&seen, &newer, &err) != PGO_OK) {
 			/* At start: not a deploy migrating right now, a step
 			 * left out (migrate before starting new binaries). */
 			if (!c->ever_connected) {
 				err.code = PGO_ERR_CONFIG;
 				err.retriable = 0;
+			} else if (!err.retriable) {
+				err.code = PGO_ERR_DB; /* exit 1: restart */
 			}
 			if (!err.retriable) {
 				c->fatal = err;
@@ -620,6 +629,12 @@ static pgo_conn_event_t finish_setup(pgo_conn_t *c)
 			pgo_conn_drop(c, err.msg);
 			return PGO_CONN_EV_NONE;
 		}
+		if (newer &&
+		    !__atomic_exchange_n(&newer_said, 1, __ATOMIC_RELAXED))
+			pgo_log(PGO_LOG_INFO, "schema",
+				"schema %d is newer than this binary's %d; "
+				"compatible",
+				seen.version, pgo_schema_version());
 	}
 	if (s->refuse_sql) {
 		PGresult *r = c->round.res[nsql + (s->check_schema ? 1 : 0)];

@@ -83,16 +83,66 @@ static int exec_ok(PGconn *conn, const char *sql, const char *what,
 	return rc;
 }
 
-int pgo_schema_verdict(int db_version, pgo_error_t *err)
+/* The schema versions that break binaries knowing only earlier ones:
+ * a binary of version N that meets a database at M > N keeps working
+ * unless one of N+1..M is here (recorded by `migrate` in
+ * pgoutbox.migrations.breaks_older, where an older binary reads it).
+ * Up to 18 every version did (binaries refused any other version).
+ * 19 does: claims of a binary of 18 ignore pause() and set_queue()
+ * limits (queue_controls).  20 does: a binary of 18 cannot relay a
+ * queue captured through the WAL.  A version that only adds objects the
+ * older binaries never use does not: leave it out. */
+static bool breaks_older(int version)
+{
+	return version <= 20;
+}
+
+const char pgo_schema_seen_sql[] =
+	"SELECT coalesce(max(version), 0),"
+	" coalesce(max(version) FILTER (WHERE version > $1::int AND"
+	" (to_jsonb(m) ->> 'breaks_older') IS DISTINCT FROM 'false'), 0),"
+	" (array_agg(to_jsonb(m) ->> 'release' ORDER BY version DESC))[1]"
+	" FROM pgoutbox.migrations m";
+
+void pgo_schema_seen_parse(const PGresult *res, pgo_schema_seen_t *seen)
+{
+	memset(seen, 0, sizeof(*seen));
+	seen->version = atoi(PQgetvalue(res, 0, 0));
+	seen->breaks = atoi(PQgetvalue(res, 0, 1));
+	if (!PQgetisnull(res, 0, 2))
+		snprintf(seen->needs, sizeof(seen->needs), "%s",
+			 PQgetvalue(res, 0, 2));
+}
+
+int pgo_schema_verdict(const pgo_schema_seen_t *seen, bool *newer,
+		       pgo_error_t *err)
 {
 	int known = pgo_schema_version();
+	int db_version = seen->version;
 
-	if (db_version > known)
+	if (newer)
+		*newer = false;
+	if (db_version > known && seen->breaks > known && seen->needs[0])
+		return pgo_error_set(
+			err, PGO_ERR_SCHEMA, 0,
+			"the database schema is version %d and needs pgoutbox "
+			">= %s (this is %s, which knows up to version %d; "
+			"version %d breaks it): upgrade pgoutbox",
+			db_version, seen->needs, PGO_VERSION, known,
+			seen->breaks);
+	if (db_version > known && seen->breaks > known)
 		return pgo_error_set(
 			err, PGO_ERR_SCHEMA, 0,
 			"the database schema is version %d but this pgoutbox "
-			"(%s) knows up to version %d: upgrade pgoutbox",
-			db_version, PGO_VERSION, known);
+			"(%s) knows up to version %d (version %d breaks it): "
+			"upgrade pgoutbox",
+			db_version, PGO_VERSION, known, seen->breaks);
+	if (db_version > known) {
+		if (newer)
+			*newer = true;
+		pgo_error_clear(err);
+		return PGO_OK;
+	}
 	if (db_version == 0)
 		return pgo_error_set(err, PGO_ERR_SCHEMA, 1,
 				     "schema pgoutbox is not installed in this "
@@ -107,7 +157,7 @@ int pgo_schema_verdict(int db_version, pgo_error_t *err)
 	return PGO_OK;
 }
 
-int pgo_schema_read_version(PGconn *conn, int *version, pgo_error_t *err)
+int pgo_schema_read(PGconn *conn, pgo_schema_seen_t *seen, pgo_error_t *err)
 {
 	/* Two steps: a query naming a missing table fails at parse time. */
 	PGresult *res =
@@ -115,38 +165,51 @@ int pgo_schema_read_version(PGconn *conn, int *version, pgo_error_t *err)
 			     "IS NOT NULL");
 	int rc = PGO_OK;
 
-	*version = 0;
+	memset(seen, 0, sizeof(*seen));
 	if (PQresultStatus(res) == PGRES_TUPLES_OK &&
 	    strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
+		char known[16];
+		const char *params[1] = {known};
+
+		snprintf(known, sizeof(known), "%d", pgo_schema_version());
 		PQclear(res);
-		res = PQexec(conn, "SELECT coalesce(max(version), 0) "
-				   "FROM pgoutbox.migrations");
+		res = PQexecParams(conn, pgo_schema_seen_sql, 1, NULL, params,
+				   NULL, NULL, 0);
 	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		rc = pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
 				   "reading the schema version: %s",
 				   pgo_pq_msg(conn, res));
-	else if (PQftype(res, 0) != 16 /* bool: no table */)
-		*version = atoi(PQgetvalue(res, 0, 0));
+	else if (PQnfields(res) == 3 /* else no table */)
+		pgo_schema_seen_parse(res, seen);
 	PQclear(res);
+	return rc;
+}
+
+int pgo_schema_read_version(PGconn *conn, int *version, pgo_error_t *err)
+{
+	pgo_schema_seen_t seen;
+	int rc = pgo_schema_read(conn, &seen, err);
+
+	*version = seen.version;
 	return rc;
 }
 
 int pgo_schema_check(PGconn *conn, pgo_error_t *err)
 {
-	int version = 0;
-	int rc = pgo_schema_read_version(conn, &version, err);
+	pgo_schema_seen_t seen;
+	int rc = pgo_schema_read(conn, &seen, err);
 
 	if (rc != PGO_OK)
 		return rc;
-	return pgo_schema_verdict(version, err);
+	return pgo_schema_verdict(&seen, NULL, err);
 }
 
 /* Records that the database has reached version m->version. */
 static int record_version(PGconn *conn, const struct pgo_migration *m,
 			  pgo_error_t *err)
 {
-	const char *params[2];
+	const char *params[4];
 	char version[16];
 	PGresult *res;
 	int rc = PGO_OK;
@@ -154,10 +217,13 @@ static int record_version(PGconn *conn, const struct pgo_migration *m,
 	snprintf(version, sizeof(version), "%d", m->version);
 	params[0] = version;
 	params[1] = m->name;
+	params[2] = breaks_older(m->version) ? "true" : "false";
+	params[3] = PGO_VERSION;
 	res = PQexecParams(conn,
 			   "INSERT INTO pgoutbox.migrations "
-			   "(version, name) VALUES ($1, $2)",
-			   2, NULL, params, NULL, NULL, 0);
+			   "(version, name, breaks_older, release) "
+			   "VALUES ($1, $2, $3, $4)",
+			   4, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		rc = pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
 				   "recording %s: %s", m->name,
@@ -217,6 +283,7 @@ int pgo_migrate_to(PGconn *conn, int target, int *from, int *to,
 		   pgo_error_t *err)
 {
 	char sql[256];
+	pgo_schema_seen_t seen = {0};
 	int current = 0;
 	int rc;
 
@@ -239,16 +306,24 @@ int pgo_migrate_to(PGconn *conn, int target, int *from, int *to,
 		rc = exec_ok(conn, "SET LOCAL client_min_messages = warning",
 			     "set", err);
 	if (rc == PGO_OK)
-		rc = pgo_schema_read_version(conn, &current, err);
-	if (rc == PGO_OK && current > pgo_schema_version())
-		rc = pgo_schema_verdict(current, err);
+		rc = pgo_schema_read(conn, &seen, err);
+	current = seen.version;
+	if (rc == PGO_OK && current > pgo_schema_version()) {
+		seen.breaks = current; /* an older binary never migrates */
+		rc = pgo_schema_verdict(&seen, NULL, err);
+	}
 	if (rc == PGO_OK)
 		rc = exec_ok(conn,
 			     "CREATE SCHEMA IF NOT EXISTS pgoutbox;"
 			     "CREATE TABLE IF NOT EXISTS pgoutbox.migrations ("
 			     " version integer PRIMARY KEY,"
 			     " name text NOT NULL,"
-			     " applied_at timestamptz NOT NULL DEFAULT now())",
+			     " applied_at timestamptz NOT NULL DEFAULT now());"
+			     /* read by binaries that meet a newer
+			      * schema (pgo_schema_verdict) */
+			     "ALTER TABLE pgoutbox.migrations"
+			     " ADD COLUMN IF NOT EXISTS breaks_older boolean,"
+			     " ADD COLUMN IF NOT EXISTS release text",
 			     "creating schema pgoutbox", err);
 	if (from)
 		*from = current;
