@@ -42,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "relay/wal.h"
 
 /* PostgreSQL's epoch, 2000-01-01, in Unix seconds. */
@@ -106,7 +108,14 @@ struct relay_wal {
 	int64_t pause_until;	/* no batch before (monotonic ms) */
 };
 
-/* --- the envelope (pure) --- */
+/* --- the envelope (pure) ---
+ *
+ * The payload and the headers go to the sinks as the text PostgreSQL
+ * wrote (jsonb's output, as the table path gives them): jansson would
+ * print them its own way (numbers as doubles, "1.10" as 1.1, big
+ * integers refused), so a small scanner finds each value's extent and
+ * copies it as is.  jansson decodes the strings (escapes, surrogate
+ * pairs, UTF-8). */
 
 static const char *skip_ws(const char *p, const char *end)
 {
@@ -115,100 +124,35 @@ static const char *skip_ws(const char *p, const char *end)
 	return p;
 }
 
-static void put_utf8(char **o, unsigned cp)
-{
-	char *q = *o;
-
-	if (cp < 0x80) {
-		*q++ = (char)cp;
-	} else if (cp < 0x800) {
-		*q++ = (char)(0xc0 | (cp >> 6));
-		*q++ = (char)(0x80 | (cp & 0x3f));
-	} else if (cp < 0x10000) {
-		*q++ = (char)(0xe0 | (cp >> 12));
-		*q++ = (char)(0x80 | ((cp >> 6) & 0x3f));
-		*q++ = (char)(0x80 | (cp & 0x3f));
-	} else {
-		*q++ = (char)(0xf0 | (cp >> 18));
-		*q++ = (char)(0x80 | ((cp >> 12) & 0x3f));
-		*q++ = (char)(0x80 | ((cp >> 6) & 0x3f));
-		*q++ = (char)(0x80 | (cp & 0x3f));
-	}
-	*o = q;
-}
-
-static bool hex4(const char *p, const char *end, unsigned *out)
-{
-	unsigned v = 0;
-
-	if (end - p < 4)
-		return false;
-	for (int i = 0; i < 4; i++) {
-		char c = p[i];
-
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v |= (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			v |= (unsigned)(c - 'A' + 10);
-		else
-			return false;
-	}
-	*out = v;
-	return true;
-}
-
-/* A JSON string at p (at its quote), decoded to *o (NUL-ended) when o is
- * not NULL; returns the position after it, NULL when malformed. */
-static const char *json_string(const char *p, const char *end, char **o)
+/* The end of the JSON string at p (at its quote), NULL when cut short. */
+static const char *string_end(const char *p, const char *end)
 {
 	if (p >= end || *p != '"')
 		return NULL;
 	for (p++; p < end; p++) {
-		char c = *p;
-		unsigned cp, lo;
-
-		if (c == '"') {
-			if (o)
-				*(*o)++ = '\0';
+		if (*p == '\\')
+			p++;
+		else if (*p == '"')
 			return p + 1;
-		}
-		if (c != '\\') {
-			if (o)
-				*(*o)++ = c;
-			continue;
-		}
-		if (++p >= end)
-			return NULL;
-		switch (*p) {
-		case 'b': c = '\b'; break;
-		case 'f': c = '\f'; break;
-		case 'n': c = '\n'; break;
-		case 'r': c = '\r'; break;
-		case 't': c = '\t'; break;
-		case 'u':
-			if (!hex4(p + 1, end, &cp))
-				return NULL;
-			p += 4;
-			if (cp >= 0xd800 && cp < 0xdc00 && end - p > 6 &&
-			    p[1] == '\\' && p[2] == 'u' &&
-			    hex4(p + 3, end, &lo) && lo >= 0xdc00 &&
-			    lo < 0xe000) {
-				cp = 0x10000 + ((cp - 0xd800) << 10) +
-				     (lo - 0xdc00);
-				p += 6;
-			}
-			if (o)
-				put_utf8(o, cp);
-			continue;
-		default: c = *p; break; /* " \ / */
-		}
-		if (o)
-			*(*o)++ = c;
 	}
 	return NULL;
+}
+
+/* The JSON string [p, e) decoded by jansson to *o (NUL-ended, no longer
+ * than its text); false when it is not one. */
+static bool decode_string(const char *p, const char *e, char **o)
+{
+	json_t *s = json_loadb(p, (size_t)(e - p), JSON_DECODE_ANY, NULL);
+	bool ok = json_is_string(s);
+
+	if (ok) {
+		size_t n = json_string_length(s);
+
+		memcpy(*o, json_string_value(s), n + 1);
+		*o += n + 1;
+	}
+	json_decref(s);
+	return ok;
 }
 
 /* Skips one JSON value; returns the position after it, NULL when
@@ -222,7 +166,7 @@ static const char *json_skip(const char *p, const char *end)
 		if (p >= end)
 			return NULL;
 		if (*p == '"') {
-			p = json_string(p, end, NULL);
+			p = string_end(p, end);
 			if (!p)
 				return NULL;
 			continue;
@@ -243,11 +187,57 @@ static const char *json_skip(const char *p, const char *end)
 	return p;
 }
 
+/* What an envelope's fields have given so far. */
+typedef struct env_seen {
+	bool id, topic, payload;
+} env_seen_t;
+
+/* The value [v, after) of the field key into ev (strings copied to *o);
+ * false when malformed. */
+static bool env_field(pgo_event_t *ev, env_seen_t *seen, const char *key,
+		      const char *v, const char *after, char **o)
+{
+	char *s = *o;
+
+	if (strcmp(key, "payload") == 0 || strcmp(key, "headers") == 0) {
+		memcpy(s, v, (size_t)(after - v));
+		*o += after - v;
+		*(*o)++ = '\0';
+		if (key[0] == 'p') {
+			ev->payload = s;
+			seen->payload = true;
+		} else {
+			ev->headers = s;
+		}
+		return true;
+	}
+	if (strcmp(key, "id") == 0) {
+		ev->id = strtoll(v, NULL, 10);
+		seen->id = true;
+		return true;
+	}
+	if (*v != '"')
+		return true; /* null, or a field not ours */
+	if (!decode_string(v, after, o))
+		return false;
+	if (strcmp(key, "topic") == 0) {
+		ev->topic = s;
+		seen->topic = true;
+	} else if (strcmp(key, "key") == 0) {
+		ev->key = s;
+	} else if (strcmp(key, "type") == 0) {
+		ev->type = s;
+	} else if (strcmp(key, "created_at") == 0) {
+		ev->created_at = s;
+	}
+	return true;
+}
+
 bool pgo_wal_envelope(const char *json, size_t len, pgo_event_t *ev, char **mem)
 {
 	const char *p = json, *end = json + len;
-	char *o = malloc(len + 8), *key = NULL;
-	bool id = false, topic = false, payload = false;
+	char *o = malloc(len + 8);
+	env_seen_t seen = {false, false, false};
 
 	*mem = o;
 	memset(ev, 0, sizeof(*ev));
@@ -258,55 +248,22 @@ bool pgo_wal_envelope(const char *json, size_t len, pgo_event_t *ev, char **mem)
 	if (p >= end || *p++ != '{')
 		return false;
 	for (;;) {
-		const char *v, *after;
-		char *k = o;
+		const char *v, *after, *kend;
+		char *key = o;
 
 		p = skip_ws(p, end);
 		if (p < end && *p == '}')
 			break;
-		p = json_string(p, end, &o);
-		if (!p)
+		kend = string_end(p, end);
+		if (!kend || !decode_string(p, kend, &o))
 			return false;
-		key = k;
-		p = skip_ws(p, end);
+		p = skip_ws(kend, end);
 		if (p >= end || *p++ != ':')
 			return false;
 		v = skip_ws(p, end);
 		after = json_skip(v, end);
-		if (!after)
+		if (!after || !env_field(ev, &seen, key, v, after, &o))
 			return false;
-		if (strcmp(key, "payload") == 0 ||
-		    strcmp(key, "headers") == 0) {
-			char *raw = o;
-
-			memcpy(o, v, (size_t)(after - v));
-			o += after - v;
-			*o++ = '\0';
-			if (key[0] == 'p') {
-				ev->payload = raw;
-				payload = true;
-			} else {
-				ev->headers = raw;
-			}
-		} else if (strcmp(key, "id") == 0) {
-			ev->id = strtoll(v, NULL, 10);
-			id = true;
-		} else if (*v == '"') {
-			char *s = o;
-
-			if (!json_string(v, end, &o))
-				return false;
-			if (strcmp(key, "topic") == 0) {
-				ev->topic = s;
-				topic = true;
-			} else if (strcmp(key, "key") == 0) {
-				ev->key = s;
-			} else if (strcmp(key, "type") == 0) {
-				ev->type = s;
-			} else if (strcmp(key, "created_at") == 0) {
-				ev->created_at = s;
-			}
-		}
 		p = skip_ws(after, end);
 		if (p < end && *p == ',') {
 			p++;
@@ -318,7 +275,7 @@ bool pgo_wal_envelope(const char *json, size_t len, pgo_event_t *ev, char **mem)
 	}
 	if (!ev->created_at)
 		ev->created_at = "";
-	return id && topic && payload;
+	return seen.id && seen.topic && seen.payload;
 }
 
 /* --- the FIFO of committed transactions --- */
