@@ -1,7 +1,7 @@
 /*
  * test_wal.c — the envelope of a WAL queue's logical message
- * (pgo_wal_envelope() in relay/wal.c), table-driven: the JSON text that
- * wal_envelope() writes (jsonb's output: keys by length, a space after
+ * (pgo_wal_envelope() in relay/wal_envelope.c), table-driven: the JSON text
+ * that wal_envelope() writes (jsonb's output: keys by length, a space after
  * ':' and ',') goes in, the event's fields come out; what is not an
  * envelope is refused.
  */
