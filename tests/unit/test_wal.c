@@ -1,7 +1,7 @@
 /*
  * test_wal.c — the envelope of a WAL queue's logical message
- * (pgo_wal_envelope() in relay/wal.c), table-driven: the JSON text that
- * wal_envelope() writes (jsonb's output: keys by length, a space after
+ * (pgo_wal_envelope() in relay/wal_envelope.c), table-driven: the JSON text
+ * that wal_envelope() writes (jsonb's output: keys by length, a space after
  * ':' and ',') goes in, the event's fields come out; what is not an
  * envelope is refused.
  */
@@ -40,6 +40,12 @@ static const struct env_case cases[] = {
 	 "\"t\\n\",\"payload\":\"s\\\"\"}",
 	 true, 1, "t\n", "a\"b\\c\xc3\xa9\xf0\x9f\x98\x80", "", "\"s\\\"\"", "",
 	 ""},
+	{"numbers as jsonb wrote them",
+	 "{\"id\": 3, \"topic\": \"t\", \"payload\": {\"b\": "
+	 "123456789012345678901234567890, \"n\": 1.10, \"e\": 1e400}}",
+	 true, 3, "t", NULL, "",
+	 "{\"b\": 123456789012345678901234567890, \"n\": 1.10, \"e\": 1e400}",
+	 "", ""},
 	{"no payload", "{\"id\": 1, \"topic\": \"t\"}", false},
 	{"no id", "{\"topic\": \"t\", \"payload\": 1}", false},
 	{"not an object", "[1, 2]", false},

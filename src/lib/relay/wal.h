@@ -1,9 +1,10 @@
 /*
  * wal.h — the relay of a queue captured through the WAL (wal.c,
- * docs/wal.md): a replication connection streams the slot
- * pgoutbox_<queue> with pgoutput, each committed transaction's logical
- * messages with the prefix pgoutbox:<queue> go to the sink as a batch,
- * and the slot is confirmed only past transactions the sink acked.
+ * wal_stream.c, wal_envelope.c; docs/wal.md): a replication connection
+ * streams the slot pgoutbox_<queue> with pgoutput, each committed
+ * transaction's logical messages with the prefix pgoutbox:<queue> go to
+ * the sink as a batch, and the slot is confirmed only past transactions
+ * the sink acked.
  *
  * relay.c asks pgo_wal_load() at start whether the queue is captured
  * this way; if so pgo_relay_run() hands over to pgo_wal_run() and the

@@ -1,0 +1,90 @@
+/*
+ * wal_int.h — what the files of the WAL relay share (not installed):
+ * the relay's state (struct relay_wal), its FIFO of committed
+ * transactions, and the calls between
+ *
+ *   wal.c           the relay's run: load, the loop, batches, settle
+ *   wal_stream.c    the replication connection: setup, the stream,
+ *                   pgoutput's messages, standby status updates
+ *   wal_envelope.c  a logical message's envelope -> the event
+ */
+#ifndef PGO_RELAY_WAL_INT_H
+#define PGO_RELAY_WAL_INT_H
+
+#include "relay/wal.h"
+
+typedef struct wal_ev {
+	pgo_event_t ev; /* its strings point into mem */
+	char *mem;	/* malloc'd (pgo_wal_envelope()) */
+	bool acked;	/* the sink acked it */
+} wal_ev_t;
+
+/* A committed transaction: its events of the queue, in order. */
+typedef struct wal_txn {
+	struct wal_txn *next;
+	uint64_t end_lsn;  /* the end of its commit record */
+	int64_t commit_us; /* its commit time, Unix us */
+	size_t n, cap;
+	wal_ev_t *evs;
+} wal_txn_t;
+
+typedef enum wal_state {
+	WAL_DOWN = 0,	/* no connection; connect at retry_at */
+	WAL_CONNECTING, /* PQconnectPoll() until it is made */
+	WAL_CHECKING,	/* the slot's check in flight */
+	WAL_STARTING,	/* START_REPLICATION in flight */
+	WAL_STREAMING	/* in COPY BOTH: the stream */
+} wal_state_t;
+
+struct relay_wal {
+	char slot[80];		/* pgoutbox_<queue> */
+	char prefix[80];	/* pgoutbox:<queue> */
+	PGconn *pg;		/* the replication connection */
+	wal_state_t state;	/* see wal_stream.c */
+	pgo_loop_io_t *io;	/* its socket in the loop */
+	short revents;		/* what the loop saw on it */
+	int64_t retry_at;	/* DOWN: connect then (monotonic ms) */
+	bool standing_by;	/* another relay streams: said so once */
+	short want;		/* setup: the events libpq waits for */
+	int64_t setup_until;	/* setup: give up then (monotonic ms) */
+	PGresult *check;	/* CHECKING: the check's result */
+	char last_err[256];	/* the last connection error logged */
+	wal_txn_t *head, *tail; /* committed transactions, commit order */
+	wal_txn_t *cur;		/* between 'B' and 'C' */
+	size_t pending;		/* events in the FIFO */
+	bool in_sink;		/* the sink holds batch */
+	pgo_batch_t batch;	/* the batch in the sink */
+	wal_ev_t **src;		/* batch event i -> its event */
+	size_t batch_txns;	/* transactions the batch covers */
+	pgo_arena_t *arena;	/* the batch's memory */
+	uint64_t received;	/* the highest WAL end received */
+	uint64_t confirmed;	/* the flush position to report */
+	uint64_t reported;	/* the one last reported */
+	uint64_t sent_end;	/* the last keepalive's sent position */
+	int64_t next_status;	/* monotonic ms: the next status update */
+	bool reply;		/* the server asked for one */
+	int64_t backoff;	/* after a batch not all acked, ms */
+	int64_t pause_until;	/* no batch before (monotonic ms) */
+};
+
+/* wal.c: the FIFO. */
+void pgo_wal_txn_free(wal_txn_t *t);
+/* Frees every transaction read, the open one too. */
+void pgo_wal_fifo_clear(struct relay_wal *w);
+
+/* wal_stream.c: the connection. */
+/* The loop's watch on the socket, for the state. */
+void pgo_wal_set_io(pgo_relay_t *r);
+/* The connection is gone (why logged when not NULL): see there. */
+void pgo_wal_drop(pgo_relay_t *r, const char *why);
+/* Starts connecting (DOWN -> CONNECTING). */
+void pgo_wal_connect(pgo_relay_t *r);
+/* One step of the setup; PGO_ERR_INVALID when no retry can help
+ * (errmsg set). */
+int pgo_wal_setup_step(pgo_relay_t *r, int64_t now);
+/* Reads what the stream has; false when it went down meanwhile. */
+bool pgo_wal_read(pgo_relay_t *r, int64_t now);
+/* A standby status update at the confirmed position. */
+void pgo_wal_send_status(pgo_relay_t *r, int64_t now);
+
+#endif
