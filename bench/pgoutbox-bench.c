@@ -1455,7 +1455,7 @@ typedef struct sample {
 	long arrived;	/* events the sink had received */
 	long dead;	/* n_dead_tup of the outbox; -1: unknown */
 	bool held;	/* the snapshot was held meanwhile */
-	double wall;	/* when, as Unix time (to line it up with other samples) */
+	double wall;	/* when, as Unix time */
 } sample_t;
 
 /* The main thread's view of a latency run: progress, the held snapshot

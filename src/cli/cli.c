@@ -18,7 +18,10 @@
 
 #include "cli.h"
 #include "db/conn.h"
-#include "pgo_int.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
 
 extern char **environ;
 

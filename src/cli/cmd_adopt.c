@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "pgoutbox.h"
 
 static void print_line(void *ctx, const char *line)
 {

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "conf/conf.h"
 #include "db/conn.h"
+#include "pgoutbox.h"
 
 static const char *const flags[] = {"--db", "--db-file", "--sink", "--batch",
 				    NULL};

@@ -10,7 +10,7 @@
 
 #include "cli.h"
 #include "console/console.h"
-#include "pgo_int.h"
+#include "pgoutbox.h"
 
 static volatile sig_atomic_t stop;
 

@@ -15,7 +15,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "pgo_int.h"
+#include "inbox/consume.h"
+#include "pgoutbox.h"
 
 #define EXIT_DRILL 3
 

@@ -11,7 +11,8 @@
 #include <jansson.h>
 
 #include "cli.h"
-#include "pgo_int.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
 #include "cron/cron.h"
 
 static pgo_scheduler_t *running;

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "pgo_int.h"
+#include "pgoutbox.h"
 
 static const char *const flags[] = {"--db", "--db-file", "--log-level", NULL};
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "pgoutbox.h"
 
 int cmd_inbox(int argc, char **argv)
 {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "pgoutbox.h"
 
 static const char *retention, *days;
 static bool health;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "pgoutbox.h"
 
 static const char *const flags[] = {"--db", "--db-file", "--log-level", NULL};
 

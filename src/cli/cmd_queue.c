@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "pgo_int.h"
+#include "base/error.h"
+#include "pgoutbox.h"
+#include "queue/queue.h"
 
 static const char *const flags[] = {"--db", "--db-file", "--log-level", NULL};
 

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 static pgo_relay_t *running;
 

@@ -22,7 +22,11 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "pgo_int.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 enum { ROLE_RELAY, ROLE_WORKER, ROLE_CRON, NROLES };
 static const char *const role_names[NROLES] = {"relay", "worker", "cron"};

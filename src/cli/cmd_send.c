@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "pgoutbox.h"
 
 /* Reads all of stdin, at most PGO_MAX_PAYLOAD + 1 bytes. */
 static char *read_stdin(void)

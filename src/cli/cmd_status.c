@@ -9,7 +9,8 @@
 #include <time.h>
 
 #include "cli.h"
-#include "pgo_int.h"
+#include "outbox/status.h"
+#include "pgoutbox.h"
 
 static const char *const flags[] = {"--db", "--db-file", "--queue", NULL};
 

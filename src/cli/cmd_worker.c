@@ -11,7 +11,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "pgo_int.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
 
 static pgo_worker_t *running;
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "pgoutbox.h"
 
 static const struct {
 	const char *name;

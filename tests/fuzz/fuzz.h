@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pgo_int.h"
-
 #define FUZZ_FIELDS_MAX 16
 
 /* The input cut at each byte sep into at most max fields (the last one

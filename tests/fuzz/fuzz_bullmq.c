@@ -34,6 +34,12 @@
 #include "fuzz.h"
 #include "loop/loop.h"
 #include "sinks/redis/redis.h"
+#include "base/arena.h"
+#include "base/buf.h"
+#include "base/time.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 static int listener = -1;
 static int port;

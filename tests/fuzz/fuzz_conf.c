@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "pgoutbox.h"
 
 /* Lines of text as a NULL-terminated array pointing into text (changed). */
 static char **lines(char *text)

@@ -11,6 +11,7 @@
  */
 #include "fuzz.h"
 #include "cron/cronexpr.h"
+#include "pgoutbox.h"
 
 static bool matches(const pgo_cron_expr_t *e, int64_t t)
 {

@@ -13,6 +13,9 @@
 #include "fuzz.h"
 #include "loop/proc.h"
 #include "sinks/exec/exec.h"
+#include "base/arena.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 static bool valid_text(const char *s)
 {

@@ -16,6 +16,10 @@
 #include "fuzz.h"
 #ifdef PGO_HAVE_REDIS
 #include "sinks/redis/conn.h"
+#include "base/buf.h"
+#include "base/mask.h"
+#include "pgoutbox.h"
+#include "sinks/sink_int.h"
 #endif
 
 #define MASK "***"

@@ -15,6 +15,8 @@
 #include <jansson.h>
 
 #include "fuzz.h"
+#include "base/buf.h"
+#include "pgoutbox/sink.h"
 
 static const char *json_or(const char *s)
 {

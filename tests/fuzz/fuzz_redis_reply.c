@@ -21,6 +21,7 @@
 
 #include "fuzz.h"
 #include "sinks/redis/conn.h"
+#include "pgoutbox.h"
 
 static int listener = -1;
 static int port;

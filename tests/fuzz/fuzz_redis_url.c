@@ -9,6 +9,8 @@
  */
 #include "fuzz.h"
 #include "sinks/redis/conn.h"
+#include "base/buf.h"
+#include "pgoutbox.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -12,6 +12,9 @@
  * the key.
  */
 #include "fuzz.h"
+#include "base/buf.h"
+#include "pgoutbox.h"
+#include "sinks/sink_int.h"
 
 static const char *const fixed[] = {"topic", "queue", "type", NULL};
 

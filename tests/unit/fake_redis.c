@@ -17,6 +17,13 @@
 #include <unistd.h>
 
 #include "fake_redis.h"
+#include "base/arena.h"
+#include "base/time.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/redis/redis.h"
+#include "sinks/sink_int.h"
 
 struct fake F;
 struct health H;

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "loop/loop.h"
-#include "pgo_int.h"
+#include "pgoutbox/sink.h"
 #include "sinks/redis/redis.h"
 
 #define FAKE_MAX_CMDS 4096

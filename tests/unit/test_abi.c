@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "pgo_int.h"
+#include "pgoutbox.h"
 
 static void test_version(void **state)
 {

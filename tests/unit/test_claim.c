@@ -16,6 +16,11 @@
 #include <cmocka.h>
 
 #include "relay/relay_int.h"
+#include "base/buf.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "queue/queue.h"
 
 static pgo_conf_t *conf_with(const char *queue, const char *sync_commit,
 			     const char *claim_floor)

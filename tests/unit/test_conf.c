@@ -16,7 +16,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pgo_int.h"
+#include "base/buf.h"
+#include "base/mask.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

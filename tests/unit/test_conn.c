@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "db/conn.h"
+#include "pgoutbox.h"
 
 /* A refusal's libpq message, and what the rule says of it. */
 struct refusal_case {

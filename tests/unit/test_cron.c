@@ -18,6 +18,8 @@
 #include <cmocka.h>
 
 #include "cron/cron_int.h"
+#include "cron/cronexpr.h"
+#include "pgoutbox.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

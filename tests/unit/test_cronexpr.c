@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "cron/cronexpr.h"
-#include "pgo_int.h"
+#include "pgoutbox.h"
 
 /* "2027-03-28T01:00:00Z" -> seconds since the epoch. */
 static int64_t iso(const char *s)

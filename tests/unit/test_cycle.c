@@ -15,6 +15,10 @@
 #include <cmocka.h>
 
 #include "relay/relay_int.h"
+#include "base/arena.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 /* States as letters: I idle, R rebalancing, C claiming, P publishing,
  * S settling, H chore. */

@@ -17,6 +17,10 @@
 #include <unistd.h>
 
 #include "sinks/kafka/kafka.h"
+#include "base/buf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

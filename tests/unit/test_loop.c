@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "loop/loop.h"
-#include "pgo_int.h"
+#include "base/time.h"
 
 /* What the callbacks saw, in order. */
 static char trace[256];

@@ -14,6 +14,8 @@
 #include <cmocka.h>
 
 #include "metrics/metrics.h"
+#include "base/buf.h"
+#include "base/time.h"
 
 static void test_labels(void **state)
 {

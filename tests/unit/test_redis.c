@@ -20,6 +20,10 @@
 
 #include "fake_redis.h"
 #include "sinks/redis/conn.h"
+#include "base/time.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

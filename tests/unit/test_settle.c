@@ -13,6 +13,9 @@
 #include <cmocka.h>
 
 #include "relay/relay_int.h"
+#include "base/arena.h"
+#include "conf/conf.h"
+#include "pgoutbox/sink.h"
 
 #define MAXN 6
 

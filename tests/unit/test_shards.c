@@ -18,6 +18,9 @@
 #include <cmocka.h>
 
 #include "relay/relay_int.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "pgoutbox.h"
 
 static const struct {
 	const char *name;

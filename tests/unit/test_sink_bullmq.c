@@ -21,6 +21,9 @@
 #include <unistd.h>
 
 #include "fake_redis.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/redis/redis.h"
 
 static void test_sha1(void **state)
 {

@@ -29,7 +29,11 @@
 #include <unistd.h>
 
 #include "loop/loop.h"
-#include "pgo_int.h"
+#include "base/arena.h"
+#include "base/time.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 #include "sinks/exec/exec.h"
 
 static char tmp_dir[64];

@@ -16,6 +16,10 @@
 #include <string.h>
 
 #include "sinks/http/webhook.h"
+#include "base/buf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -18,6 +18,10 @@
 #include <unistd.h>
 
 #include "sinks/nats/nats.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -14,7 +14,10 @@
 
 #include "base/buf.h"
 #include "base/error.h"
-#include "pgo_int.h" /* pgo_backoff_ms(), pgo_parse_duration() */
+#include "base/backoff.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 static void test_backoff(void **state)
 {

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "relay/wal.h"
+#include "pgoutbox/sink.h"
 
 struct env_case {
 	const char *name;

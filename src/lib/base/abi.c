@@ -16,6 +16,7 @@
 
 #include "base/abi.h"
 #include "base/error.h"
+#include "pgoutbox.h"
 
 int pgo_version(void)
 {

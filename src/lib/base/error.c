@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "pgoutbox.h"
 
 const char *pgo_strerror(int code)
 {

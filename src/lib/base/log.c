@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "pgoutbox.h"
 
 static pgo_log_fn log_fn;
 static void *log_ctx;

@@ -7,6 +7,7 @@
 #define PGO_BASE_MASK_H
 
 #include <stdbool.h>
+#include "base/buf.h"
 
 struct pgo_buf;
 

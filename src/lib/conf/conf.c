@@ -19,6 +19,11 @@
 #include <string.h>
 
 #include "conf/conf_int.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "sinks/sink_int.h"
 
 /* --- errors --- */
 

@@ -2,7 +2,7 @@
  * conf/conf_int.h — what the files of src/lib/conf share, and no other
  * module: the list of every key (keys.c), the state a configuration keeps
  * per key (conf.c), and the steps between them.  Other modules include
- * conf/conf.h (through pgo_int.h).
+ * conf/conf.h.
  *
  *   keys.c     the table of conf's own keys; every key, sinks' included
  *   suggest.c  "did you mean": the nearest key, section, variable or flag
@@ -19,7 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pgo_int.h"
+#include "base/buf.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
 
 /* Short names of the types (pgo_conf_type_t). */
 #define T_STRING   PGO_CONF_T_STRING

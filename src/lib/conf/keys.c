@@ -19,6 +19,10 @@
 #include <string.h>
 
 #include "conf/conf_int.h"
+#include "base/log.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "sinks/sink_int.h"
 
 #define KEY PGO_CONF_KEY
 #define FIELD(f)                                                               \

@@ -13,6 +13,9 @@
 #include <sys/types.h>
 
 #include "conf/conf_int.h"
+#include "base/buf.h"
+#include "pgoutbox.h"
+#include "sinks/sink_int.h"
 
 /* The registry row whose pass-through INI section is name ([kafka]), or
  * NULL. */

@@ -8,6 +8,10 @@
 #include <string.h>
 
 #include "conf/conf_int.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
 
 static void swap_ptr(char **a, char **b)
 {

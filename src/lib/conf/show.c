@@ -10,6 +10,10 @@
 #include <string.h>
 
 #include "conf/conf_int.h"
+#include "base/buf.h"
+#include "base/mask.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
 
 /* Indexed by pgo_conf_type_t, in its order. */
 static const char *const type_names[] = {"string", "int",  "duration",

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "conf/conf_int.h"
+#include "conf/conf.h"
 
 /* Suggestions are offered within this many edits. */
 #define SUGGEST_MAX_EDITS 2

@@ -13,6 +13,8 @@
 #include <strings.h>
 
 #include "conf/conf_int.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
 
 void pgo_format_duration(int64_t ms, char *buf, size_t size)
 {

@@ -19,6 +19,9 @@
 #include "console/console_int.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/buf.h"
+#include "console/console.h"
+#include "pgoutbox.h"
 
 #define PAGE_ROWS  50
 #define IDS_MAX	   500

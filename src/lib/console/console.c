@@ -20,6 +20,8 @@
 #include "base/log.h"
 #include "base/time.h"
 #include "conf/conf.h"
+#include "console/console.h"
+#include "pgoutbox.h"
 
 #define RECONNECT_MS 2000
 

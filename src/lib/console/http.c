@@ -25,6 +25,9 @@
 #include "console/console_int.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/buf.h"
+#include "console/console.h"
+#include "pgoutbox.h"
 
 #define BODY_MAX   (64 * 1024)
 #define PARAMS_MAX 16

@@ -12,6 +12,9 @@
 #include <time.h>
 
 #include "console/console_int.h"
+#include "base/buf.h"
+#include "console/console.h"
+#include "pgoutbox.h"
 
 static int64_t wall_ms(void)
 {

@@ -14,6 +14,13 @@
 #include <time.h>
 
 #include "cron/cron_int.h"
+#include "base/abi.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "cron/cron.h"
+#include "cron/cronexpr.h"
+#include "pgoutbox.h"
 
 static bool name_ok(const char *s)
 {

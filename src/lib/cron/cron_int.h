@@ -22,7 +22,7 @@
 #include "cron/cronexpr.h"
 #include "loop/loop.h"
 #include "metrics/metrics.h"
-#include "pgo_int.h"
+#include "pgoutbox.h"
 
 #define MAX_DUE	     1000000 /* ticks examined per schedule and pass */
 #define MAX_RECORDED 1000    /* skipped ticks recorded per pass */

@@ -17,7 +17,8 @@
 #include <string.h>
 
 #include "cron/cronexpr.h"
-#include "pgo_int.h"
+#include "base/error.h"
+#include "pgoutbox.h"
 
 #define TIME_MIN  (-62135596800LL) /* 0001-01-01T00:00:00Z */
 #define TIME_MAX  253402300799LL   /* 9999-12-31T23:59:59Z */

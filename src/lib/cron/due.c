@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "cron/cron_int.h"
+#include "cron/cronexpr.h"
+#include "pgoutbox.h"
 
 pgo_cron_missed_t pgo_cron_missed_kind(const char *s)
 {

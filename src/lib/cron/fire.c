@@ -12,6 +12,11 @@
 #include <string.h>
 
 #include "cron/cron_int.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "cron/cronexpr.h"
+#include "pgoutbox.h"
 
 /* A schedule's row in the pass's query (scheduler.c). */
 typedef struct sched_row {

@@ -31,6 +31,14 @@
 
 #include "cron/cron_int.h"
 #include "db/conn.h"
+#include "base/abi.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "loop/loop.h"
+#include "metrics/metrics.h"
+#include "pgoutbox.h"
 
 static void on_pass(void *arg);
 static void on_expire(void *arg);

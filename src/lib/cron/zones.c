@@ -11,6 +11,9 @@
 #include <string.h>
 
 #include "cron/cron_int.h"
+#include "base/error.h"
+#include "cron/cronexpr.h"
+#include "pgoutbox.h"
 
 bool pgo_cron_is_utc(const char *tz)
 {

@@ -12,6 +12,12 @@
 #include <string.h>
 
 #include "db/conn.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "db/schema.h"
+#include "pgoutbox.h"
 
 #define BACKOFF_MIN_MS 100
 

@@ -13,7 +13,8 @@
 #include <poll.h>
 #include <signal.h>
 
-#include "pgo_int.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
 
 #define PGO_ROUND_MAX 16
 

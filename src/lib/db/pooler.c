@@ -28,6 +28,10 @@
 
 #include "db/conn.h"
 #include "loop/loop.h"
+#include "base/error.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
 
 #define PROBE_ROUNDS 3
 

@@ -15,7 +15,10 @@
 #include <string.h>
 
 #include "db/migrations.h"
-#include "pgo_int.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "db/schema.h"
+#include "pgoutbox.h"
 
 /* Advisory lock key space of pgoutbox (two-integer form): 'pgox'. */
 #define PGO_LOCK_NS	 1885826936

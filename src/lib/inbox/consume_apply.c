@@ -11,6 +11,12 @@
 #include <string.h>
 
 #include "inbox/consumer_int.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "loop/loop.h"
+#include "loop/proc.h"
+#include "pgoutbox.h"
 
 /* Whether id is an event id as the relay writes it (a decimal bigint
  * without leading zeros): then it is a JSON number, as in the relay's

@@ -11,6 +11,10 @@
 
 #include "db/conn.h"
 #include "inbox/consumer_int.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "pgoutbox.h"
 
 void pgo_consume_pg_lost(pgo_consumer_t *c, const char *why)
 {

@@ -11,6 +11,10 @@
 #include <string.h>
 
 #include "inbox/consumer_int.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "pgoutbox.h"
+#include "sinks/redis/conn.h"
 
 /* The value of field name in an entry's field array, or dflt. */
 static const char *field(const redisReply *fields, const char *name,

@@ -10,6 +10,11 @@
 #include <string.h>
 
 #include "inbox/consumer_int.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
+#include "sinks/redis/conn.h"
 
 static void redis_lost(pgo_consumer_t *c)
 {

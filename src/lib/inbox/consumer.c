@@ -34,6 +34,16 @@
 #include <unistd.h>
 
 #include "inbox/consumer_int.h"
+#include "base/abi.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "inbox/consume.h"
+#include "loop/loop.h"
+#include "metrics/metrics.h"
+#include "pgoutbox.h"
+#include "sinks/redis/conn.h"
 
 /* --- options --- */
 

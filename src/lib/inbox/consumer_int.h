@@ -21,6 +21,8 @@
 #include "loop/loop.h"
 #include "metrics/metrics.h"
 #include "sinks/redis/conn.h"
+#include "base/buf.h"
+#include "pgoutbox.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pgo_int.h"
+#include "base/error.h"
+#include "pgoutbox.h"
 
 int pgo_inbox_claim(PGconn *conn, const char *consumer, const char *message_id,
 		    int *fresh, pgo_error_t *err)

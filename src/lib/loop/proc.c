@@ -27,6 +27,8 @@
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/time.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
 
 extern char **environ;
 

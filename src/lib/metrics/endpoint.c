@@ -28,6 +28,9 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/time.h"
+#include "base/buf.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
 
 struct pgo_endpoint {
 	struct MHD_Daemon *mhd;

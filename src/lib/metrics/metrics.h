@@ -25,9 +25,6 @@
 #include "base/buf.h"
 #include "loop/loop.h"
 #include "pgoutbox.h"
-/* Not needed here: some includers (test_metrics.c's clocks) still get
- * the umbrella through this header, until pgo_int.h goes (issue 42). */
-#include "pgo_int.h"
 
 /* --- the registry --- */
 

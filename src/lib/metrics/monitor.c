@@ -11,7 +11,9 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/time.h"
-#include "pgo_int.h" /* pgo_conf_values() */
+#include "conf/conf.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
 
 #ifndef PGO_HAVE_MICROHTTPD
 /* A build without libmicrohttpd (-Dmicrohttpd=disabled) has no endpoint:

@@ -13,6 +13,7 @@
 
 #include "metrics/metrics.h"
 #include "base/log.h"
+#include "pgoutbox.h"
 
 #ifdef PGO_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "metrics/metrics.h"
+#include "base/buf.h"
 
 const double pgo_metrics_seconds_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025,
 					      0.05,  0.1,    0.25,  0.5,  1,

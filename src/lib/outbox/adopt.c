@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "pgoutbox.h"
 
 /* Runs sql with params, hands each returned line to line(). */
 static int run_lines(PGconn *conn, const char *sql, int n,

@@ -14,6 +14,7 @@
 #include "pgoutbox.h"
 #include "base/arena.h"
 #include "base/buf.h"
+#include "pgoutbox/sink.h"
 
 /* --- NDJSON --- */
 

@@ -15,6 +15,7 @@
 #include "base/abi.h"
 #include "base/buf.h"
 #include "base/error.h"
+#include "pgoutbox.h"
 
 struct pgo_producer {
 	PGconn *conn;	  /* borrowed from the caller */

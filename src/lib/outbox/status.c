@@ -23,6 +23,7 @@
 #include "outbox/status.h"
 #include "base/buf.h"
 #include "base/error.h"
+#include "pgoutbox.h"
 
 /* Every result the report needs, in the order it is written. */
 typedef struct facts {

@@ -8,7 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pgo_int.h"
+#include "base/error.h"
+#include "pgoutbox.h"
 
 int pgo_queue_pause(PGconn *conn, const char *queue, int paused, int *changed,
 		    pgo_error_t *err)

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pgo_int.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "pgoutbox.h"
 
 /* ids as a PostgreSQL array literal in buf; NULL (every one) when there
  * are none. */

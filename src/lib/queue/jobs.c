@@ -9,6 +9,11 @@
 #include <string.h>
 
 #include "queue/worker_int.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "loop/proc.h"
+#include "metrics/metrics.h"
+#include "pgoutbox.h"
 
 static void job_done(void *arg, const pgo_proc_result_t *res);
 

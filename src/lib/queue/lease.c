@@ -9,6 +9,8 @@
  * those statements are sent.  tests/unit/test_lease.c checks them.
  */
 #include "queue/worker_int.h"
+#include "base/backoff.h"
+#include "loop/loop.h"
 
 lease_verdict_t pgo_lease_verdict(bool ok, int attempt, int max_attempts)
 {

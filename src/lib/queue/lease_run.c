@@ -11,6 +11,12 @@
 #include <stdio.h>
 
 #include "queue/worker_int.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
 
 /* The loop's own timers and the stop's progress. */
 typedef struct lease_loop {

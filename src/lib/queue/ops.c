@@ -13,6 +13,16 @@
 #include <string.h>
 
 #include "queue/worker_int.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "db/conn.h"
+#include "loop/loop.h"
+#include "loop/proc.h"
+#include "metrics/metrics.h"
+#include "pgoutbox.h"
+#include "queue/queue.h"
 
 void pgo_ops_build_sql(pgo_worker_t *w)
 {

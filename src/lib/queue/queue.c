@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pgo_int.h"
+#include "base/abi.h"
+#include "base/error.h"
+#include "pgoutbox.h"
+#include "queue/queue.h"
 
 struct pgo_enqueuer {
 	PGconn *conn;	  /* borrowed from the caller */

@@ -12,6 +12,11 @@
 #include <string.h>
 
 #include "queue/worker_int.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "db/conn.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
 
 /* The notices of pgoutbox.work_sql (012_usability): a job failed, with its
  * id, attempt, error and retry delay (DETAIL "retry_in_ms=N"), or was

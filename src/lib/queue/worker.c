@@ -36,6 +36,15 @@
 #include <unistd.h>
 
 #include "queue/worker_int.h"
+#include "base/abi.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "db/conn.h"
+#include "loop/loop.h"
+#include "loop/proc.h"
+#include "metrics/metrics.h"
+#include "pgoutbox.h"
 
 int pgo_worker_opts_init(pgo_worker_opts_t *opts, size_t size)
 {

@@ -23,6 +23,7 @@
 #include "db/conn.h"
 #include "loop/loop.h"
 #include "metrics/metrics.h"
+#include "pgoutbox.h"
 
 #define MAX_CONCURRENCY 256
 #define TAIL_MAX	2000 /* stderr kept per job for the error text */

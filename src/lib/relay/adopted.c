@@ -29,6 +29,11 @@
 #include <string.h>
 
 #include "relay/relay_int.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "pgoutbox.h"
 
 /* The map's columns, in the order pgo_adopted_load() selects them. */
 enum {

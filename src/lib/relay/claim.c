@@ -36,6 +36,14 @@
 #include <string.h>
 
 #include "relay/relay_int.h"
+#include "base/arena.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "queue/queue.h"
 
 /* The columns a claim returns, in this order. */
 enum {

@@ -22,6 +22,15 @@
 #include <string.h>
 
 #include "relay/relay_int.h"
+#include "base/arena.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 /* --- the transitions (pure) --- */
 

@@ -29,6 +29,13 @@
 #include <string.h>
 
 #include "relay/relay_int.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
 
 /* The probe's interval: between these, following the rate. */
 #define FLOOR_PROBE_MIN_MS 5

@@ -18,6 +18,14 @@
 #include "metrics/metrics.h"
 #include "relay/relay_int.h"
 #include "relay/wal.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 /* The relay's series, updated on its paths or before a scrape. */
 struct pgo_relay_metrics {

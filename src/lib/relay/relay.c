@@ -32,12 +32,23 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "relay/relay_int.h"
 #include "relay/wal.h"
+#include "base/arena.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 static void relay_error(pgo_relay_t *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

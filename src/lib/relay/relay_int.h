@@ -34,6 +34,12 @@
 
 #include "db/conn.h"
 #include "loop/loop.h"
+#include "base/arena.h"
+#include "base/buf.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 #define MAX_SLOTS 16
 

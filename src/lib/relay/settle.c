@@ -19,6 +19,9 @@
 #include <string.h>
 
 #include "relay/relay_int.h"
+#include "base/backoff.h"
+#include "conf/conf.h"
+#include "pgoutbox/sink.h"
 
 /* Did an earlier failure in this batch block event i?  *by: which. */
 static bool held_back(const pgo_settle_rules_t *rules, const pgo_batch_t *b,

@@ -26,6 +26,13 @@
 #include <string.h>
 
 #include "relay/relay_int.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "pgoutbox.h"
 
 static const char *mode_name(int mode)
 {

@@ -42,6 +42,13 @@
 #include <string.h>
 
 #include "relay/relay_int.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
+#include "queue/queue.h"
 
 /* The fallback poll while the sleeper connection is not up. */
 #define WAKE_DOWN_POLL_MS 50

@@ -28,6 +28,18 @@
 #include <string.h>
 
 #include "relay/wal_int.h"
+#include "base/arena.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "relay/relay_int.h"
+#include "relay/wal.h"
+#include "sinks/sink_int.h"
 
 /* --- the FIFO of committed transactions --- */
 

@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "relay/relay_int.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 /* Reads the queue's capture (blocking, before the loop runs): r->wal
  * set for a WAL queue, left NULL for a table queue or when the database

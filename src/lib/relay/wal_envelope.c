@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "relay/wal.h"
+#include "pgoutbox/sink.h"
 
 /* The payload and the headers go to the sinks as the text PostgreSQL
  * wrote (jsonb's output, as the table path gives them): jansson would

@@ -12,6 +12,10 @@
 #define PGO_RELAY_WAL_INT_H
 
 #include "relay/wal.h"
+#include "base/arena.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 typedef struct wal_ev {
 	pgo_event_t ev; /* its strings point into mem */

@@ -31,6 +31,16 @@
 #include <string.h>
 
 #include "relay/wal_int.h"
+#include "base/arena.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "loop/loop.h"
+#include "pgoutbox.h"
+#include "relay/wal.h"
+#include "sinks/sink_int.h"
 
 /* PostgreSQL's epoch, 2000-01-01, in Unix seconds. */
 #define PG_EPOCH_UNIX 946684800LL

@@ -8,6 +8,7 @@
  * deletes a row only for PGO_ACK_OK, so no sink may keep an offline
  * buffer.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,11 @@
 #include "loop/loop.h"
 #include "sinks/builtin.h"
 #include "sinks/sink_int.h"
+#include "base/error.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 /* --- the registry --- */
 

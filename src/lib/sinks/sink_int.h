@@ -8,7 +8,10 @@
 #ifndef PGO_SINK_INT_H
 #define PGO_SINK_INT_H
 
-#include "pgo_int.h"
+#include "base/buf.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 /* --- the registry and the host --- */
 

@@ -8,7 +8,10 @@
  */
 #include <string.h>
 
-#include "pgo_int.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "pgoutbox.h"
+#include "sinks/sink_int.h"
 
 static const struct {
 	const char *name;

@@ -34,6 +34,10 @@
 
 #include "sinks/exec/exec.h"
 #include "loop/proc.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 #define SUBJECT "sink exec"
 

@@ -7,6 +7,10 @@
 #define PGO_SINK_EXEC_H
 
 #include "sinks/sink_int.h"
+#include "conf/conf.h"
+#include "loop/proc.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 extern const pgo_sink_ops_t pgo_sink_exec_ops;
 /* sinks/exec/exec_conf.c: the sink.exec_* keys, the rules validate checks,

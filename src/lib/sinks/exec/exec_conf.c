@@ -5,6 +5,10 @@
  * Registered through the exec row of the sink registry (sinks/registry.c).
  */
 #include "sinks/exec/exec.h"
+#include "base/error.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 const pgo_conf_key_t pgo_sink_exec_keys[] = {
 	{PGO_CONF_KEY("sink", "exec_command"), .type = PGO_CONF_T_STRING,

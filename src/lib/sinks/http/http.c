@@ -41,6 +41,15 @@
 
 #include "pgoutbox/version.h"
 #include "sinks/http/http_int.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/http/http.h"
+#include "sinks/http/webhook.h"
+#include "sinks/sink_int.h"
 
 static const char *const url_names[] = {"topic", "type", "key", NULL};
 

@@ -7,6 +7,9 @@
 #define PGO_SINK_HTTP_H
 
 #include "sinks/sink_int.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 extern const pgo_sink_ops_t pgo_sink_http_ops;
 /* sinks/http/http_conf.c: the sink.http_* keys and the rules between

@@ -4,6 +4,10 @@
  * rules `pgoutbox config check` reports.
  */
 #include "sinks/http/webhook.h"
+#include "base/error.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "sinks/http/http.h"
 
 static const char *const body_choices[] = {"event", "payload", "cloudevents",
 					   NULL};

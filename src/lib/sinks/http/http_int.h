@@ -13,6 +13,9 @@
 #include <curl/curl.h>
 
 #include "sinks/http/webhook.h"
+#include "base/buf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 #define SUBJECT	       "sink http"
 #define BACKOFF_MIN_MS 200

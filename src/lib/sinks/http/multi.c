@@ -16,6 +16,7 @@
 
 #include "pgoutbox/version.h"
 #include "sinks/http/http_int.h"
+#include "pgoutbox/sink.h"
 
 /* May r be sent?  0: yes; 1: not yet (an earlier event of its key is
  * in flight); 2: never (one failed: *blocker is that event). */

@@ -17,6 +17,10 @@
 
 #include "pgoutbox/version.h"
 #include "sinks/http/http_int.h"
+#include "base/buf.h"
+#include "conf/conf.h"
+#include "pgoutbox/sink.h"
+#include "sinks/http/webhook.h"
 
 /* An easy handle: one kept from an earlier request (reset), or new. */
 static CURL *easy_get(struct hs *s)

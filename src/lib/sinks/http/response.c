@@ -17,6 +17,11 @@
 
 #include "pgoutbox/version.h"
 #include "sinks/http/http_int.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/http/webhook.h"
 
 /* --- verdicts and batches --- */
 

@@ -20,6 +20,10 @@
 #include <openssl/hmac.h>
 
 #include "sinks/http/webhook.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 /* --- secrets and signatures --- */
 

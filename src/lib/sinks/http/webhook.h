@@ -10,6 +10,9 @@
 #include <time.h>
 
 #include "sinks/http/http.h"
+#include "base/buf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 /* sink.http_body: what a request carries (enum index of the key). */
 typedef enum pgo_http_body {

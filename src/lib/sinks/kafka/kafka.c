@@ -46,6 +46,13 @@
 #include <unistd.h>
 
 #include "sinks/kafka/kafka.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 #define SUBJECT "sink kafka"
 

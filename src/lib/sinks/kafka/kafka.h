@@ -11,6 +11,9 @@
 #include <librdkafka/rdkafka.h>
 
 #include "sinks/sink_int.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 /* --- the sink as the registry knows it --- */
 

@@ -10,6 +10,10 @@
 #include <string.h>
 
 #include "sinks/kafka/kafka.h"
+#include "base/error.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "sinks/sink_int.h"
 
 static const char *const format_choices[] = {"plain", "cloudevents", NULL};
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sinks/nats/nats_int.h"
+#include "pgoutbox.h"
 
 void pgo_ns_push(struct nats_sink *s, struct nq_item *it)
 {

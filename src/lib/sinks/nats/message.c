@@ -15,6 +15,11 @@
 #include <openssl/evp.h>
 
 #include "sinks/nats/nats.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 /* --- the message --- */
 

@@ -45,6 +45,15 @@
 
 #include "loop/loop.h"
 #include "sinks/nats/nats_int.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/nats/nats.h"
+#include "sinks/sink_int.h"
 
 static struct nats_sink *ns(pgo_sink_t *sink)
 {

@@ -11,6 +11,10 @@
 #include <nats/nats.h>
 
 #include "sinks/sink_int.h"
+#include "base/buf.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 /* --- the sink as the registry knows it --- */
 

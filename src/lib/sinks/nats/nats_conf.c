@@ -3,6 +3,8 @@
  * through the nats row of the sink registry (sinks/registry.c).
  */
 #include "sinks/nats/nats.h"
+#include "conf/conf.h"
+#include "sinks/sink_int.h"
 
 static const char *const format_choices[] = {"plain", "cloudevents", NULL};
 

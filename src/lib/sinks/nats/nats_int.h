@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 #include "sinks/nats/nats.h"
+#include "base/buf.h"
+#include "pgoutbox/sink.h"
 
 #define SUBJECT		  "sink nats"
 #define BACKOFF_MIN_MS	  100

@@ -11,6 +11,11 @@
 
 #include "loop/loop.h"
 #include "sinks/nats/nats_int.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/nats/nats.h"
 
 /* --- the table of awaited PubAcks --- */
 

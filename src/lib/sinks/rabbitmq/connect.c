@@ -22,6 +22,10 @@
 #include <amqp_tcp_socket.h>
 
 #include "sinks/rabbitmq/rabbitmq_int.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 void pgo_am_report_down(struct am_sink *s, const char *msg)
 {

@@ -14,6 +14,10 @@
 #include <jansson.h>
 
 #include "sinks/rabbitmq/rabbitmq_int.h"
+#include "base/arena.h"
+#include "base/time.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 /* created_at (RFC 3339, UTC) in seconds since the epoch; 0 if unreadable. */
 static uint64_t epoch_of(const char *rfc3339)

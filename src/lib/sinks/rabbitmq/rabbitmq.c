@@ -53,6 +53,12 @@
 #include <unistd.h>
 
 #include "sinks/rabbitmq/rabbitmq_int.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/rabbitmq/rabbitmq.h"
 
 static struct am_sink *am(pgo_sink_t *sink)
 {

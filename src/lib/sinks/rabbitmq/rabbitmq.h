@@ -8,6 +8,9 @@
 #define PGO_SINK_RABBITMQ_H
 
 #include "sinks/sink_int.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 extern const pgo_sink_ops_t pgo_sink_amqp_ops;
 /* The sink.amqp_* keys, and the rules between them (cert and key; the

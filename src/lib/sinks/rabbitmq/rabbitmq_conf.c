@@ -8,6 +8,13 @@
 #include <string.h>
 
 #include "sinks/rabbitmq/rabbitmq_int.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/rabbitmq/rabbitmq.h"
+#include "sinks/sink_int.h"
 
 static const char *const amqp_format_choices[] = {"plain", "cloudevents", NULL};
 

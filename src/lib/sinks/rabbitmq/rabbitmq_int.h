@@ -13,6 +13,8 @@
 #include <amqp.h>
 
 #include "sinks/rabbitmq/rabbitmq.h"
+#include "base/buf.h"
+#include "pgoutbox/sink.h"
 
 #define SUBJECT	       "sink rabbitmq"
 #define CHANNEL	       1

@@ -46,6 +46,14 @@
 
 #include "sinks/redis/pipeline.h"
 #include "sinks/redis/redis.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 #define SUBJECT	   "sink bullmq"
 #define ADD_SCRIPT "addStandardJob"

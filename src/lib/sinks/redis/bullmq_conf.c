@@ -5,6 +5,7 @@
  * (sinks/redis/streams_conf.c).
  */
 #include "sinks/redis/redis.h"
+#include "conf/conf.h"
 
 const pgo_conf_key_t pgo_sink_bullmq_keys[] = {
 	{PGO_CONF_KEY("sink", "bullmq_queue"), .type = PGO_CONF_T_STRING,

@@ -23,6 +23,10 @@
 #include <unistd.h>
 
 #include "sinks/redis/conn.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/time.h"
+#include "pgoutbox.h"
 
 #define DEFAULT_PORT   6379
 #define READ_CHUNK     16384

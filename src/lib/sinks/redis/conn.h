@@ -18,7 +18,8 @@
 
 #include <hiredis/hiredis.h>
 
-#include "pgo_int.h"
+#include "base/buf.h"
+#include "pgoutbox.h"
 
 /* A parsed redis:// URL. */
 typedef struct pgo_redis_url {

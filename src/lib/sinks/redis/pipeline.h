@@ -25,12 +25,14 @@
  * (pgo_redis_pipe_command()), reply() turns its reply into a verdict
  * (pgo_redis_pipe_verdict()).  A batch is done (pgo_sink_done()) when its
  * last verdict is set.  The name templates both sinks use ({topic},
- * {queue}) are every sink's: pgo_sink_template_*() of pgo_int.h.
+ * {queue}) are every sink's: pgo_sink_template_*() of sinks/sink_int.h.
  */
 #ifndef PGO_REDIS_PIPE_H
 #define PGO_REDIS_PIPE_H
 
 #include "sinks/redis/conn.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 typedef struct pgo_redis_pipe pgo_redis_pipe_t;
 

@@ -8,6 +8,9 @@
 #define PGO_SINK_REDIS_H
 
 #include "sinks/sink_int.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 /* --- redis sink (streams.c, streams_conf.c) --- */
 

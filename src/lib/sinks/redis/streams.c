@@ -26,6 +26,12 @@
 
 #include "sinks/redis/pipeline.h"
 #include "sinks/redis/redis.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "conf/conf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
+#include "sinks/sink_int.h"
 
 #define SUBJECT "sink redis"
 

@@ -6,6 +6,7 @@
  */
 #include "sinks/redis/redis.h"
 #include "sinks/redis/conn.h"
+#include "conf/conf.h"
 
 const pgo_conf_key_t pgo_sink_redis_keys[] = {
 	{PGO_CONF_KEY("sink", "redis_url"), .type = PGO_CONF_T_STRING,

@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include "sinks/stdout/stdout.h"
+#include "base/buf.h"
+#include "pgoutbox.h"
+#include "pgoutbox/sink.h"
 
 /* Writes all of buf, waiting when the descriptor is non-blocking. */
 static int write_all(int fd, const char *buf, size_t len)

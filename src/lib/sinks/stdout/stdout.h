@@ -6,6 +6,7 @@
 #define PGO_SINK_STDOUT_H
 
 #include "sinks/sink_int.h"
+#include "pgoutbox/sink.h"
 
 extern const pgo_sink_ops_t pgo_sink_stdout_ops;
 
