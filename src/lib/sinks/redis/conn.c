@@ -218,7 +218,7 @@ static int url_path(const char *p, pgo_redis_url_t *u, pgo_error_t *err)
 
 int pgo_redis_url_parse(const char *url, pgo_redis_url_t *u, pgo_error_t *err)
 {
-	const char *p, *auth_end, *host;
+	const char *p = NULL, *auth_end, *host = NULL;
 	int rc;
 
 	memset(u, 0, sizeof(*u));
