@@ -1,6 +1,7 @@
 # The bash and zsh completions (contrib/completion, made by
 # tools/cli_docs.py from the binary's help) complete commands, actions,
 # flags and flag values as the binary has them now (issue 43).
+# serial: failed once each in a parallel run, never alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 comp=$(dirname "$PGO_BIN")/contrib/completion/pgoutbox
 [ -s "$comp" ] || fail "no completion script at $comp"

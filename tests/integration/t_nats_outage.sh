@@ -4,6 +4,7 @@
 # the middle of a drain (the next relay sends the unsettled batch again:
 # still each id once), and a server that is down while events keep coming
 # (they wait in the outbox without spending attempts).
+# serial: failed once each in a parallel run, never alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../nats.sh"
 trap 'cleanup_pids; [ -z "${NATS_PID:-}" ] || kill -CONT "$NATS_PID" 2>/dev/null; nats_stop' EXIT
