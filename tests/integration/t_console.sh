@@ -93,10 +93,19 @@ CONSOLE_URL=http://127.0.0.1:$CPORT CONSOLE_TOKEN=$(cat "$T_TMP/token") \
 	node "$NODE_DIR/console_test.js" >&2 || { tail -n 30 "$T_TMP/console.log" >&2; fail "console_test.js"; }
 
 C=http://127.0.0.1:$CPORT
-# A Host that is not a loopback name is refused (DNS rebinding).
-code=$(curl -s -o "$T_TMP/host.json" -w '%{http_code}' -H "Host: evil.example:$CPORT" "$C/api/overview")
-[ "$code" = 403 ] && grep -q 'answers only to localhost' "$T_TMP/host.json" ||
-	fail "a foreign Host: $code $(cat "$T_TMP/host.json")"
+# A Host that is not a loopback name is refused (DNS rebinding): the
+# pages as well as the API; loopback names are answered.
+for path in /api/overview / /app.js /api/session; do
+	for host in evil.example "evil.example:$CPORT" "127.0.0.1.evil.example:$CPORT"; do
+		code=$(curl -s -o "$T_TMP/host.json" -w '%{http_code}' -H "Host: $host" "$C$path")
+		[ "$code" = 403 ] && grep -q 'answers only to localhost' "$T_TMP/host.json" ||
+			fail "Host $host, $path: $code $(cat "$T_TMP/host.json")"
+	done
+done
+for host in "localhost:$CPORT" "127.0.0.1:$CPORT" localhost; do
+	code=$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $host" "$C/api/overview")
+	[ "$code" = 200 ] || fail "Host $host refused: $code"
+done
 # A POST from another origin is refused, whatever it carries.
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Origin: http://evil.example" \
 	--data "token=$(cat "$T_TMP/token")" "$C/api/login")
