@@ -300,10 +300,13 @@ async function overview() {
       el('figure', {}, el('h2', {}, 'Lag: how long the oldest due item has waited'),
         xminHeld >= 1 ? el('p', { className: 'muted' }, 'dashed red: the oldest transaction holding back vacuum')
           : el('p', { className: 'muted' }, 'no transaction holds back vacuum'),
-        lagChart(d.series), legend(d.series, 'lag', age)),
+        lagChart(d.series), legend(d.series, 'lag', age),
+        Math.max(0, ...xs) >= 1 ? el('div', { className: 'legend' }, el('span', { id: 'legend-xmin' },
+          el('i', { className: 'danger' }), 'held xmin ' + age(xminHeld))) : null),
       wal.length ? el('figure', { id: 'slot' }, el('h2', {}, 'Slot lag: WAL kept for a WAL queue'),
-        el('p', { className: 'muted' }, 'bytes past the slot\'s confirmed position (seconds: the streaming relay\'s flush lag)'),
+        el('p', { className: 'muted' }, 'bytes past the slot\'s confirmed position'),
         chart(d.series, 'slot_bytes', bytes, isWal), legend(d.series, 'slot_bytes', bytes, isWal),
+        el('p', { className: 'muted' }, 'flush lag, seconds'),
         chart(d.series, 'slot_s', age, isWal), legend(d.series, 'slot_s', age, isWal)) : null),
     el('h2', {}, 'Connected processes'),
     d.sessions.length ? table([
