@@ -96,6 +96,13 @@ bench-redis: build
 bench-metrics: build
 	bench/metrics-flood.sh $(BUILD)
 
+# A browser polling the console on the relay's metrics address during
+# drains of 500,000 events, against drains without a console (issue 40),
+# ~4 minutes.
+.PHONY: bench-console
+bench-console: build
+	bench/console-poll.sh $(BUILD)
+
 # The nats sink (issue 13): drain of 100,000 events into JetStream and
 # commit-to-stream latency at 500 events/s, ~1 minute.
 .PHONY: bench-nats

@@ -10,7 +10,9 @@
  * is forwarded to the relay (configuration reload).  With metrics.listen
  * host:PORT the relay serves its metrics on PORT, the worker on PORT+1 and
  * the scheduler on PORT+2.  Under systemd (Type=notify) the first of them
- * sends READY=1, STOPPING=1 and the watchdog's WATCHDOG=1.
+ * sends READY=1, STOPPING=1 and the watchdog's WATCHDOG=1; with
+ * console.enabled the first of them serves the console too, the others
+ * only their metrics.
  */
 #include <errno.h>
 #include <signal.h>
@@ -79,6 +81,19 @@ static void child_listen(int role, pgo_conf_t *conf)
 		 port + role);
 	pgo_conf_set(conf, "metrics.listen", addr, PGO_CONF_FLAG,
 		     "--metrics-listen");
+}
+
+/* The one child that serves the console ([console] enabled): the first
+ * role started, on its metrics address.  One console is enough (each
+ * shows every queue), and each would sample the database on a
+ * connection of its own. */
+static int console_role = -1;
+
+static void child_console(int role, pgo_conf_t *conf)
+{
+	if (role != console_role)
+		pgo_conf_set(conf, "console.enabled", "off", PGO_CONF_FLAG,
+			     "console.enabled");
 }
 
 /* The one child that speaks systemd's notify protocol (the first role
@@ -203,6 +218,7 @@ static int child_main(int role, pgo_conf_t *conf)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	child_listen(role, conf);
+	child_console(role, conf);
 	child_notify(role);
 	rc = run_role[role](conf, &exit_now);
 	if (exit_now)
@@ -375,7 +391,10 @@ static const cli_cmd_t cmd = {
 		   "finishes its work in flight; run exits 0 when all "
 		   "did.  SIGHUP\nis forwarded to the relay.  A child that "
 		   "cannot run with this configuration\n(exit 2) stops them "
-		   "all, and run exits 2.",
+		   "all, and run exits 2.  With metrics.listen host:PORT the "
+		   "relay serves\nits metrics on PORT, the worker on PORT+1, "
+		   "the scheduler on PORT+2; with\nconsole.enabled the "
+		   "first of them serves the console too.",
 	.opts = opts,
 	.flags = flags,
 };
@@ -407,7 +426,7 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	for (int r = 0; r < NROLES && notify_role < 0; r++)
 		if (sv.want[r])
-			notify_role = r;
+			notify_role = console_role = r;
 	sv.conf = cli.conf;
 	supervise(&sv);
 	cli_free(&cli);

@@ -8,6 +8,8 @@
 //   PG_STOP, PG_START   shell commands that stop and start PostgreSQL
 //   SHOTS         a directory: write a PNG of each page there (optional)
 //   ONLY=overview stop after the overview's checks (t_console_metrics.sh)
+//   LAG_QUEUE     a queue with due items nobody takes: its lag is checked
+//   WAL_QUEUE     a WAL queue no relay streams: its slot lag is checked
 // Each check prints "ok - ..." or throws; the exit code says which.
 'use strict';
 const { chromium } = require('playwright-core');
@@ -41,6 +43,75 @@ async function shot(page, name) {
 const cell = (page, name, cls) =>
   page.locator(`#queues tr[data-queue="${name}"] td.${cls}`).textContent();
 
+// The newest value a chart's line shows (its polyline's data-last).
+const last = async (page, chart, name) => {
+  const l = page.locator(`#chart-${chart} polyline[data-queue="${name}"]`).last();
+  if (!(await l.count())) return null;
+  const v = await l.getAttribute('data-last');
+  return v === null ? null : Number(v);
+};
+const status = queue => JSON.parse(sh(`"$PGO_BIN" status --json --queue ${queue}`));
+
+// The lag chart of a queue whose items nobody takes: its newest value is
+// the age of the oldest item at the sample, which `status --json`
+// (oldest_seconds, taken after) exceeds by at most a sample period and a
+// refresh; the overview's series agrees with the database to a second.
+async function checkLag(page, queue) {
+  const v = await until(`a lag sample of ${queue} over 1 s`, async () => {
+    const x = await last(page, 'lag', queue);
+    return x !== null && x >= 1 ? x : null;
+  }, 40);
+  const st = status(queue);
+  const oldest = Math.max(...st.pending.map(p => p.oldest_seconds));
+  check(oldest - v >= -0.5 && oldest - v <= 12,
+    `lag chart: ${queue} ${v} s, status --json oldest_seconds ${oldest} s taken after`);
+  const series = await page.evaluate(async () => (await (await fetch('/api/overview')).json()).series);
+  const t = series.t[series.t.length - 1];
+  const lag = series.queues[queue].lag[series.queues[queue].lag.length - 1];
+  const due = Number(q(`SELECT extract(epoch FROM min(run_at)) FROM pgoutbox."${queue}"`));
+  check(Math.abs(t / 1000 - due - lag) < 1.5,
+    `lag series: ${lag} s at the sample = its time minus the oldest run_at (${(t / 1000 - due).toFixed(2)} s)`);
+  check(/\d/.test(await page.locator(`#legend-lag span[data-queue="${queue}"]`).textContent()),
+    'lag legend shows the newest value');
+}
+
+// A WAL queue's slot lag in bytes, which only grows while no relay
+// confirms: the chart's newest value lies between status --json's
+// slot.lag_bytes before and after it was sampled; the seconds (no relay
+// streams: 0) equal status's.
+async function checkSlot(page, queue) {
+  const b0 = status(queue).slot.lag_bytes;
+  check(b0 > 0, `status --json: slot of ${queue} keeps ${b0} bytes`);
+  const v = await until(`a slot sample of ${queue} >= ${b0}`, async () => {
+    const x = await last(page, 'slot_bytes', queue);
+    return x !== null && x >= b0 ? x : null;
+  }, 40);
+  const s1 = status(queue).slot;
+  check(v >= b0 && v <= s1.lag_bytes,
+    `slot lag chart: ${queue} ${v} bytes, between status --json's ${b0} before and ${s1.lag_bytes} after`);
+  check(await last(page, 'slot_s', queue) === s1.lag_seconds,
+    `slot lag seconds chart: ${s1.lag_seconds} as status --json says`);
+}
+
+// A transaction that holds xmin (as pgoutbox.health() sees it): the lag
+// chart draws it dashed in red and the card says how long, within a
+// sample period of its age in pg_stat_activity.  Returns the holder.
+async function checkXmin(page) {
+  const { spawn } = require('child_process');
+  const holder = spawn('psql', ['-XAtq', process.env.DATABASE_URL, '-c',
+    "SET application_name = 'xmin-holder'; BEGIN ISOLATION LEVEL REPEATABLE READ; " +
+    "SELECT count(*) FROM pgoutbox.queues; SELECT pg_sleep(120); COMMIT"], { stdio: 'ignore' });
+  const v = await until('the held xmin drawn', async () => {
+    const x = await last(page, 'lag', 'xmin');
+    return x !== null && x >= 3 ? x : null;
+  }, 40);
+  const held = Number(q(`SELECT extract(epoch FROM now() - xact_start) FROM pg_stat_activity WHERE application_name = 'xmin-holder'`));
+  check(held - v >= -0.5 && held - v <= 12, `held xmin: chart ${v} s, pg_stat_activity ${held.toFixed(1)} s`);
+  await until('the xmin card', async () => /\d/.test(await page.locator('#xmin-held').textContent()));
+  ok('held xmin: the card shows its age');
+  return holder;
+}
+
 (async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgo-chromium-'));
   const ctx = await chromium.launchPersistentContext(dataDir, {
@@ -72,6 +143,10 @@ const cell = (page, name, cls) =>
     await until('a throughput sample', async () =>
       (await page.locator('#chart-out polyline').count()) >= 1, 30);
     ok('overview: throughput chart drawn from the samples');
+    if (process.env.LAG_QUEUE) await checkLag(page, process.env.LAG_QUEUE);
+    if (process.env.WAL_QUEUE) await checkSlot(page, process.env.WAL_QUEUE);
+    let holder = null;
+    if (process.env.LAG_QUEUE) holder = await checkXmin(page);
     if (process.env.ONLY === 'overview') return; // t_console_metrics.sh
     if (SHOTS) { // some traffic for the chart: 15 s of events, relayed
       sh(`for i in $(seq 60); do psql -XAtq "$DATABASE_URL" -c "INSERT INTO pgoutbox.outbox (topic, key, type, payload) SELECT 'orders', 'k' || (random() * 50)::int, 'order.created', jsonb_build_object('n', g) FROM generate_series(1, 10 + (random() * 30)::int) g" >/dev/null; sleep 0.25; done`);
@@ -79,6 +154,7 @@ const cell = (page, name, cls) =>
       await sleep(6000);
     }
     await shot(page, 'overview');
+    if (holder) { holder.kill(); q(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'xmin-holder'`); }
 
     // --- a queue: items, search, one envelope ---
     await page.click('#queues tr[data-queue="outbox"] a');

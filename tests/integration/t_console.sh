@@ -6,7 +6,9 @@
 # discarded, both logged with who did it; an XSS payload shows as text;
 # read-only mode and the CSRF check refuse actions; cron schedules pause
 # and resume; a banner appears when PostgreSQL stops and goes when it is
-# back.  CONSOLE_SHOTS=DIR writes a PNG of each page there (the
+# back.  The overview's charts draw real levels: the lag of a work queue
+# nobody drains and the slot lag of a WAL queue equal what `status
+# --json` says, and a transaction holding xmin is drawn and counted.  CONSOLE_SHOTS=DIR writes a PNG of each page there (the
 # screenshots of docs/console.md: CONSOLE_SHOTS=$PWD/docs/console).
 . "$(dirname "$0")/../lib.sh"
 command -v /usr/bin/chromium >/dev/null || fail "chromium not installed (scripts/deps.sh installs it)"
@@ -23,7 +25,7 @@ if grep -nE 'innerHTML|outerHTML|insertAdjacentHTML|document\.write' \
 	fail "app.js writes markup; use textContent"
 fi
 # A cluster of its own: the test stops it.
-PG_PORT= pg_start "$T_TMP/pg" fsync=off
+PG_PORT= pg_start "$T_TMP/pg" fsync=off wal_level=logical max_replication_slots=4 max_wal_senders=4
 trap 'cleanup_pids; pg_stop' EXIT
 t_db
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -51,6 +53,9 @@ q "INSERT INTO pgoutbox.outbox (topic, key, type, payload, run_at)
    FROM generate_series(1, 7) i"
 "$PGO_BIN" queue create jobs >/dev/null
 for i in 1 2 3; do "$PGO_BIN" queue enqueue jobs "{\"job\": $i}" >/dev/null; done
+# A WAL queue no relay streams: its slot keeps WAL, more and more.
+"$PGO_BIN" queue create events --kind outbox --capture wal >/dev/null || fail "queue create events --capture wal"
+for i in 1 2 3; do "$PGO_BIN" send --queue events --topic t "{\"n\": $i}" >/dev/null; done
 q "INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, type, payload, headers, created_at, attempts, last_error) VALUES
    (42, 'outbox', 'orders', 'k42', 'order.created', '{\"note\": \"retry-me\"}', '{}', now(), 5, 'sink said 500'),
    (43, 'outbox', 'orders', 'k43', 'order.created', '{\"note\": \"discard-me\"}', '{}', now(), 5, 'sink said 400'),
@@ -80,6 +85,7 @@ wait_until 30 'curl -sf "http://127.0.0.1:$CPORT/" >/dev/null'
 
 if [ -n "${CONSOLE_SHOTS:-}" ]; then mkdir -p "$CONSOLE_SHOTS"; fi
 CONSOLE_URL=http://127.0.0.1:$CPORT CONSOLE_TOKEN=$(cat "$T_TMP/token") \
+	LAG_QUEUE=jobs WAL_QUEUE=events \
 	RELAY_OUT=$T_TMP/relay.out CONSOLE_LOG=$T_TMP/console.log SHOTS=${CONSOLE_SHOTS:-} \
 	PG_STOP=". '$PWD/scripts/pg.sh'; pg_stop" PG_START=". '$PWD/scripts/pg.sh'; pg_start_again" \
 	PGO_BIN=$PGO_BIN DATABASE_URL=$DATABASE_URL \
@@ -87,10 +93,19 @@ CONSOLE_URL=http://127.0.0.1:$CPORT CONSOLE_TOKEN=$(cat "$T_TMP/token") \
 	node "$NODE_DIR/console_test.js" >&2 || { tail -n 30 "$T_TMP/console.log" >&2; fail "console_test.js"; }
 
 C=http://127.0.0.1:$CPORT
-# A Host that is not a loopback name is refused (DNS rebinding).
-code=$(curl -s -o "$T_TMP/host.json" -w '%{http_code}' -H "Host: evil.example:$CPORT" "$C/api/overview")
-[ "$code" = 403 ] && grep -q 'answers only to localhost' "$T_TMP/host.json" ||
-	fail "a foreign Host: $code $(cat "$T_TMP/host.json")"
+# A Host that is not a loopback name is refused (DNS rebinding): the
+# pages as well as the API; loopback names are answered.
+for path in /api/overview / /app.js /api/session; do
+	for host in evil.example "evil.example:$CPORT" "127.0.0.1.evil.example:$CPORT"; do
+		code=$(curl -s -o "$T_TMP/host.json" -w '%{http_code}' -H "Host: $host" "$C$path")
+		[ "$code" = 403 ] && grep -q 'answers only to localhost' "$T_TMP/host.json" ||
+			fail "Host $host, $path: $code $(cat "$T_TMP/host.json")"
+	done
+done
+for host in "localhost:$CPORT" "127.0.0.1:$CPORT" localhost; do
+	code=$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $host" "$C/api/overview")
+	[ "$code" = 200 ] || fail "Host $host refused: $code"
+done
 # A POST from another origin is refused, whatever it carries.
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Origin: http://evil.example" \
 	--data "token=$(cat "$T_TMP/token")" "$C/api/login")

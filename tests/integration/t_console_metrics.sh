@@ -3,7 +3,8 @@
 # `status --json`; the console's queries run on a thread and connection
 # of their own, so while one of them waits for a lock, /metrics and
 # /healthz answer at once and the relay keeps delivering; with too many
-# waiting, more are refused (503) instead of queued without end.
+# waiting, more are refused (503) instead of queued without end.  On its
+# loopback address the endpoint refuses a Host of another name.
 # serial: timing-sensitive, run alone (tests/run.sh)
 . "$(dirname "$0")/../lib.sh"
 command -v /usr/bin/chromium >/dev/null || fail "chromium not installed (scripts/deps.sh installs it)"
@@ -36,6 +37,17 @@ grep -q '^pgoutbox_' <<<"$(curl -s "$M/metrics")" || fail "/metrics lost its sam
 body=$(curl -s -X POST -H 'Content-Type: application/x-www-form-urlencoded' \
 	--data 'queue=outbox&ids=42' "$M/api/dead/retry")
 grep -q 'read-only' <<<"$body" || fail "a retry without a session: $body"
+
+# On a loopback address the endpoint answers only to a loopback Host (DNS
+# rebinding): /metrics, /healthz and the console alike.
+for path in /metrics /healthz / /api/overview; do
+	code=$(curl -s -o "$T_TMP/host.txt" -w '%{http_code}' -H 'Host: evil.example' "$M$path")
+	[ "$code" = 403 ] && grep -q 'answers only to localhost' "$T_TMP/host.txt" ||
+		fail "Host evil.example, $path: $code $(cat "$T_TMP/host.txt")"
+	code=$(curl -s -o /dev/null -w '%{http_code}' -H "Host: localhost:$MPORT" "$M$path")
+	[ "$code" = 200 ] || fail "Host localhost:$MPORT, $path: $code"
+done
+note "a Host of another name is refused (403), localhost answered"
 
 # The overview in the browser.
 CONSOLE_URL=$M ONLY=overview PGO_BIN=$PGO_BIN DATABASE_URL=$DATABASE_URL \

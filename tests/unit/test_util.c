@@ -1,9 +1,12 @@
 /*
  * test_util.c — table-driven tests of the small pure pieces: retry
  * backoff, identifier checks, the JSON and array escapers, NDJSON lines,
- * durations, the one rule for a retriable PostgreSQL error, and what the
- * constructors report when they fail.
+ * durations, the one rule for a retriable PostgreSQL error, loopback
+ * Host headers and addresses, and what the constructors report when they
+ * fail.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +18,7 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/backoff.h"
+#include "base/net.h"
 #include "conf/conf.h"
 #include "pgoutbox.h"
 #include "pgoutbox/sink.h"
@@ -367,6 +371,67 @@ static void test_constructors(void **state)
 	pgo_conf_destroy(conf);
 }
 
+/* The Host headers a server on a loopback address answers to (DNS
+ * rebinding: a page of another name resolved to 127.0.0.1 is refused). */
+static void test_loopback(void **state)
+{
+	static const struct {
+		const char *host;
+		bool ok;
+	} hosts[] = {
+		{"localhost", true},
+		{"localhost:9187", true},
+		{"LocalHost:9187", true},
+		{"127.0.0.1", true},
+		{"127.0.0.1:9188", true},
+		{"127.1.2.3:80", true},
+		{"[::1]", true},
+		{"[::1]:9187", true},
+		{NULL, false},
+		{"", false},
+		{"evil.example", false},
+		{"evil.example:9187", false},
+		{"localhost.evil.example", false},
+		{"localhostx:9187", false},
+		{"127.0.0.1.evil.example", false},
+		{"127.0.0.1evil", false},
+		{"127.0.0.256", false},
+		{"127.1", false},
+		{"128.0.0.1:9187", false},
+		{"10.0.0.1", false},
+		{"[::1]evil", false},
+		{"[::2]:9187", false},
+		{"[::ffff:127.0.0.1]", false},
+		{"localhost:", false},
+		{"localhost:80x", false},
+		{"localhost:80:80", false},
+	};
+	struct sockaddr_in in = {.sin_family = AF_INET};
+	struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++)
+		if (pgo_host_is_loopback(hosts[i].host) != hosts[i].ok)
+			fail_msg("Host \"%s\": expected %s",
+				 hosts[i].host ? hosts[i].host : "(null)",
+				 hosts[i].ok ? "loopback" : "refused");
+	inet_pton(AF_INET, "127.0.0.1", &in.sin_addr);
+	assert_true(pgo_addr_is_loopback((struct sockaddr *)&in));
+	inet_pton(AF_INET, "127.9.9.9", &in.sin_addr);
+	assert_true(pgo_addr_is_loopback((struct sockaddr *)&in));
+	inet_pton(AF_INET, "0.0.0.0", &in.sin_addr);
+	assert_false(pgo_addr_is_loopback((struct sockaddr *)&in));
+	inet_pton(AF_INET, "192.168.1.2", &in.sin_addr);
+	assert_false(pgo_addr_is_loopback((struct sockaddr *)&in));
+	inet_pton(AF_INET6, "::1", &in6.sin6_addr);
+	assert_true(pgo_addr_is_loopback((struct sockaddr *)&in6));
+	inet_pton(AF_INET6, "::ffff:127.0.0.1", &in6.sin6_addr);
+	assert_true(pgo_addr_is_loopback((struct sockaddr *)&in6));
+	inet_pton(AF_INET6, "::", &in6.sin6_addr);
+	assert_false(pgo_addr_is_loopback((struct sockaddr *)&in6));
+	assert_false(pgo_addr_is_loopback(NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -377,6 +442,7 @@ int main(void)
 		cmocka_unit_test(test_ndjson),
 		cmocka_unit_test(test_duration),
 		cmocka_unit_test(test_retriable),
+		cmocka_unit_test(test_loopback),
 		cmocka_unit_test(test_constructors),
 	};
 

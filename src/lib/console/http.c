@@ -25,6 +25,7 @@
 #include "console/console_int.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/net.h"
 #include "base/buf.h"
 #include "console/console.h"
 #include "pgoutbox.h"
@@ -48,7 +49,6 @@ typedef struct request {
 	char csrf[40];				    /* X-CSRF-Token, "" */
 	char from[64];				    /* the client address */
 	bool cross_origin; /* an Origin that is not this console */
-	bool foreign_host; /* a Host that is not a loopback name */
 	/* the answer */
 	unsigned status;
 	pgo_buf_t out;
@@ -213,27 +213,21 @@ static bool same_origin(struct MHD_Connection *mc)
 	       strcmp(origin + 7, host) == 0;
 }
 
-/* Whether Host names this machine's loopback ("localhost:9188",
- * "127.0.0.1:9188", "[::1]:9188"): a console on a loopback address
- * answers no other, so that a web site whose name was made to resolve
- * to 127.0.0.1 (DNS rebinding) cannot read it from a browser. */
-static bool loopback_host(const char *host)
+/* On a loopback address, every request (pages and API) must name a
+ * loopback Host (base/net.h: DNS rebinding); a request without one is no
+ * browser's and is answered. */
+static bool host_ok(struct MHD_Connection *mc)
 {
-	size_t n;
+	const char *host =
+		MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Host");
 
-	if (!host)
-		return false;
-	n = host[0] == '[' ? strcspn(host, "]") + 1 : strcspn(host, ":");
-	return (n == 9 && strncmp(host, "localhost", 9) == 0) ||
-	       (n == 5 && strncmp(host, "[::1]", 5) == 0) ||
-	       (n >= 9 && n <= 15 && strncmp(host, "127.", 4) == 0 &&
-		strspn(host, "0123456789.") == n);
+	return !host || pgo_host_is_loopback(host);
 }
 
 /* Copies what the answer needs out of the connection; false (and the
  * answer set) when the request is wrong already. */
-static bool take_request(const pgo_console_t *c, struct MHD_Connection *mc,
-			 request_t *q, const char *path)
+static bool take_request(struct MHD_Connection *mc, request_t *q,
+			 const char *path)
 {
 	const char *v;
 
@@ -244,9 +238,6 @@ static bool take_request(const pgo_console_t *c, struct MHD_Connection *mc,
 	snprintf(q->csrf, sizeof(q->csrf), "%s", v ? v : "");
 	client_of(mc, q->from, sizeof(q->from));
 	q->cross_origin = q->post && !same_origin(mc);
-	q->foreign_host =
-		c->loopback && !loopback_host(MHD_lookup_connection_value(
-				       mc, MHD_HEADER_KIND, "Host"));
 	if (q->too_big) {
 		fail(q, 413, "request body over 64 kB");
 		return false;
@@ -365,12 +356,6 @@ static void answer(pgo_console_t *c, request_t *q)
 	    q->post) {
 		fail(q, 405,
 		     q->post ? "this is read with GET" : "actions need POST");
-		return;
-	}
-	if (q->foreign_host) {
-		fail(q, 403,
-		     "this console answers only to localhost, 127.0.0.1 "
-		     "or [::1]");
 		return;
 	}
 	if (q->cross_origin) {
@@ -518,6 +503,13 @@ static enum MHD_Result serve(pgo_console_t *c, struct MHD_Connection *mc,
 {
 	request_t *q = *req_cls;
 
+	if (!q && c->loopback && !host_ok(mc)) {
+		static const char refused[] =
+			"{\"error\":\"" PGO_HOST_REFUSED "\"}";
+
+		return send_body(mc, 403, "application/json; charset=utf-8",
+				 refused, sizeof(refused) - 1, NULL);
+	}
 	if (!q) { /* the headers: the body, if any, comes next */
 		if (!(q = calloc(1, sizeof(*q))))
 			return MHD_NO;
@@ -552,7 +544,7 @@ static enum MHD_Result serve(pgo_console_t *c, struct MHD_Connection *mc,
 	if (strncmp(url, "/api/", 5) == 0) {
 		pgo_buf_append(&q->body, "", 1); /* a form ends */
 		q->body.len--;
-		if (!take_request(c, mc, q, url + 5))
+		if (!take_request(mc, q, url + 5))
 			return send_answer(mc, q);
 		if (!c->embedded) {
 			answer(c, q);
@@ -720,6 +712,7 @@ int console_http_start(pgo_console_t *c, const char *listen, pgo_error_t *err)
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, c, MHD_OPTION_END);
+	c->loopback = pgo_addr_is_loopback(ai->ai_addr);
 	freeaddrinfo(ai);
 	if (!c->mhd)
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,
@@ -728,7 +721,6 @@ int console_http_start(pgo_console_t *c, const char *listen, pgo_error_t *err)
 				     listen);
 	info = MHD_get_daemon_info(c->mhd, MHD_DAEMON_INFO_BIND_PORT);
 	c->port = info ? info->port : 0;
-	c->loopback = loopback_host(host) || strcmp(host, "::1") == 0;
 	return PGO_OK;
 }
 

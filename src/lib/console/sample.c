@@ -4,7 +4,10 @@
  * value of its id sequence (what was ever enqueued), what is pending and
  * its dead letters.  Between two samples, enqueued = Δsequence and
  * done = enqueued − Δpending − Δdead (delivered, or finished by a
- * worker).  Nothing is written to the database.
+ * worker).  Levels are kept too: how long the oldest due item has been
+ * due (the lag), a WAL queue's slot lag in bytes and seconds, and the
+ * age of the oldest transaction holding back vacuum (held xmin).
+ * Nothing is written to the database.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,20 +29,31 @@ static int64_t wall_ms(void)
 
 void console_sample_take(pgo_console_t *c)
 {
+	/* A WAL queue's slot as `status --json` reads it (outbox/status.c):
+	 * bytes past its confirmed position, the streaming relay's flush
+	 * lag in seconds. */
 	static const char sql[] =
 		"SELECT q.name, q.kind, CASE WHEN q.kind <> 'adopted' THEN "
 		"coalesce(pg_sequence_last_value(pg_get_serial_sequence("
 		"format('pgoutbox.%I', q.name), 'id')::regclass), 0) ELSE 0 "
 		"END, (SELECT count(*) FROM pgoutbox.dead_letters d WHERE "
-		"d.queue = q.name) FROM pgoutbox.queues q ORDER BY q.name "
-		"LIMIT 32";
-	char why[256], count[200];
+		"d.queue = q.name), q.capture IS NOT DISTINCT FROM 'wal', "
+		"coalesce(pg_current_wal_lsn() - s.confirmed_flush_lsn, 0), "
+		"coalesce(extract(epoch FROM r.flush_lag), 0) "
+		"FROM pgoutbox.queues q LEFT JOIN pg_replication_slots s ON "
+		"q.capture = 'wal' AND s.slot_name = 'pgoutbox_' || q.name AND "
+		"s.database = current_database() LEFT JOIN pg_stat_replication "
+		"r ON r.pid = s.active_pid ORDER BY q.name LIMIT 32";
+	/* The relay's pgoutbox_oldest_xmin_age_seconds. */
+	static const char xmin_sql[] =
+		"SELECT coalesce(extract(epoch FROM max(age)), 0) FROM "
+		"pgoutbox.health('0 seconds') WHERE kind = 'xmin'";
+	char why[256], count[300];
 	PGresult *res = console_query(c, sql, 0, NULL, why, sizeof(why)), *n;
 	sample_t s = {0};
 
 	if (!res)
 		return;
-	s.at = wall_ms();
 	for (int i = 0; i < PQntuples(res) && i < SAMPLE_QUEUES; i++) {
 		const char *name = PQgetvalue(res, i, 0);
 		sample_q_t *q = &s.q[s.nq];
@@ -47,24 +61,37 @@ void console_sample_take(pgo_console_t *c)
 		/* Names come from pgoutbox.queues: identifiers, checked. */
 		if (pgo_ident_check(name, NULL) != PGO_OK)
 			continue;
-		if (strcmp(PQgetvalue(res, i, 1), "adopted") == 0)
-			snprintf(count, sizeof(count),
-				 "SELECT count(*) FROM "
-				 "pgoutbox.adopted_pending('%s')",
-				 name);
-		else
-			snprintf(count, sizeof(count),
-				 "SELECT count(*) FROM pgoutbox.\"%s\"", name);
+		/* The oldest due item: the relay's
+		 * pgoutbox_oldest_due_event_age_seconds. */
+		snprintf(count, sizeof(count),
+			 "SELECT count(*), coalesce(extract(epoch FROM now() - "
+			 "min(run_at) FILTER (WHERE run_at <= now())), 0) "
+			 "FROM %s%s%s",
+			 strcmp(PQgetvalue(res, i, 1), "adopted") == 0
+				 ? "pgoutbox.adopted_pending('"
+				 : "pgoutbox.\"",
+			 name,
+			 strcmp(PQgetvalue(res, i, 1), "adopted") == 0 ? "')"
+								       : "\"");
 		if (!(n = console_query(c, count, 0, NULL, why, sizeof(why))))
 			continue;
 		snprintf(q->name, sizeof(q->name), "%s", name);
 		q->produced = strtoll(PQgetvalue(res, i, 2), NULL, 10);
 		q->dead = strtoll(PQgetvalue(res, i, 3), NULL, 10);
+		q->wal = *PQgetvalue(res, i, 4) == 't';
+		q->slot_bytes = strtod(PQgetvalue(res, i, 5), NULL);
+		q->slot_s = strtod(PQgetvalue(res, i, 6), NULL);
 		q->pending = strtoll(PQgetvalue(n, 0, 0), NULL, 10);
+		q->lag_s = strtod(PQgetvalue(n, 0, 1), NULL);
 		PQclear(n);
 		s.nq++;
 	}
 	PQclear(res);
+	if ((n = console_query(c, xmin_sql, 0, NULL, why, sizeof(why)))) {
+		s.xmin_s = strtod(PQgetvalue(n, 0, 0), NULL);
+		PQclear(n);
+	}
+	s.at = wall_ms();
 	c->ring[c->ring_next] = s;
 	c->ring_next = (c->ring_next + 1) % SAMPLES;
 }
@@ -75,6 +102,27 @@ static const sample_q_t *find_q(const sample_t *s, const char *name)
 		if (strcmp(s->q[i].name, name) == 0)
 			return &s->q[i];
 	return NULL;
+}
+
+/* `,"key":[...]` of one queue's level (lag, slot) at each sample but the
+ * first, as the rates are; null where a sample lacks the queue. */
+static void levels(pgo_buf_t *b, const char *key, const sample_t *const *order,
+		   int n, const char *name, int which)
+{
+	pgo_buf_printf(b, ",\"%s\":[", key);
+	for (int i = 1; i < n; i++) {
+		const sample_q_t *z = find_q(order[i], name);
+
+		pgo_buf_puts(b, i > 1 ? "," : "");
+		if (!z)
+			pgo_buf_puts(b, "null");
+		else
+			pgo_buf_printf(b, "%.2f",
+				       which == 0   ? z->lag_s
+				       : which == 1 ? z->slot_bytes
+						    : z->slot_s);
+	}
+	pgo_buf_puts(b, "]");
 }
 
 void console_series_json(const pgo_console_t *c, pgo_buf_t *b)
@@ -95,6 +143,9 @@ void console_series_json(const pgo_console_t *c, pgo_buf_t *b)
 	for (int i = 1; i < n; i++)
 		pgo_buf_printf(b, "%s%lld", i > 1 ? "," : "",
 			       (long long)order[i]->at);
+	pgo_buf_puts(b, "],\"xmin_s\":[");
+	for (int i = 1; i < n; i++)
+		pgo_buf_printf(b, "%s%.2f", i > 1 ? "," : "", order[i]->xmin_s);
 	pgo_buf_puts(b, "],\"queues\":{");
 	for (int k = 0; last && k < last->nq; k++) {
 		const char *name = last->q[k].name;
@@ -126,7 +177,13 @@ void console_series_json(const pgo_console_t *c, pgo_buf_t *b)
 					       v);
 			}
 		}
-		pgo_buf_puts(b, "]}");
+		pgo_buf_puts(b, "]");
+		levels(b, "lag", order, n, name, 0);
+		if (last->q[k].wal) {
+			levels(b, "slot_bytes", order, n, name, 1);
+			levels(b, "slot_s", order, n, name, 2);
+		}
+		pgo_buf_puts(b, "}");
 	}
 	pgo_buf_puts(b, "}}");
 }

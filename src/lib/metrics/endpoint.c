@@ -27,6 +27,7 @@
 #include "console/console.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/net.h"
 #include "base/time.h"
 #include "base/buf.h"
 #include "loop/loop.h"
@@ -47,7 +48,8 @@ struct pgo_endpoint {
 	 * CACHE_MS (libmicrohttpd counts its users): a flood of scrapes
 	 * costs the relay one formatting per CACHE_MS, not one each. */
 	struct MHD_Response *cached;
-	int64_t cached_at;	   /* monotonic ms */
+	int64_t cached_at; /* monotonic ms */
+	bool loopback; /* listens on a loopback address: a loopback Host only */
 	pgo_console_t *console;	   /* [console] enabled: its pages here too */
 	pgo_loop_io_t *console_io; /* its answers are ready */
 };
@@ -91,6 +93,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	char why[256];
 
 	(void)version;
+	/* DNS rebinding (base/net.h): on a loopback address, a Host of
+	 * another name is a web page's, resolved to this machine. */
+	if (e->loopback && !*req_cls) {
+		const char *host =
+			MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+
+		if (host && !pgo_host_is_loopback(host))
+			return respond_line(c, MHD_HTTP_FORBIDDEN,
+					    PGO_HOST_REFUSED);
+	}
 	if (e->console && pgo_console_path(url)) /* never waits */
 		return (enum MHD_Result)pgo_console_mhd(e->console, c, url,
 							method, upload,
@@ -228,8 +240,10 @@ static bool split_listen(const char *listen, char *host, size_t hsize,
 	return atoi(port) <= 65535;
 }
 
-/* A listening, non-blocking socket; -1 with err filled. */
-static int listen_on(const char *addr, int *port, pgo_error_t *err)
+/* A listening, non-blocking socket; -1 with err filled. *loopback: it
+ * listens on a loopback address only. */
+static int listen_on(const char *addr, int *port, bool *loopback,
+		     pgo_error_t *err)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC,
 				 .ai_socktype = SOCK_STREAM,
@@ -281,12 +295,16 @@ static int listen_on(const char *addr, int *port, pgo_error_t *err)
 		socklen_t sl = sizeof(ss);
 
 		*port = 0;
-		if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+		*loopback = false;
+		if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
 			*port = ss.ss_family == AF_INET6
 					? ntohs(((struct sockaddr_in6 *)&ss)
 							->sin6_port)
 					: ntohs(((struct sockaddr_in *)&ss)
 							->sin_port);
+			*loopback =
+				pgo_addr_is_loopback((struct sockaddr *)&ss);
+		}
 	}
 	return fd;
 }
@@ -309,7 +327,7 @@ pgo_endpoint_t *pgo_endpoint_new(pgo_loop_t *loop, const char *listen,
 	if (probe)
 		e->probe = *probe;
 	snprintf(e->subject, sizeof(e->subject), "%s", subject);
-	e->listen_fd = listen_on(listen, &e->port, err);
+	e->listen_fd = listen_on(listen, &e->port, &e->loopback, err);
 	if (e->listen_fd < 0) {
 		free(e);
 		return NULL;

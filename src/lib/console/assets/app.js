@@ -140,17 +140,29 @@ function drawAuth() {
 
 /* --- overview --- */
 
-function chart(series, which) {
+/* The size of n bytes, for a chart's scale and legend. */
+function bytes(n) {
+  n = Number(n) || 0;
+  if (n < 1024) return n.toFixed(0) + ' B';
+  if (n < 1048576) return (n / 1024).toFixed(1) + ' KiB';
+  if (n < 1073741824) return (n / 1048576).toFixed(1) + ' MiB';
+  return (n / 1073741824).toFixed(1) + ' GiB';
+}
+
+/* A line chart of the last 15 minutes: lines [{name, values, color,
+ * danger}] over the sample times t; fmt writes a value (the scale and
+ * the legend).  Each line's polyline carries its name and its newest
+ * value (data-queue, data-last); a null value breaks the line. */
+function lineChart(id, t, lines, fmt) {
   const NS = 'http://www.w3.org/2000/svg';
-  const W = 900, H = 160, L = 44, B = 18;
+  const W = 900, H = 160, L = 56, B = 18;
   const svg = document.createElementNS(NS, 'svg');
   svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
   svg.setAttribute('class', 'chart');
-  svg.setAttribute('id', 'chart-' + which);
-  const names = Object.keys(series.queues || {});
-  let max = 1;
-  for (const n of names) for (const v of series.queues[n][which]) max = Math.max(max, v);
-  const t = series.t || [];
+  svg.setAttribute('id', 'chart-' + id);
+  let max = 0;
+  for (const ln of lines) for (const v of ln.values) if (v !== null) max = Math.max(max, v);
+  max = max > 0 ? max : 1;
   /* Since the first sample, at most 15 minutes, at least one. */
   const span = Math.min(15 * 60 * 1000, Math.max(60 * 1000, t.length ? Date.now() - t[0] : 0));
   const t0 = Date.now() - span;
@@ -172,26 +184,54 @@ function chart(series, which) {
   };
   line(L, H - B, W - 6, H - B, '#d0d7de');
   line(L, 8, L, H - B, '#d0d7de');
-  label(L - 4, 14, max.toFixed(max < 10 ? 1 : 0) + '/s', 'end');
+  label(L - 4, 14, fmt(max), 'end');
   label(L - 4, H - B, '0', 'end');
   label(L, H - 4, span >= 15 * 60 * 1000 ? '−15 min' : '−' + Math.round(span / 1000) + ' s');
   label(W - 6, H - 4, 'now', 'end');
-  names.forEach((n, i) => {
-    const pts = series.queues[n][which].map((v, k) => `${x(t[k]).toFixed(1)},${y(v).toFixed(1)}`);
-    if (!pts.length) return;
-    const p = document.createElementNS(NS, 'polyline');
-    p.setAttribute('points', pts.join(' '));
-    p.setAttribute('fill', 'none');
-    p.setAttribute('stroke', COLORS[i % COLORS.length]);
-    p.setAttribute('stroke-width', '2');
-    svg.append(p);
-  });
+  for (const ln of lines) {
+    let run = [];
+    const flush = () => {
+      if (!run.length) return;
+      const p = document.createElementNS(NS, 'polyline');
+      p.setAttribute('points', run.join(' '));
+      p.setAttribute('fill', 'none');
+      p.setAttribute('stroke', ln.color);
+      p.setAttribute('stroke-width', '2');
+      if (ln.danger) p.setAttribute('stroke-dasharray', '6 3');
+      p.dataset.queue = ln.name;
+      const last = ln.values.length ? ln.values[ln.values.length - 1] : null;
+      if (last !== null) p.dataset.last = String(last);
+      svg.append(p);
+      run = [];
+    };
+    ln.values.forEach((v, k) => {
+      if (v === null) flush();
+      else run.push(`${x(t[k]).toFixed(1)},${y(v).toFixed(1)}`);
+    });
+    flush();
+  }
   return svg;
 }
 
-function legend(series) {
-  return el('div', { className: 'legend' }, Object.keys(series.queues || {}).map((n, i) =>
-    el('span', {}, el('i', { style: 'background:' + COLORS[i % COLORS.length] }), n)));
+/* One chart of every queue's series `which` (in, out, lag, slot_*). */
+function chart(series, which, fmt, only) {
+  const names = Object.keys(series.queues || {});
+  const lines = names.map((n, i) => ({ name: n, values: series.queues[n][which], color: COLORS[i % COLORS.length] }))
+    .filter(ln => ln.values && (!only || only(ln.name)));
+  return lineChart(which, series.t || [], lines, fmt);
+}
+
+/* The legend of a chart: each queue's colour, and with fmt its newest
+ * value. */
+function legend(series, which, fmt, only) {
+  const names = Object.keys(series.queues || {});
+  return el('div', { className: 'legend', id: which ? 'legend-' + which : '' }, names.map((n, i) => {
+    const v = which && series.queues[n][which];
+    if (which && (!v || (only && !only(n)))) return null;
+    const last = v && v.length ? v[v.length - 1] : null;
+    return el('span', { dataset: { queue: n } }, el('i', { style: 'background:' + COLORS[i % COLORS.length] }), n,
+      fmt && last !== null ? ' ' + fmt(last) : '');
+  }));
 }
 
 async function overview() {
@@ -208,6 +248,19 @@ async function overview() {
   const totals = d.queues.reduce((a, q) => {
     a.pending += Number(q.pending) || 0; a.dead += Number(q.dead) || 0; return a;
   }, { pending: 0, dead: 0 });
+  const xs = d.series.xmin_s || [];
+  const xminHeld = xs.length ? xs[xs.length - 1] : 0;
+  const wal = Object.keys(d.series.queues || {}).filter(n => d.series.queues[n].slot_bytes);
+  const isWal = n => wal.includes(n);
+  const perSec = v => (v < 10 ? v.toFixed(1) : v.toFixed(0)) + '/s';
+  /* Each queue's lag, and the held xmin dashed in red when it was ever
+   * over a second: a vacuum held back lets the queue's tables bloat. */
+  const lagChart = series => {
+    const names = Object.keys(series.queues || {});
+    const lines = names.map((n, i) => ({ name: n, values: series.queues[n].lag, color: COLORS[i % COLORS.length] }));
+    if (Math.max(0, ...xs) >= 1) lines.push({ name: 'xmin', values: xs, color: '#cf222e', danger: true });
+    return lineChart('lag', series.t || [], lines, age);
+  };
   const relays = d.sessions.filter(s => s.role === 'relay').length;
   const workers = d.sessions.filter(s => s.role === 'worker').length;
   main.replaceChildren(
@@ -216,7 +269,10 @@ async function overview() {
       el('div', { className: 'card' }, el('div', { className: 'v', id: 'total-pending' }, totals.pending), el('div', { className: 'k' }, 'pending in all queues')),
       el('div', { className: 'card' }, el('div', { className: 'v', id: 'total-dead' }, totals.dead), el('div', { className: 'k' }, 'dead letters')),
       el('div', { className: 'card' }, el('div', { className: 'v', id: 'relays-alive' }, relays), el('div', { className: 'k' }, 'relays connected')),
-      el('div', { className: 'card' }, el('div', { className: 'v', id: 'workers-alive' }, workers), el('div', { className: 'k' }, 'workers connected'))),
+      el('div', { className: 'card' }, el('div', { className: 'v', id: 'workers-alive' }, workers), el('div', { className: 'k' }, 'workers connected')),
+      el('div', { className: 'card' + (xminHeld >= 60 ? ' danger' : ''), id: 'xmin-card' },
+        el('div', { className: 'v', id: 'xmin-held' }, xminHeld >= 1 ? age(xminHeld) : '—'),
+        el('div', { className: 'k' }, xminHeld >= 60 ? 'xmin held: vacuum is held back' : 'oldest transaction holding xmin'))),
     d.warnings.length ? el('div', { id: 'warnings' }, el('h2', {}, 'Warnings'), table([
       { label: 'Kind', key: 'kind' }, { label: 'Subject', key: 'subject' },
       { label: 'Detail', key: 'detail', cls: 'err' },
@@ -234,10 +290,24 @@ async function overview() {
       { label: 'Leases held', get: q => q.leases + ' / ' + q.shards, num: true },
     ], d.queues, { id: 'queues', rowdata: q => ({ queue: q.name }),
                    onrow: q => { location.hash = '#/queue/' + encodeURIComponent(q.name); } }),
-    el('h2', {}, 'Throughput, last 15 minutes (done per second: delivered or finished)'),
-    chart(d.series, 'out'), legend(d.series),
-    el('h2', {}, 'Enqueued per second'),
-    chart(d.series, 'in'),
+    el('div', { className: 'charts' },
+      el('figure', {}, el('h2', {}, 'Done per second, last 15 minutes'),
+        el('p', { className: 'muted' }, 'delivered by a relay or finished by a worker'),
+        chart(d.series, 'out', perSec), legend(d.series)),
+      el('figure', {}, el('h2', {}, 'Enqueued per second'),
+        el('p', { className: 'muted' }, 'what producers added'),
+        chart(d.series, 'in', perSec), legend(d.series)),
+      el('figure', {}, el('h2', {}, 'Lag: how long the oldest due item has waited'),
+        xminHeld >= 1 ? el('p', { className: 'muted' }, 'dashed red: the oldest transaction holding back vacuum')
+          : el('p', { className: 'muted' }, 'no transaction holds back vacuum'),
+        lagChart(d.series), legend(d.series, 'lag', age),
+        Math.max(0, ...xs) >= 1 ? el('div', { className: 'legend' }, el('span', { id: 'legend-xmin' },
+          el('i', { className: 'danger' }), 'held xmin ' + age(xminHeld))) : null),
+      wal.length ? el('figure', { id: 'slot' }, el('h2', {}, 'Slot lag: WAL kept for a WAL queue'),
+        el('p', { className: 'muted' }, 'bytes past the slot\'s confirmed position'),
+        chart(d.series, 'slot_bytes', bytes, isWal), legend(d.series, 'slot_bytes', bytes, isWal),
+        el('p', { className: 'muted' }, 'flush lag, seconds'),
+        chart(d.series, 'slot_s', age, isWal), legend(d.series, 'slot_s', age, isWal)) : null),
     el('h2', {}, 'Connected processes'),
     d.sessions.length ? table([
       { label: 'Role', key: 'role' }, { label: 'application_name', key: 'name' },
