@@ -136,6 +136,9 @@ static void usage(FILE *out)
 		"from relays already connected to\ntheir sink.\n"
 		"Common: --payload-bytes N, --json FILE (append JSON lines), "
 		"--run-id ID,\n--label TEXT (names the variant).\n"
+		"enqueue and drain --hold-xmin: a REPEATABLE READ snapshot "
+		"(and an xid)\nheld through the run (drain: from before the "
+		"fill).\n"
 		"--queue NAME (enqueue --mode send|bulk, latency, drain): "
 		"send_to() that\nqueue instead of send() into the outbox; "
 		"a drain of a WAL queue ends when\nits slot confirmed the "
@@ -604,6 +607,29 @@ static bool db_prepare(PGconn *c, const char *name, const char *sql)
 			PQerrorMessage(c));
 	PQclear(res);
 	return ok;
+}
+
+/* enqueue, drain --hold-xmin: a session that holds a REPEATABLE READ
+ * snapshot and an xid, as latency --hold-xmin does, until
+ * snapshot_release().  NULL (printed) on failure. */
+static PGconn *snapshot_hold(const char *url)
+{
+	PGconn *c = db_connect(url);
+
+	if (c && !(db_exec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ") &&
+		   db_exec(c, "SELECT txid_current()") &&
+		   db_exec(c, "SELECT 1 FROM pgoutbox.outbox LIMIT 1"))) {
+		PQfinish(c);
+		c = NULL;
+	}
+	return c;
+}
+
+static void snapshot_release(PGconn *c)
+{
+	if (c)
+		db_exec(c, "ROLLBACK");
+	PQfinish(c);
 }
 
 /* --- the events --- */
@@ -1159,6 +1185,7 @@ static int cmd_enqueue(const opts_t *o)
 	enqueue_t run = {0};
 	child_t relay = {0};
 	client_t *cls = NULL;
+	PGconn *holder = NULL; /* --hold-xmin */
 	report_t rep;
 	char label[96];
 	long started = 0;
@@ -1186,6 +1213,8 @@ static int cmd_enqueue(const opts_t *o)
 	param_str(&rep, "mode", o->mode);
 	if (o->queue)
 		param_str(&rep, "queue", o->queue);
+	if (o->hold_xmin)
+		param_str(&rep, "hold_xmin", "yes");
 	param_long(&rep, "clients", o->clients);
 	param_num(&rep, "seconds", o->seconds);
 	param_long(&rep, "payload_bytes", o->payload_bytes);
@@ -1214,6 +1243,9 @@ static int cmd_enqueue(const opts_t *o)
 		cls[i].run = &run;
 		ok = client_setup(&cls[i], o);
 	}
+	/* --hold-xmin: a snapshot held through the whole run. */
+	if (ok && o->hold_xmin)
+		ok = (holder = snapshot_hold(o->db)) != NULL;
 	/* --relay-cmd: a relay listens (and drains) meanwhile. */
 	if (ok && o->relay_cmd) {
 		int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -1251,6 +1283,7 @@ static int cmd_enqueue(const opts_t *o)
 	atomic_store(&run.stop, true);
 	for (long i = 0; i < started; i++)
 		pthread_join(cls[i].thread, NULL);
+	snapshot_release(holder);
 	if (relay.pid && !child_alive(&relay)) {
 		fprintf(stderr, "%s: the relay exited (see --relay-log)\n",
 			prog);
@@ -2262,7 +2295,8 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 	double cpu0 = 0;
 	int empty = 0;
 	bool ok = true;
-	char target[32] = ""; /* --queue: the WAL's end after the fill */
+	char target[32] = "";  /* --queue: the WAL's end after the fill */
+	PGconn *holder = NULL; /* --hold-xmin: from the fill to the end */
 
 	*st = (drain_stats_t){.claim_ms = NAN,
 			      .rss_idle_kb = -1,
@@ -2274,6 +2308,8 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 	 * backlog that waited had its statistics gathered by autovacuum. */
 	if (vacuum && !o->queue)
 		ok = db_exec(c, "VACUUM pgoutbox.outbox");
+	if (ok && o->hold_xmin)
+		ok = (holder = snapshot_hold(o->db)) != NULL;
 	if (o->rss || o->warm) {
 		for (long i = 0; ok && i < o->relays; i++)
 			ok = child_start(&relays[i], o->relay_cmd, null_fd,
@@ -2344,6 +2380,7 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 	}
 	if (!children_stop(relays, o->relays))
 		ok = false;
+	snapshot_release(holder);
 	return ok ? (double)(t1 - t0) / NSEC : -1;
 }
 
@@ -2375,6 +2412,8 @@ static int cmd_drain(const opts_t *o)
 	param_long(&rep, "repeat", o->repeat);
 	if (o->rss)
 		param_str(&rep, "rss", "yes");
+	if (o->hold_xmin)
+		param_str(&rep, "hold_xmin", "yes");
 	if (o->warm)
 		param_str(&rep, "warm", "yes");
 	param_relay(&rep, o->relay_cmd);

@@ -37,6 +37,11 @@ def wal(p):
     return " (WAL capture, queue %s)" % p["queue"] if p.get("queue") else ""
 
 
+def held(p):
+    """enqueue, drain --hold-xmin: a snapshot held through the run."""
+    return ", snapshot held" if p.get("hold_xmin") else ""
+
+
 def describe(workload, p):
     """The parameters column: what was run, in words."""
     relay = p.get("relay", "")
@@ -49,9 +54,9 @@ def describe(workload, p):
             how = ", relay streaming" if relay else ", no relay"
         else:
             how = ", relay listening" if relay else ""
-        return "%s%s, %d client%s, %g s%s" % (
+        return "%s%s, %d client%s, %g s%s%s" % (
             p["mode"], wal(p), clients, "" if clients == 1 else "s",
-            p["seconds"], how)
+            p["seconds"], how, held(p))
     flags = relay.split(" relay", 1)[1].strip() if " relay" in relay else relay
     if p.get("queue"):
         flags = " ".join(flags.replace("--queue %s" % p["queue"],
@@ -60,9 +65,10 @@ def describe(workload, p):
         return "%d events, %d relay, %s; VmRSS idle 2 s, then sampled " \
             "every 5 ms while draining" % (p["events"], p["relays"], flags)
     if workload == "drain":
-        return "%d events%s, %d relay%s, %s (median of %d)" % (
+        return "%d events%s, %d relay%s, %s (median of %d)%s" % (
             p["events"], wal(p), p["relays"],
-            "" if p["relays"] == 1 else "s", flags, p.get("repeat", 1))
+            "" if p["relays"] == 1 else "s", flags, p.get("repeat", 1),
+            held(p))
     if workload in ("steady", "held-xmin"):
         mode = "concurrent" if "--mode concurrent" in flags else "ordered"
         text = "%g/s offered, %d producers x %d events/tx (%s), " % (
@@ -151,16 +157,24 @@ def beside(rows):
     ratios to a plain INSERT (and WAL's over table's), commit-to-sink
     latency at 500/s, the drain of one relay; a --rounds run: each round's
     rows, the ratios taken within the round."""
-    out = []
+    out, held = [], []
     for rnd in sorted(set(round_of(r) for r in rows)):
-        out += beside_round([r for r in rows if round_of(r) == rnd],
-                            " #%d" % rnd if rnd else "")
-    if not out:
-        return []
-    return ["", "WAL capture beside table capture (same run; producers: "
-            "events/s and the ratio to a plain INSERT, same clients)", "",
-            "| figure | INSERT limit | table | WAL | WAL / table |",
-            "|---|---:|---:|---:|---:|"] + out
+        these = [r for r in rows if round_of(r) == rnd]
+        tag = " #%d" % rnd if rnd else ""
+        out += beside_round(these, tag)
+        held += tagged(held_rows(these), tag)
+    if out:
+        out = ["", "WAL capture beside table capture (same run; "
+               "producers: events/s and the ratio to a plain INSERT, same "
+               "clients)", "",
+               "| figure | INSERT limit | table | WAL | WAL / table |",
+               "|---|---:|---:|---:|---:|"] + out
+    if held:
+        out += ["", "WAL capture under a held snapshot (REPEATABLE READ "
+                "and an xid, held through the workload)", "",
+                "| figure | none held | snapshot held | held / none |",
+                "|---|---:|---:|---:|"] + held
+    return out
 
 
 def beside_round(rows, tag):
@@ -188,7 +202,7 @@ def beside_round(rows, tag):
         for r in rows:
             p = r["params"]
             if r["workload"] != "enqueue" or p.get("mode") != "send" or \
-                    r["metric"] != "events_per_s" or \
+                    r["metric"] != "events_per_s" or p.get("hold_xmin") or \
                     bool(p.get("queue")) != queue or \
                     p["clients"] != clients:
                 continue
@@ -244,6 +258,7 @@ def beside_round(rows, tag):
             p = r["params"]
             if r["workload"] == "drain" and r["metric"] == "events_per_s" \
                     and p["relays"] == 1 and not p.get("rss") and \
+                    not p.get("hold_xmin") and \
                     bool(p.get("queue")) == queue and \
                     "--mode" not in p.get("relay", ""):
                 return r["value"], p["events"]
@@ -256,8 +271,46 @@ def beside_round(rows, tag):
                    "%s |" % ("{:,}".format(n), fmt_value(td, ""),
                              fmt_value(wd, ""),
                              "%.2f" % (wd / td) if td else "n/a"))
+    return tagged(out, tag)
+
+
+def tagged(lines, tag):
+    """Table rows with the round's tag after their first cell."""
     return [re.sub(r"^\| ([^|]*?) \|", lambda m: "| %s%s |" % (
-        m.group(1), tag), line) for line in out]
+        m.group(1), tag), line) for line in lines]
+
+
+def held_rows(rows):
+    """WAL capture under a held snapshot: the producers (8 clients, relay
+    streaming, the same seconds) and the drain, held over none held."""
+    def one(workload, held, **want):
+        for r in rows:
+            p = r["params"]
+            if r["workload"] == workload and \
+                    r["metric"] == "events_per_s" and p.get("queue") and \
+                    bool(p.get("hold_xmin")) == held and \
+                    p.get("relay") and all(p.get(k) == v
+                                           for k, v in want.items()):
+                return r["value"], p
+        return None, None
+
+    out = []
+    hv, hp = one("enqueue", True, clients=8)
+    if hv is not None:
+        nv, _ = one("enqueue", False, clients=8, seconds=hp["seconds"])
+        out.append("| send(), 8 clients, relay streaming, %g s, "
+                   "events/s | %s | %s | %s |" % (
+                       hp["seconds"], fmt_value(nv, ""), fmt_value(hv, ""),
+                       "%.2f" % (hv / nv) if nv else "n/a"))
+    hv, hp = one("drain", True, relays=1)
+    if hv is not None:
+        nv, _ = one("drain", False, relays=1, events=hp["events"])
+        out.append("| drain of %s events, 1 relay, events/s | %s | %s | "
+                   "%s |" % (
+                       "{:,}".format(hp["events"]), fmt_value(nv, ""),
+                       fmt_value(hv, ""),
+                       "%.2f" % (hv / nv) if nv else "n/a"))
+    return out
 
 
 def chart_data(rows, outdir):

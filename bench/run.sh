@@ -100,10 +100,10 @@ WAL_RELAY="$RELAY --queue $WALQ"
 
 if [ $QUICK = 1 ]; then
 	SECS=0.3 WARM=0.1 RTT=200 DRAIN=1000 REPEAT=1 LAT_SECS=0.5 LAT500=0.5 GRACE=3 LIMIT=20
-	STEADY=1 AFTER=0.5 WINDOW=0.5 HISTORY=20000 HDRAIN=2000
+	STEADY=1 AFTER=0.5 WINDOW=0.5 HISTORY=20000 HDRAIN=2000 HOLD=0.3
 else
 	SECS=10 WARM=1 RTT=5000 DRAIN=100000 REPEAT=3 LAT_SECS=10 LAT500=20 GRACE=5 LIMIT=60
-	STEADY=60 AFTER=20 WINDOW=5 HISTORY=10000000 HDRAIN=100000
+	STEADY=60 AFTER=20 WINDOW=5 HISTORY=10000000 HDRAIN=100000 HOLD=60
 fi
 DRAIN_RELAY="$RELAY --batch 1000 --in-flight 2"
 WAL_DRAIN_RELAY="$WAL_RELAY --batch 1000"
@@ -174,6 +174,9 @@ W=(
 	"latency 5000/s, NOTIFY, 10 events/tx|latency --rate 5000 --per-tx 10 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --relay-cmd \"$RELAY\""
 	"steady: 50 % of the drain rate for $STEADY s|latency --seconds $STEADY $STEADY_ARGS"
 	"held xmin: steady load, snapshot held $STEADY s, then $AFTER s|latency --hold-xmin --seconds $STEADY --after $AFTER $STEADY_ARGS"
+	"held snapshot, WAL: send(), 8 clients, relay streaming, $HOLD s, none held|enqueue --mode send --queue $WALQ --clients 8 --seconds $HOLD --warmup $WARM --relay-cmd \"$WAL_RELAY\""
+	"held snapshot, WAL: send(), 8 clients, relay streaming, $HOLD s, snapshot held|enqueue --mode send --queue $WALQ --clients 8 --seconds $HOLD --warmup $WARM --hold-xmin --relay-cmd \"$WAL_RELAY\""
+	"held snapshot, WAL: drain $DRAIN events, 1 relay, snapshot held|drain --queue $WALQ --hold-xmin --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$WAL_DRAIN_RELAY\""
 	"history: $HISTORY events through, then drain $HDRAIN|history --history $HISTORY --events $HDRAIN --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
 )
 
