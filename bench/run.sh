@@ -9,7 +9,7 @@
 # is a Markdown table whose last column compares each figure with the
 # PostgreSQL limit measured in the same run (see bench/report.py).
 #
-#   bench/run.sh build            full run, ~10 minutes on 2 cores
+#   bench/run.sh build            full run, ~14 minutes on 2 cores
 #   bench/run.sh build --quick    every workload tiny (~30 s): a smoke test
 #   bench/run.sh build --only 'enqueue|limit: (INSERT|COPY)' --rounds 3
 #                                 only the workloads whose label matches
@@ -25,7 +25,9 @@
 # of all three
 # (bench/results/*.tmp; a quick run draws its charts in its temporary
 # directory, only to check that they draw).  The relay runs in its default
-# mode (ordered) and, where marked, in concurrent mode.  Installs only
+# mode (ordered) and, where marked, in concurrent mode.  The cluster runs
+# at wal_level=logical: the workloads marked WAL use the queue benchwal,
+# captured through the WAL (docs/wal.md), side by side with the table's.  Installs only
 # what scripts/deps.sh lacks, plus gnuplot for the charts; `make bench`
 # built everything first.  Works as root (PostgreSQL then runs as the
 # postgres user) and as a normal user.
@@ -116,7 +118,7 @@ mkdir -p "$CHARTS"
 # per event, so 80 % of a lone drain asks more CPU than the host has, and
 # the more so the faster the relay.
 # STEADY_RATE=N in the environment offers N/s instead (run them alone:
-# STEADY_RATE=100000 bench/run.sh build --only 'steady|held').
+# STEADY_RATE=100000 bench/run.sh build --only 'steady|held xmin').
 STEADY_ARGS="--rate @STEADY_RATE@ --producers 2 --per-tx 100 --insert --window $WINDOW --warmup $WARM --grace 60 --relay-cmd \"$DRAIN_RELAY\""
 steady_rate() {
 	python3 - "$RUN_JSON" <<'PY'
