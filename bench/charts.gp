@@ -3,10 +3,11 @@
 #   gnuplot -e "data='DIR'; out='DIR'" bench/charts.gp
 #
 # Reads from `data` what the run left there: cdf-notify.dat,
-# cdf-notify-concurrent.dat and cdf-poll.dat (pgoutbox-bench latency
+# cdf-notify-concurrent.dat, cdf-wal.dat and cdf-poll.dat (pgoutbox-bench latency
 # --samples: "ms fraction"), relays.dat, steady.dat and held.dat
 # (bench/report.py --chart-data).  Writes to `out`:
-#   latency-notify.png   commit-to-sink CDF at 500/s with NOTIFY
+#   latency-notify.png   commit-to-sink CDF at 500/s with NOTIFY, and
+#                        through the WAL (a queue captured by it)
 #   latency-poll.png     the same, poll only (1 s interval)
 #   throughput-relays.png  drain events/s against relays, both modes
 #   steady.png           p99, backlog and dead tuples over time,
@@ -17,7 +18,7 @@ set key top left box opaque
 
 # --- latency CDF, NOTIFY ---
 set output out.'/latency-notify.png'
-set title "Commit-to-sink latency at 500 events/s, NOTIFY wake-up (CDF)"
+set title "Commit-to-sink latency at 500 events/s: NOTIFY wake-up, WAL stream (CDF)"
 set xlabel "latency (ms, log scale)"
 set ylabel "fraction of events at or below"
 set logscale x
@@ -27,7 +28,8 @@ set arrow 2 from 1.5, graph 0 to 1.5, graph 1 nohead dt 2 lc rgb "#888888"
 set label 1 "target p50 0.4 ms" at 0.4, 0.3 rotate by 90 offset -1,0 tc rgb "#666666"
 set label 2 "target p99 1.5 ms" at 1.5, 0.3 rotate by 90 offset -1,0 tc rgb "#666666"
 plot data.'/cdf-notify.dat' using 1:2 with lines lw 2 title "ordered (default)", \
-     data.'/cdf-notify-concurrent.dat' using 1:2 with lines lw 2 title "concurrent"
+     data.'/cdf-notify-concurrent.dat' using 1:2 with lines lw 2 title "concurrent", \
+     data.'/cdf-wal.dat' using 1:2 with lines lw 2 title "WAL capture (slot streamed)"
 unset arrow 1
 unset arrow 2
 unset label 1

@@ -76,6 +76,9 @@ typedef struct opts {
 	const char *run_id;    /* tags every JSON line of one run.sh run */
 	const char *label;     /* names the variant in the human lines */
 	const char *samples;   /* latency: the CDF of latencies goes here */
+	const char *queue;     /* send_to() this outbox queue (--queue) */
+	char send_sql[160];    /* send(), or send_to() of --queue */
+	char send_n_sql[200];  /* the same, n times in one statement */
 	long history;	       /* history: events passed through first */
 	bool rss;	       /* drain: also measure the relay's memory */
 	bool warm;	       /* drain: time relays started before the fill */
@@ -133,6 +136,13 @@ static void usage(FILE *out)
 		"from relays already connected to\ntheir sink.\n"
 		"Common: --payload-bytes N, --json FILE (append JSON lines), "
 		"--run-id ID,\n--label TEXT (names the variant).\n"
+		"enqueue and drain --hold-xmin: a REPEATABLE READ snapshot "
+		"(and an xid)\nheld through the run (drain: from before the "
+		"fill).\n"
+		"--queue NAME (enqueue --mode send|bulk, latency, drain): "
+		"send_to() that\nqueue instead of send() into the outbox; "
+		"a drain of a WAL queue ends when\nits slot confirmed the "
+		"WAL's end after the fill.\n"
 		"send-quiet skips the NOTIFY trigger (needs a superuser): "
 		"send() without the\nwake-up.  "
 		"The relay command runs under /bin/sh with DATABASE_URL set "
@@ -156,6 +166,35 @@ static bool parse_num(const char *flag, const char *s, double min, double *out)
 		return false;
 	}
 	*out = v;
+	return true;
+}
+
+/* The producers' statements: send() into the outbox, or with --queue
+ * send_to() into that queue (a WAL queue's events are logical messages:
+ * docs/wal.md).  The name is checked, so it can be a literal. */
+static bool queue_sql(opts_t *o)
+{
+	const char *q = o->queue;
+
+	if (!q) {
+		snprintf(o->send_sql, sizeof(o->send_sql), "%s", SEND_SQL);
+		snprintf(o->send_n_sql, sizeof(o->send_n_sql), "%s",
+			 SEND_N_SQL);
+		return true;
+	}
+	if (!*q || strlen(q) > 48 ||
+	    strspn(q, "abcdefghijklmnopqrstuvwxyz"
+		      "0123456789_") != strlen(q)) {
+		fprintf(stderr,
+			"%s: --queue: expected a queue name (a-z, 0-9, _), "
+			"got \"%s\"\n",
+			prog, q);
+		return false;
+	}
+	snprintf(o->send_sql, sizeof(o->send_sql),
+		 "SELECT pgoutbox.send_to('%s', $1, $2, $3, $4::jsonb)", q);
+	snprintf(o->send_n_sql, sizeof(o->send_n_sql),
+		 "%s FROM generate_series(1, $5::int)", o->send_sql);
 	return true;
 }
 
@@ -190,6 +229,7 @@ static bool parse_opts(opts_t *o, int argc, char **argv)
 		{"insert", no_argument, NULL, 'I'},
 		{"window", required_argument, NULL, 'W'},
 		{"after", required_argument, NULL, 'A'},
+		{"queue", required_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
 	double v;
@@ -223,6 +263,7 @@ static bool parse_opts(opts_t *o, int argc, char **argv)
 		case 'Q': o->warm = true; break;
 		case 'X': o->hold_xmin = true; break;
 		case 'I': o->insert = true; break;
+		case 'q': o->queue = optarg; break;
 		case 'W':
 			if (!parse_num("window", optarg, 0.1, &o->window))
 				return false;
@@ -301,7 +342,7 @@ static bool parse_opts(opts_t *o, int argc, char **argv)
 		fprintf(stderr, "%s: --db URL is required\n", prog);
 		return false;
 	}
-	return true;
+	return queue_sql(o);
 }
 
 /* --- time --- */
@@ -568,6 +609,29 @@ static bool db_prepare(PGconn *c, const char *name, const char *sql)
 	return ok;
 }
 
+/* enqueue, drain --hold-xmin: a session that holds a REPEATABLE READ
+ * snapshot and an xid, as latency --hold-xmin does, until
+ * snapshot_release().  NULL (printed) on failure. */
+static PGconn *snapshot_hold(const char *url)
+{
+	PGconn *c = db_connect(url);
+
+	if (c && !(db_exec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ") &&
+		   db_exec(c, "SELECT txid_current()") &&
+		   db_exec(c, "SELECT 1 FROM pgoutbox.outbox LIMIT 1"))) {
+		PQfinish(c);
+		c = NULL;
+	}
+	return c;
+}
+
+static void snapshot_release(PGconn *c)
+{
+	if (c)
+		db_exec(c, "ROLLBACK");
+	PQfinish(c);
+}
+
 /* --- the events --- */
 
 /* What every event carries: the same ~200-byte order everywhere, and a
@@ -617,12 +681,13 @@ static void corpus_destroy(corpus_t *cp)
 	free(cp);
 }
 
-/* Writes n events into the outbox, FILL_BATCH per COPY (each its own
- * transaction). */
-static bool fill_outbox(PGconn *c, const corpus_t *cp, long n)
+/* Writes n events into the outbox (or queue), FILL_BATCH per COPY (each
+ * its own transaction; a WAL queue's: one send_batch_to() call each). */
+static bool fill_outbox(PGconn *c, const char *queue, const corpus_t *cp,
+			long n)
 {
 	pgo_error_t err;
-	pgo_producer_t *p = pgo_producer_new(c, NULL, &err);
+	pgo_producer_t *p = pgo_producer_new(c, queue, &err);
 	bool ok = true;
 
 	if (!p) {
@@ -664,7 +729,7 @@ static int cmd_fill(const opts_t *o)
 	c = cp ? db_connect(o->db) : NULL;
 	if (c) {
 		t0 = now_ns();
-		if (fill_outbox(c, cp, o->events)) {
+		if (fill_outbox(c, o->queue, cp, o->events)) {
 			t1 = now_ns();
 			metric(&rep, "events_per_s",
 			       (double)o->events * NSEC / (double)(t1 - t0),
@@ -957,14 +1022,14 @@ static bool client_setup(client_t *cl, const opts_t *o)
 	if (!cl->conn)
 		return false;
 	switch (cl->run->mode) {
-	case ENQ_SEND: return db_prepare(cl->conn, "bench_send", SEND_SQL);
+	case ENQ_SEND: return db_prepare(cl->conn, "bench_send", o->send_sql);
 	case ENQ_SEND_QUIET:
 		/* The replica role skips ordinary triggers: what send() costs
 		 * without the wake-up NOTIFY and its commit-time lock.  Needs
 		 * a superuser; only a benchmark does this. */
 		return db_exec(cl->conn,
 			       "SET session_replication_role = replica") &&
-		       db_prepare(cl->conn, "bench_send", SEND_SQL);
+		       db_prepare(cl->conn, "bench_send", o->send_sql);
 	case ENQ_INSERT:
 		return db_prepare(cl->conn, "bench_insert",
 				  "INSERT INTO bench_plain (payload) "
@@ -975,7 +1040,7 @@ static bool client_setup(client_t *cl, const opts_t *o)
 			"INSERT INTO pgoutbox.outbox (topic, key, "
 			"type, payload) VALUES ($1, $2, $3, $4::jsonb)");
 	case ENQ_BULK:
-		cl->producer = pgo_producer_new(cl->conn, NULL, &err);
+		cl->producer = pgo_producer_new(cl->conn, o->queue, &err);
 		if (!cl->producer)
 			fprintf(stderr, "%s: producer: %s\n", prog, err.msg);
 		return cl->producer != NULL;
@@ -1120,6 +1185,7 @@ static int cmd_enqueue(const opts_t *o)
 	enqueue_t run = {0};
 	child_t relay = {0};
 	client_t *cls = NULL;
+	PGconn *holder = NULL; /* --hold-xmin */
 	report_t rep;
 	char label[96];
 	long started = 0;
@@ -1129,6 +1195,11 @@ static int cmd_enqueue(const opts_t *o)
 
 	if (!parse_mode(o->mode, &run.mode))
 		return 2;
+	if (o->queue && run.mode != ENQ_SEND && run.mode != ENQ_BULK) {
+		fprintf(stderr, "%s: --queue goes with --mode send or bulk\n",
+			prog);
+		return 2;
+	}
 	if (o->seconds <= 0 || o->clients > MAX_CLIENTS) {
 		fprintf(stderr,
 			"%s: enqueue needs --seconds S and at most %d "
@@ -1140,6 +1211,10 @@ static int cmd_enqueue(const opts_t *o)
 	if (!report_open(&rep, o, "enqueue", label))
 		return 1;
 	param_str(&rep, "mode", o->mode);
+	if (o->queue)
+		param_str(&rep, "queue", o->queue);
+	if (o->hold_xmin)
+		param_str(&rep, "hold_xmin", "yes");
 	param_long(&rep, "clients", o->clients);
 	param_num(&rep, "seconds", o->seconds);
 	param_long(&rep, "payload_bytes", o->payload_bytes);
@@ -1168,6 +1243,9 @@ static int cmd_enqueue(const opts_t *o)
 		cls[i].run = &run;
 		ok = client_setup(&cls[i], o);
 	}
+	/* --hold-xmin: a snapshot held through the whole run. */
+	if (ok && o->hold_xmin)
+		ok = (holder = snapshot_hold(o->db)) != NULL;
 	/* --relay-cmd: a relay listens (and drains) meanwhile. */
 	if (ok && o->relay_cmd) {
 		int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -1205,6 +1283,7 @@ static int cmd_enqueue(const opts_t *o)
 	atomic_store(&run.stop, true);
 	for (long i = 0; i < started; i++)
 		pthread_join(cls[i].thread, NULL);
+	snapshot_release(holder);
 	if (relay.pid && !child_alive(&relay)) {
 		fprintf(stderr, "%s: the relay exited (see --relay-log)\n",
 			prog);
@@ -1862,6 +1941,13 @@ static int cmd_latency(const opts_t *o)
 	int fds[2] = {-1, -1};
 	int64_t probe;
 
+	if (o->queue && (o->insert || o->hold_xmin || o->window > 0)) {
+		fprintf(stderr,
+			"%s: latency --queue sends with send_to(): no "
+			"--insert, --hold-xmin or --window\n",
+			prog);
+		return 2;
+	}
 	if (o->rate <= 0 || o->seconds <= 0 || !o->relay_cmd ||
 	    o->per_tx > MAX_PER_TX || o->producers > MAX_CLIENTS) {
 		fprintf(stderr,
@@ -1881,6 +1967,8 @@ static int cmd_latency(const opts_t *o)
 		param_num(&rep, "window", o->window);
 	param_long(&rep, "producers", o->producers);
 	param_long(&rep, "per_tx", o->per_tx);
+	if (o->queue)
+		param_str(&rep, "queue", o->queue);
 	if (o->insert)
 		param_str(&rep, "producer", "insert");
 	param_relay(&rep, o->relay_cmd);
@@ -1905,9 +1993,9 @@ static int cmd_latency(const opts_t *o)
 				    (size_t)o->per_tx * sizeof(*ps[i].sent));
 		ps[i].conn = ps[i].sent ? db_connect(o->db) : NULL;
 		ok = ps[i].conn &&
-		     db_prepare(ps[i].conn, "bench_send", SEND_SQL) &&
+		     db_prepare(ps[i].conn, "bench_send", o->send_sql) &&
 		     db_prepare(ps[i].conn, "bench_send_n",
-				o->insert ? INSERT_N_SQL : SEND_N_SQL);
+				o->insert ? INSERT_N_SQL : o->send_n_sql);
 	}
 	mon.stats = ok ? db_connect(o->db) : NULL;
 	ok = ok && mon.stats;
@@ -2026,6 +2114,44 @@ static int outbox_empty(PGconn *c)
 			PQerrorMessage(c));
 	PQclear(res);
 	return empty;
+}
+
+/* A WAL queue (--queue) holds no row: its backlog is drained once the
+ * slot pgoutbox_<queue> confirmed the position target (the WAL's end
+ * after the fill).  1 done, 0 not yet, -1 error (printed). */
+static int slot_caught_up(PGconn *c, const char *queue, const char *target)
+{
+	const char *params[2] = {queue, target};
+	PGresult *res = PQexecParams(
+		c,
+		"SELECT coalesce(bool_or(confirmed_flush_lsn >= $2::pg_lsn), "
+		"false) FROM pg_replication_slots "
+		"WHERE slot_name = 'pgoutbox_' || $1",
+		2, NULL, params, NULL, NULL, 0);
+	int done = -1;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		done = PQgetvalue(res, 0, 0)[0] == 't';
+	else
+		fprintf(stderr, "%s: polling the slot: %s", prog,
+			PQerrorMessage(c));
+	PQclear(res);
+	return done;
+}
+
+/* The WAL's end now, into lsn; false (printed) on error. */
+static bool wal_lsn(PGconn *c, char *lsn, size_t size)
+{
+	PGresult *res = PQexec(c, "SELECT pg_current_wal_lsn()");
+	bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+
+	if (ok)
+		snprintf(lsn, size, "%s", PQgetvalue(res, 0, 0));
+	else
+		fprintf(stderr, "%s: pg_current_wal_lsn: %s", prog,
+			PQerrorMessage(c));
+	PQclear(res);
+	return ok;
 }
 
 /* A relay's memory from /proc/PID/status: field is "VmRSS" or "VmHWM"
@@ -2169,6 +2295,8 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 	double cpu0 = 0;
 	int empty = 0;
 	bool ok = true;
+	char target[32] = "";  /* --queue: the WAL's end after the fill */
+	PGconn *holder = NULL; /* --hold-xmin: from the fill to the end */
 
 	*st = (drain_stats_t){.claim_ms = NAN,
 			      .rss_idle_kb = -1,
@@ -2178,8 +2306,10 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 			      .cpu_s = -1};
 	/* Space the previous run freed is reused, as in steady state; a
 	 * backlog that waited had its statistics gathered by autovacuum. */
-	if (vacuum)
+	if (vacuum && !o->queue)
 		ok = db_exec(c, "VACUUM pgoutbox.outbox");
+	if (ok && o->hold_xmin)
+		ok = (holder = snapshot_hold(o->db)) != NULL;
 	if (o->rss || o->warm) {
 		for (long i = 0; ok && i < o->relays; i++)
 			ok = child_start(&relays[i], o->relay_cmd, null_fd,
@@ -2192,8 +2322,9 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 				kill(relays[i].pid, SIGSTOP);
 		}
 	}
-	ok = ok && fill_outbox(c, cp, o->events) &&
-	     db_exec(c, "ANALYZE pgoutbox.outbox");
+	ok = ok && fill_outbox(c, o->queue, cp, o->events) &&
+	     (o->queue ? wal_lsn(c, target, sizeof(target))
+		       : db_exec(c, "ANALYZE pgoutbox.outbox"));
 	if (ok && probe)
 		st->claim_ms = claim_probe(c);
 	t0 = now_ns();
@@ -2217,7 +2348,8 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 			if (kb > st->rss_drain_kb)
 				st->rss_drain_kb = kb;
 		}
-		empty = outbox_empty(c);
+		empty = o->queue ? slot_caught_up(c, o->queue, target)
+				 : outbox_empty(c);
 		t1 = now_ns();
 		if (empty < 0)
 			ok = false;
@@ -2248,6 +2380,7 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 	}
 	if (!children_stop(relays, o->relays))
 		ok = false;
+	snapshot_release(holder);
 	return ok ? (double)(t1 - t0) / NSEC : -1;
 }
 
@@ -2273,10 +2406,14 @@ static int cmd_drain(const opts_t *o)
 	if (!report_open(&rep, o, "drain", label))
 		return 1;
 	param_long(&rep, "events", o->events);
+	if (o->queue)
+		param_str(&rep, "queue", o->queue);
 	param_long(&rep, "relays", o->relays);
 	param_long(&rep, "repeat", o->repeat);
 	if (o->rss)
 		param_str(&rep, "rss", "yes");
+	if (o->hold_xmin)
+		param_str(&rep, "hold_xmin", "yes");
 	if (o->warm)
 		param_str(&rep, "warm", "yes");
 	param_relay(&rep, o->relay_cmd);
@@ -2375,7 +2512,7 @@ static double history_pass(const opts_t *o, PGconn *c, const corpus_t *cp,
 	while (ok && done < n) {
 		long chunk = n - done < 50000 ? n - done : 50000;
 
-		ok = fill_outbox(c, cp, chunk);
+		ok = fill_outbox(c, NULL, cp, chunk);
 		done += chunk;
 		if (!child_alive(&relay)) {
 			fprintf(stderr,
@@ -2424,10 +2561,10 @@ static int cmd_history(const opts_t *o)
 	int null_fd = -1;
 	bool ok;
 
-	if (o->events <= 0 || o->history <= 0 || !o->relay_cmd) {
+	if (o->events <= 0 || o->history <= 0 || !o->relay_cmd || o->queue) {
 		fprintf(stderr,
 			"%s: history needs --history N, --events N and "
-			"--relay-cmd CMD\n",
+			"--relay-cmd CMD (and no --queue)\n",
 			prog);
 		return 2;
 	}

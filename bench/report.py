@@ -32,6 +32,16 @@ def round_of(r):
     return int(m.group(1)) if m else 0
 
 
+def wal(p):
+    """The capture of a workload that named a queue (--queue): WAL."""
+    return " (WAL capture, queue %s)" % p["queue"] if p.get("queue") else ""
+
+
+def held(p):
+    """enqueue, drain --hold-xmin: a snapshot held through the run."""
+    return ", snapshot held" if p.get("hold_xmin") else ""
+
+
 def describe(workload, p):
     """The parameters column: what was run, in words."""
     relay = p.get("relay", "")
@@ -40,19 +50,25 @@ def describe(workload, p):
         poll = re.search(r"--poll-interval (\S+)", relay)
         if "--listen off" in relay and poll:
             how = ", relay polling every %s (no LISTEN)" % poll.group(1)
+        elif p.get("queue"):
+            how = ", relay streaming" if relay else ", no relay"
         else:
             how = ", relay listening" if relay else ""
-        return "%s, %d client%s, %g s%s" % (
-            p["mode"], clients, "" if clients == 1 else "s", p["seconds"],
-            how)
+        return "%s%s, %d client%s, %g s%s%s" % (
+            p["mode"], wal(p), clients, "" if clients == 1 else "s",
+            p["seconds"], how, held(p))
     flags = relay.split(" relay", 1)[1].strip() if " relay" in relay else relay
+    if p.get("queue"):
+        flags = " ".join(flags.replace("--queue %s" % p["queue"],
+                                       "").split())
     if workload == "drain" and p.get("rss"):
         return "%d events, %d relay, %s; VmRSS idle 2 s, then sampled " \
             "every 5 ms while draining" % (p["events"], p["relays"], flags)
     if workload == "drain":
-        return "%d events, %d relay%s, %s (median of %d)" % (
-            p["events"], p["relays"], "" if p["relays"] == 1 else "s",
-            flags, p.get("repeat", 1))
+        return "%d events%s, %d relay%s, %s (median of %d)%s" % (
+            p["events"], wal(p), p["relays"],
+            "" if p["relays"] == 1 else "s", flags, p.get("repeat", 1),
+            held(p))
     if workload in ("steady", "held-xmin"):
         mode = "concurrent" if "--mode concurrent" in flags else "ordered"
         text = "%g/s offered, %d producers x %d events/tx (%s), " % (
@@ -70,6 +86,8 @@ def describe(workload, p):
                          p["repeat"], flags)
     if workload == "latency":
         wake = "poll only" if "--listen off" in flags else "NOTIFY"
+        if p.get("queue"):
+            wake = "WAL stream" + wal(p)
         extra = flags.replace("--sink stdout", "").strip()
         text = "%g/s for %g s, %s" % (p["rate"], p["seconds"], wake)
         if p.get("per_tx", 1) > 1:
@@ -134,13 +152,175 @@ def over_time(rows):
     return out
 
 
+def beside(rows):
+    """WAL capture beside table capture, from the same run: the producers'
+    ratios to a plain INSERT (and WAL's over table's), commit-to-sink
+    latency at 500/s, the drain of one relay; a --rounds run: each round's
+    rows, the ratios taken within the round."""
+    out, held = [], []
+    for rnd in sorted(set(round_of(r) for r in rows)):
+        these = [r for r in rows if round_of(r) == rnd]
+        tag = " #%d" % rnd if rnd else ""
+        out += beside_round(these, tag)
+        held += tagged(held_rows(these), tag)
+    if out:
+        out = ["", "WAL capture beside table capture (same run; "
+               "producers: events/s and the ratio to a plain INSERT, same "
+               "clients)", "",
+               "| figure | INSERT limit | table | WAL | WAL / table |",
+               "|---|---:|---:|---:|---:|"] + out
+    if held:
+        out += ["", "WAL capture under a held snapshot (REPEATABLE READ "
+                "and an xid, held through the workload)", "",
+                "| figure | none held | snapshot held | held / none |",
+                "|---|---:|---:|---:|"] + held
+    return out
+
+
+def beside_round(rows, tag):
+    """beside() of one round's rows; tag names the round."""
+    def get(workload, metric, queue, **want):
+        for r in rows:
+            p = r["params"]
+            if r["workload"] == workload and r["metric"] == metric and \
+                    bool(p.get("queue")) == queue and \
+                    all(p.get(k) == v for k, v in want.items()):
+                return r["value"], p
+        return None, None
+
+    def relay_kind(p, queue):
+        relay = p.get("relay", "")
+        if not relay:
+            return "none"
+        if queue:
+            return "streaming"
+        if "--listen off" in relay:
+            return None
+        return "listening"
+
+    def ratio(queue, clients, with_relay):
+        for r in rows:
+            p = r["params"]
+            if r["workload"] != "enqueue" or p.get("mode") != "send" or \
+                    r["metric"] != "events_per_s" or p.get("hold_xmin") or \
+                    bool(p.get("queue")) != queue or \
+                    p["clients"] != clients:
+                continue
+            kind = relay_kind(p, queue)
+            if kind is None or (kind != "none") != with_relay:
+                continue
+            limit, _ = get("enqueue", "events_per_s", False, mode="insert",
+                           clients=clients)
+            return r["value"], limit
+        return None, None
+
+    out = []
+    for clients in (1, 8):
+        for with_relay in (False, True):
+            tv, tl = ratio(False, clients, with_relay)
+            wv, wl = ratio(True, clients, with_relay)
+            if wv is None:
+                continue
+            tr = tv / tl if tv and tl else None
+            wr = wv / wl if wv and wl else None
+            out.append("| send(), %d client%s, %s | %s | %s | %s | %s |" % (
+                clients, "" if clients == 1 else "s",
+                "relay streaming / listening" if with_relay else "no relay",
+                fmt_value(wl, ""),
+                "%s (%s)" % (fmt_value(tv, ""), "%.2f" % tr if tr else "n/a"),
+                "%s (%s)" % (fmt_value(wv, ""), "%.2f" % wr if wr else "n/a"),
+                "%.2f" % (wr / tr) if wr and tr else "n/a"))
+
+    def lat(queue):
+        for r in rows:
+            p = r["params"]
+            relay = p.get("relay", "")
+            if r["workload"] == "latency" and p.get("rate") == 500 and \
+                    bool(p.get("queue")) == queue and \
+                    "--mode" not in relay and "--listen off" not in relay \
+                    and r["metric"] == "p50_ms":
+                p99, _ = get("latency", "p99_ms", queue, **{
+                    k: p[k] for k in ("rate", "seconds", "relay")})
+                return r["value"], p99
+        return None, None
+
+    tl50, tl99 = lat(False)
+    wl50, wl99 = lat(True)
+    if wl50 is not None:
+        out.append("| commit to sink at 500/s, p50 / p99 ms | | %s / %s | "
+                   "%s / %s | %s |" % (
+                       fmt_value(tl50, "ms"), fmt_value(tl99, "ms"),
+                       fmt_value(wl50, "ms"), fmt_value(wl99, "ms"),
+                       "%.2f" % (wl50 / tl50) if tl50 else "n/a"))
+
+    def drain(queue):
+        for r in rows:
+            p = r["params"]
+            if r["workload"] == "drain" and r["metric"] == "events_per_s" \
+                    and p["relays"] == 1 and not p.get("rss") and \
+                    not p.get("hold_xmin") and \
+                    bool(p.get("queue")) == queue and \
+                    "--mode" not in p.get("relay", ""):
+                return r["value"], p["events"]
+        return None, None
+
+    td, _ = drain(False)
+    wd, n = drain(True)
+    if wd is not None:
+        out.append("| drain of %s events, 1 relay, events/s | | %s | %s | "
+                   "%s |" % ("{:,}".format(n), fmt_value(td, ""),
+                             fmt_value(wd, ""),
+                             "%.2f" % (wd / td) if td else "n/a"))
+    return tagged(out, tag)
+
+
+def tagged(lines, tag):
+    """Table rows with the round's tag after their first cell."""
+    return [re.sub(r"^\| ([^|]*?) \|", lambda m: "| %s%s |" % (
+        m.group(1), tag), line) for line in lines]
+
+
+def held_rows(rows):
+    """WAL capture under a held snapshot: the producers (8 clients, relay
+    streaming, the same seconds) and the drain, held over none held."""
+    def one(workload, held, **want):
+        for r in rows:
+            p = r["params"]
+            if r["workload"] == workload and \
+                    r["metric"] == "events_per_s" and p.get("queue") and \
+                    bool(p.get("hold_xmin")) == held and \
+                    p.get("relay") and all(p.get(k) == v
+                                           for k, v in want.items()):
+                return r["value"], p
+        return None, None
+
+    out = []
+    hv, hp = one("enqueue", True, clients=8)
+    if hv is not None:
+        nv, _ = one("enqueue", False, clients=8, seconds=hp["seconds"])
+        out.append("| send(), 8 clients, relay streaming, %g s, "
+                   "events/s | %s | %s | %s |" % (
+                       hp["seconds"], fmt_value(nv, ""), fmt_value(hv, ""),
+                       "%.2f" % (hv / nv) if nv else "n/a"))
+    hv, hp = one("drain", True, relays=1)
+    if hv is not None:
+        nv, _ = one("drain", False, relays=1, events=hp["events"])
+        out.append("| drain of %s events, 1 relay, events/s | %s | %s | "
+                   "%s |" % (
+                       "{:,}".format(hp["events"]), fmt_value(nv, ""),
+                       fmt_value(hv, ""),
+                       "%.2f" % (hv / nv) if nv else "n/a"))
+    return out
+
+
 def chart_data(rows, outdir):
     """The data files of bench/charts.gp."""
     import os
     rates = {}
     for r in rows:
         if r["workload"] == "drain" and r["metric"] == "events_per_s" \
-                and not r["params"].get("rss"):
+                and not r["params"].get("rss") \
+                and not r["params"].get("queue"):
             mode = "concurrent" if "--mode concurrent" in r["params"].get(
                 "relay", "") else "ordered"
             rates.setdefault(r["params"]["relays"], {})[mode] = r["value"]
@@ -248,7 +428,7 @@ def main():
             out.append("| %s | %s | %.2f |" % (
                 desc, " ".join("%.2f" % x for x in xs),
                 statistics.median(xs)))
-    print("\n".join(out + over_time(rows)))
+    print("\n".join(out + beside(rows) + over_time(rows)))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@
 # is a Markdown table whose last column compares each figure with the
 # PostgreSQL limit measured in the same run (see bench/report.py).
 #
-#   bench/run.sh build            full run, ~10 minutes on 2 cores
+#   bench/run.sh build            full run, ~14 minutes on 2 cores
 #   bench/run.sh build --quick    every workload tiny (~30 s): a smoke test
 #   bench/run.sh build --only 'enqueue|limit: (INSERT|COPY)' --rounds 3
 #                                 only the workloads whose label matches
@@ -25,7 +25,9 @@
 # of all three
 # (bench/results/*.tmp; a quick run draws its charts in its temporary
 # directory, only to check that they draw).  The relay runs in its default
-# mode (ordered) and, where marked, in concurrent mode.  Installs only
+# mode (ordered) and, where marked, in concurrent mode.  The cluster runs
+# at wal_level=logical: the workloads marked WAL use the queue benchwal,
+# captured through the WAL (docs/wal.md), side by side with the table's.  Installs only
 # what scripts/deps.sh lacks, plus gnuplot for the charts; `make bench`
 # built everything first.  Works as root (PostgreSQL then runs as the
 # postgres user) and as a normal user.
@@ -74,13 +76,20 @@ trap 'exit 130' INT TERM
 
 # Durable commits as in production; only the cache and WAL sizes are
 # raised, so that no checkpoint storm lands in the middle of a workload.
+# wal_level=logical for the WAL-capture workloads (docs/wal.md): both
+# capture modes are measured at the same level, side by side.
 SETTINGS=(shared_buffers=256MB fsync=on synchronous_commit=on
-	max_wal_size=4GB checkpoint_timeout=30min)
+	max_wal_size=4GB checkpoint_timeout=30min wal_level=logical)
 echo "== starting PostgreSQL ($(pg_bindir | grep -o '[0-9]*' | head -1)): ${SETTINGS[*]}"
 pg_start "$TMP/pg" "${SETTINGS[@]}" || { echo "run.sh: cannot start PostgreSQL" >&2; exit 2; }
 psql -XAtq "$(pg_url postgres)" -c "CREATE DATABASE bench" >/dev/null
 URL=$(pg_url bench)
 "$PGO" migrate --db "$URL" >"$TMP/migrate.log" 2>&1 || { cat "$TMP/migrate.log" >&2; exit 1; }
+# The WAL-capture workloads' queue: send_to('benchwal', ...) writes a
+# logical message, its relay streams the slot pgoutbox_benchwal.
+WALQ=benchwal
+"$PGO" queue create "$WALQ" --capture wal --db "$URL" >>"$TMP/migrate.log" 2>&1 ||
+	{ cat "$TMP/migrate.log" >&2; exit 1; }
 PG_VERSION=$(psql -XAtq "$URL" -c "SHOW server_version")
 
 RUN_ID=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -89,15 +98,17 @@ LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 RUN_JSON=$TMP/run.jsonl
 : >"$RUN_JSON"
 RELAY="$PGO relay --sink stdout"
+WAL_RELAY="$RELAY --queue $WALQ"
 
 if [ $QUICK = 1 ]; then
 	SECS=0.3 WARM=0.1 RTT=200 DRAIN=1000 REPEAT=1 LAT_SECS=0.5 LAT500=0.5 GRACE=3 LIMIT=20
-	STEADY=1 AFTER=0.5 WINDOW=0.5 HISTORY=20000 HDRAIN=2000
+	STEADY=1 AFTER=0.5 WINDOW=0.5 HISTORY=20000 HDRAIN=2000 HOLD=0.3
 else
 	SECS=10 WARM=1 RTT=5000 DRAIN=100000 REPEAT=3 LAT_SECS=10 LAT500=20 GRACE=5 LIMIT=60
-	STEADY=60 AFTER=20 WINDOW=5 HISTORY=10000000 HDRAIN=100000
+	STEADY=60 AFTER=20 WINDOW=5 HISTORY=10000000 HDRAIN=100000 HOLD=60
 fi
 DRAIN_RELAY="$RELAY --batch 1000 --in-flight 2"
+WAL_DRAIN_RELAY="$WAL_RELAY --batch 1000"
 CHARTS=$TMP/charts
 mkdir -p "$CHARTS"
 # steady and held-xmin: producers at 50 % of the drain rate of one relay
@@ -107,7 +118,7 @@ mkdir -p "$CHARTS"
 # per event, so 80 % of a lone drain asks more CPU than the host has, and
 # the more so the faster the relay.
 # STEADY_RATE=N in the environment offers N/s instead (run them alone:
-# STEADY_RATE=100000 bench/run.sh build --only 'steady|held').
+# STEADY_RATE=100000 bench/run.sh build --only 'steady|held xmin').
 STEADY_ARGS="--rate @STEADY_RATE@ --producers 2 --per-tx 100 --insert --window $WINDOW --warmup $WARM --grace 60 --relay-cmd \"$DRAIN_RELAY\""
 steady_rate() {
 	python3 - "$RUN_JSON" <<'PY'
@@ -118,7 +129,7 @@ for line in open(sys.argv[1]):
     p = r["params"]
     if (r["workload"] == "drain" and r["metric"] == "events_per_s"
             and p["relays"] == 1 and "--mode" not in p.get("relay", "")
-            and "rss" not in p):
+            and "rss" not in p and "queue" not in p):
         rate = r["value"]
 print(int(round(0.5 * rate, -2)) if rate else 10000)
 PY
@@ -142,6 +153,10 @@ W=(
 	"enqueue send(), 8 clients, relay listening|enqueue --mode send --clients 8 --seconds $SECS --warmup $WARM --relay-cmd \"$RELAY\""
 	"enqueue send(), 1 client, relay polling every 100 ms|enqueue --mode send --clients 1 --seconds $SECS --warmup $WARM --relay-cmd \"$RELAY --listen off --poll-interval 100ms\""
 	"enqueue send(), 8 clients, relay polling every 100 ms|enqueue --mode send --clients 8 --seconds $SECS --warmup $WARM --relay-cmd \"$RELAY --listen off --poll-interval 100ms\""
+	"enqueue send() WAL, 1 client|enqueue --mode send --queue $WALQ --clients 1 --seconds $SECS --warmup $WARM"
+	"enqueue send() WAL, 8 clients|enqueue --mode send --queue $WALQ --clients 8 --seconds $SECS --warmup $WARM"
+	"enqueue send() WAL, 1 client, relay streaming|enqueue --mode send --queue $WALQ --clients 1 --seconds $SECS --warmup $WARM --relay-cmd \"$WAL_RELAY\""
+	"enqueue send() WAL, 8 clients, relay streaming|enqueue --mode send --queue $WALQ --clients 8 --seconds $SECS --warmup $WARM --relay-cmd \"$WAL_RELAY\""
 	"enqueue bulk 100/tx, 1 client|enqueue --mode bulk --clients 1 --seconds $SECS --warmup $WARM"
 	"enqueue send_batch() 100/call, 1 client|enqueue --mode batch --clients 1 --seconds $SECS --warmup $WARM"
 	"drain $DRAIN events, 1 relay (ordered)|drain --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
@@ -150,15 +165,20 @@ W=(
 	"drain $DRAIN events, 2 relays (concurrent)|drain --events $DRAIN --relays 2 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
 	"drain $DRAIN events, 4 relays (ordered)|drain --events $DRAIN --relays 4 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
 	"drain $DRAIN events, 4 relays (concurrent)|drain --events $DRAIN --relays 4 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
+	"drain $DRAIN events WAL, 1 relay|drain --queue $WALQ --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$WAL_DRAIN_RELAY\""
 	"relay RSS: idle, then draining $DRAIN events|drain --events $DRAIN --relays 1 --rss --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
 	"latency 500/s, NOTIFY|latency --rate 500 --seconds $LAT500 --warmup $WARM --grace $GRACE --samples \"$CHARTS/cdf-notify.dat\" --relay-cmd \"$RELAY\""
 	"latency 500/s, NOTIFY (concurrent)|latency --rate 500 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --samples \"$CHARTS/cdf-notify-concurrent.dat\" --relay-cmd \"$RELAY --mode concurrent\""
+	"latency 500/s, WAL|latency --queue $WALQ --rate 500 --seconds $LAT500 --warmup $WARM --grace $GRACE --samples \"$CHARTS/cdf-wal.dat\" --relay-cmd \"$WAL_RELAY\""
 	"latency 500/s, poll only (1 s)|latency --rate 500 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --samples \"$CHARTS/cdf-poll.dat\" --relay-cmd \"$RELAY --listen off --poll-interval 1s\""
 	"latency 5000/s, NOTIFY, 1 event/tx|latency --rate 5000 --producers 4 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --relay-cmd \"$RELAY\""
 	"latency 8 producers at full speed, NOTIFY|latency --rate 40000 --producers 8 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --relay-cmd \"$RELAY\""
 	"latency 5000/s, NOTIFY, 10 events/tx|latency --rate 5000 --per-tx 10 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --relay-cmd \"$RELAY\""
 	"steady: 50 % of the drain rate for $STEADY s|latency --seconds $STEADY $STEADY_ARGS"
 	"held xmin: steady load, snapshot held $STEADY s, then $AFTER s|latency --hold-xmin --seconds $STEADY --after $AFTER $STEADY_ARGS"
+	"held snapshot, WAL: send(), 8 clients, relay streaming, $HOLD s, none held|enqueue --mode send --queue $WALQ --clients 8 --seconds $HOLD --warmup $WARM --relay-cmd \"$WAL_RELAY\""
+	"held snapshot, WAL: send(), 8 clients, relay streaming, $HOLD s, snapshot held|enqueue --mode send --queue $WALQ --clients 8 --seconds $HOLD --warmup $WARM --hold-xmin --relay-cmd \"$WAL_RELAY\""
+	"held snapshot, WAL: drain $DRAIN events, 1 relay, snapshot held|drain --queue $WALQ --hold-xmin --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$WAL_DRAIN_RELAY\""
 	"history: $HISTORY events through, then drain $HDRAIN|history --history $HISTORY --events $HDRAIN --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
 )
 
@@ -188,9 +208,12 @@ for w in "${RUNS[@]}"; do
 		label="$label ($rate/s)" ;;
 	esac
 	echo "== [$n/${#RUNS[@]}] $label"
-	# An empty outbox and a fresh checkpoint: workloads do not inherit
-	# each other's backlog or dirty pages.
-	psql -XAtq "$URL" -c "TRUNCATE pgoutbox.outbox" -c "CHECKPOINT" >/dev/null
+	# An empty outbox, a fresh slot and a fresh checkpoint: workloads
+	# do not inherit each other's backlog (rows or WAL) or dirty pages.
+	psql -XAtq "$URL" -c "TRUNCATE pgoutbox.outbox" \
+		-c "SELECT pg_drop_replication_slot('pgoutbox_$WALQ')" \
+		-c "SELECT pg_create_logical_replication_slot('pgoutbox_$WALQ', 'pgoutput')" \
+		-c "CHECKPOINT" >/dev/null
 	log=$TMP/relay-$n.log
 	if ! eval "\"\$BENCH\" $args --db \"\$URL\" --json \"\$RUN_JSON\" --run-id \"\$RUN_ID\" --relay-log \"\$log\" --label \"\$label\""; then
 		failed+=("$label")

@@ -8,4 +8,6 @@ grep -q ' workloads in .*, 0 failed' "$T_TMP/bench.log" || fail "bench summary: 
 for w in enqueue drain latency notify-rtt steady held-xmin history; do
 	grep -q "^| $w " "$T_TMP/bench.log" || fail "workload $w missing from the table"
 done
+grep -q 'WAL capture, queue benchwal' "$T_TMP/bench.log" || fail "no WAL-capture workload in the table"
+grep -q '^WAL capture beside table capture' "$T_TMP/bench.log" || fail "no WAL-beside-table summary"
 note "$(grep ' workloads in ' "$T_TMP/bench.log")"

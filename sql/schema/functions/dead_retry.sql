@@ -4,6 +4,12 @@
 -- reset; its last_error marks it as failed before, so that a relay
 -- claims it below its claim floor (upgrade step 006).  Returns the ids
 -- moved.  `pgoutbox dead retry` and `pgoutbox queue retry` call it.
+-- A queue captured through the WAL (docs/wal.md) has no row to put back:
+-- each dead letter is sent again as a new logical message, in id order,
+-- with its id, created_at and the rest of its envelope, so that the
+-- relay streams it at this transaction's commit (after the events
+-- committed since it failed) and dedup downstream still knows its id.
+-- That calls pg_logical_emit_message() as the caller.
 CREATE OR REPLACE FUNCTION pgoutbox.dead_retry(queue text, ids bigint[] DEFAULT NULL,
                                                topic text DEFAULT NULL,
                                                type text DEFAULT NULL)
@@ -13,11 +19,29 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     k text;
+    c text;
+    d record;
 BEGIN
-    SELECT q.kind INTO k FROM pgoutbox.queues q WHERE q.name = dead_retry.queue;
+    SELECT q.kind, q.capture INTO k, c FROM pgoutbox.queues q WHERE q.name = dead_retry.queue;
     IF k IS NULL OR k = 'adopted' THEN
         RAISE EXCEPTION 'pgoutbox.dead_retry: no work queue or outbox named "%"', queue
             USING ERRCODE = 'undefined_table';
+    END IF;
+    IF c = 'wal' THEN
+        FOR d IN WITH x AS (DELETE FROM pgoutbox.dead_letters x WHERE x.queue = dead_retry.queue
+                                AND (dead_retry.ids IS NULL OR x.id = ANY (dead_retry.ids))
+                                AND (dead_retry.topic IS NULL OR x.topic = dead_retry.topic)
+                                AND (dead_retry.type IS NULL OR x.type = dead_retry.type)
+                            RETURNING x.*)
+                 SELECT * FROM x ORDER BY x.id LOOP
+            PERFORM pg_logical_emit_message(true, 'pgoutbox:' || queue,
+                jsonb_build_object('id', d.id, 'topic', d.topic, 'key', d.key, 'type', d.type,
+                                   'payload', d.payload, 'headers', d.headers,
+                                   'created_at', to_char(d.created_at AT TIME ZONE 'UTC',
+                                                         'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))::text);
+            RETURN NEXT d.id;
+        END LOOP;
+        RETURN;
     END IF;
     RETURN QUERY EXECUTE format(
         'WITH d AS (DELETE FROM pgoutbox.dead_letters x WHERE x.queue = $1 '

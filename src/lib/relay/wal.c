@@ -18,7 +18,10 @@
  * redelivers only what was not confirmed.  Events the sink did not ack
  * are sent again (the acked ones of the batch are not) after a backoff,
  * before anything later: a retried event holds back the queue, and an
- * unavailable sink spends no attempt.
+ * unavailable sink spends no attempt.  An event the sink rejects for
+ * good (PGO_ACK_DEAD), or that used relay.max_attempts (unless
+ * relay.poison is halt), goes to pgoutbox.dead_letters, as in table
+ * capture, and counts as done: the slot moves past it once it is there.
  *
  * This file: the FIFO, the batches and their settling, loading the
  * queue's capture, and the relay's loop.
@@ -88,6 +91,98 @@ static bool txn_acked(const wal_txn_t *t)
 	return true;
 }
 
+/* --- dead letters --- */
+
+/* A dead letter: as table capture writes them (claim.c), one row a
+ * statement: they are rare. */
+#define DEAD_SQL                                                               \
+	"INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, type, "     \
+	"payload, headers, created_at, attempts, last_error) VALUES "          \
+	"($1::bigint, $2, $3, $4, $5, $6::jsonb, coalesce($7::jsonb, "         \
+	"'{}'), $8::timestamptz, $9::int, $10) ON CONFLICT (queue, id) DO "    \
+	"UPDATE SET attempts = EXCLUDED.attempts, last_error = "               \
+	"EXCLUDED.last_error, failed_at = now()"
+
+static bool dead_exec(PGconn *pg, const char *sql)
+{
+	PGresult *res = PQexec(pg, sql);
+	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+	PQclear(res);
+	return ok;
+}
+
+/* Writes batch events idx[0..n) into pgoutbox.dead_letters, in one
+ * transaction, over a plain connection made when first needed (the
+ * stream's is in COPY).  Blocking, as dead letters are rare.  True once
+ * they are committed; false (logged) when not: they stay to be tried
+ * again. */
+static bool dead_letter(pgo_relay_t *r, const size_t *idx, size_t n)
+{
+	struct relay_wal *w = r->wal;
+	pgo_batch_t *b = &w->batch;
+	const char *queue = pgo_conf_values(r->conf)->queue;
+	bool ok;
+
+	if (!w->dead_pg || PQstatus(w->dead_pg) != CONNECTION_OK) {
+		const char *keys[10], *vals[10];
+		char timeout[24];
+
+		PQfinish(w->dead_pg);
+		pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
+		w->dead_pg = PQconnectdbParams(keys, vals, 1);
+	}
+	ok = w->dead_pg && PQstatus(w->dead_pg) == CONNECTION_OK &&
+	     dead_exec(w->dead_pg, "BEGIN");
+	for (size_t j = 0; ok && j < n; j++) {
+		const pgo_event_t *e = &w->src[idx[j]]->ev;
+		char id[24], attempts[16];
+		const char *params[10] = {id,
+					  queue,
+					  e->topic,
+					  e->key,
+					  e->type ? e->type : "",
+					  e->payload,
+					  e->headers,
+					  e->created_at,
+					  attempts,
+					  b->errors[idx[j]] ? b->errors[idx[j]]
+							    : "dead"};
+		PGresult *res;
+
+		snprintf(id, sizeof(id), "%lld", (long long)e->id);
+		snprintf(attempts, sizeof(attempts), "%d", e->attempts);
+		res = PQexecParams(w->dead_pg, DEAD_SQL, 10, NULL, params, NULL,
+				   NULL, 0);
+		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+		PQclear(res);
+	}
+	ok = ok && dead_exec(w->dead_pg, "COMMIT");
+	if (!ok) {
+		pgo_log(PGO_LOG_ERROR, r->subject,
+			"cannot write %zu dead letter%s (kept, tried again): "
+			"%s",
+			n, n == 1 ? "" : "s",
+			w->dead_pg ? pgo_pq_msg(w->dead_pg, NULL)
+				   : "out of memory");
+		if (w->dead_pg && PQstatus(w->dead_pg) == CONNECTION_OK)
+			dead_exec(w->dead_pg, "ROLLBACK");
+		return false;
+	}
+	for (size_t j = 0; j < n; j++) {
+		const pgo_event_t *e = &w->src[idx[j]]->ev;
+
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"event %lld to dead letters after %d attempt%s: %s",
+			(long long)e->id, e->attempts,
+			e->attempts == 1 ? "" : "s",
+			b->errors[idx[j]] ? b->errors[idx[j]] : "dead");
+		w->src[idx[j]]->acked = true;
+		r->stats.total.dead++;
+	}
+	return true;
+}
+
 /* --- batches --- */
 
 static void settle(pgo_relay_t *r);
@@ -152,12 +247,13 @@ static void settle(pgo_relay_t *r)
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	struct relay_wal *w = r->wal;
 	pgo_batch_t *b = &w->batch;
-	size_t failed = 0;
+	size_t failed = 0, ndead = 0, *dead;
 	bool unavailable = false;
 	long long first_id = 0;
 	char why[200] = "";
 
 	w->in_sink = false;
+	dead = pgo_arena_alloc(w->arena, sizeof(*dead) * (b->n + 1));
 	for (size_t i = 0; i < b->n; i++) {
 		if (b->acks[i] == PGO_ACK_OK) {
 			w->src[i]->acked = true;
@@ -174,8 +270,19 @@ static void settle(pgo_relay_t *r)
 			continue;
 		}
 		w->src[i]->ev.attempts++;
+		if (dead && (b->acks[i] == PGO_ACK_DEAD ||
+			     (v->poison != PGO_POISON_HALT &&
+			      w->src[i]->ev.attempts >= v->max_attempts))) {
+			dead[ndead++] = i;
+			continue;
+		}
 		r->stats.total.retried++;
 	}
+	/* Dead letters written count as done: the queue moves on. */
+	if (ndead && dead_letter(r, dead, ndead))
+		failed -= ndead;
+	else
+		r->stats.total.retried += ndead;
 	pgo_observe_acked(r, b); /* before the events' memory goes */
 	while (w->head && w->batch_txns && txn_acked(w->head)) {
 		fifo_pop(w);
@@ -288,6 +395,7 @@ void pgo_wal_free(pgo_relay_t *r)
 	pgo_wal_fifo_clear(w);
 	PQclear(w->check);
 	PQfinish(w->pg);
+	PQfinish(w->dead_pg);
 	pgo_arena_destroy(w->arena);
 	free(w);
 	r->wal = NULL;

@@ -67,6 +67,7 @@ struct relay_wal {
 	uint64_t sent_end;	/* the last keepalive's sent position */
 	int64_t next_status;	/* monotonic ms: the next status update */
 	bool reply;		/* the server asked for one */
+	PGconn *dead_pg;	/* writes dead letters (plain SQL) */
 	int64_t backoff;	/* after a batch not all acked, ms */
 	int64_t pause_until;	/* no batch before (monotonic ms) */
 };
