@@ -506,6 +506,11 @@ typedef struct pgo_job_opts {
 				 * again returns the queued job's id */
 	const char *topic;	/* NULL = "job" */
 	const char *key;	/* aggregate id (shard), may be NULL */
+	/* after 0.2.0 (an older caller's struct: NULL) */
+	const char *group_key; /* the job's group (a tenant): the queue's
+				* group_concurrency caps each group's
+				* running jobs, claims are fair across
+				* groups; NULL = none */
 } pgo_job_opts_t;
 
 typedef struct pgo_enqueuer pgo_enqueuer_t;

@@ -28,6 +28,7 @@ static struct {
 	const char *run_at;	 /* enqueue: not before */
 	const char *priority;	 /* enqueue: higher runs first */
 	const char *unique_key;	 /* enqueue: at most one queued job per key */
+	const char *group;	 /* enqueue: the job's group */
 	const char *group_conc;	 /* set: jobs of one group at once */
 	const char *max_running; /* set: jobs of the queue at once */
 	const char *rate;	 /* set: jobs started per second */
@@ -65,6 +66,10 @@ static const cli_opt_t opts[] = {
 	{"--priority", "N", "enqueue: higher runs first", &opt.priority, NULL},
 	{"--unique-key", "KEY", "enqueue: at most one queued job per key",
 	 &opt.unique_key, NULL},
+	{"--group", "KEY",
+	 "enqueue: the job's group (a tenant): capped by "
+	 "--group-concurrency, claimed fairly across groups",
+	 &opt.group, NULL},
 	{"--group-concurrency", "N",
 	 "set: jobs of one group running at once (1: in order; 0: no limit)",
 	 &opt.group_conc, NULL},
@@ -376,7 +381,8 @@ static int queue_enqueue(cli_t *cli)
 {
 	pgo_job_opts_t job = {.size = sizeof(job),
 			      .run_at = opt.run_at,
-			      .unique_key = opt.unique_key};
+			      .unique_key = opt.unique_key,
+			      .group_key = opt.group};
 	pgo_enqueuer_t *q;
 	pgo_error_t err;
 	long long priority;
@@ -491,8 +497,9 @@ static const cli_sub_t actions[] = {
 	{"purge", "purge NAME [--dead] --yes", 1, queue_purge},
 	{"drop", "drop NAME --yes", 1, queue_drop},
 	{"enqueue",
-	 "enqueue NAME PAYLOAD [--run-at T] [--priority N] [--unique-key K]", 2,
-	 queue_enqueue},
+	 "enqueue NAME PAYLOAD [--run-at T] [--priority N] [--unique-key K] "
+	 "[--group KEY]",
+	 2, queue_enqueue},
 	{"pause", "pause NAME", 1, queue_pause},
 	{"resume", "resume NAME", 1, queue_resume},
 	{"set",
@@ -509,7 +516,8 @@ static const cli_cmd_t cmd = {
 		   "by `pgoutbox worker`.",
 	.details = "Applications enqueue in their own transaction with\n"
 		   "  SELECT pgoutbox.enqueue('NAME', '{...}'::jsonb "
-		   "[, run_at, priority, unique_key]);\n"
+		   "[, run_at, priority, unique_key,\n"
+		   "   topic, key, group_key]);\n"
 		   "`create --kind outbox` makes an outbox of its own "
 		   "instead (one per service\nsharing a database): "
 		   "producers write it with\n"

@@ -22,7 +22,9 @@ struct pgo_enqueuer {
 	char errmsg[512]; /* last error */
 };
 
-#define ENQUEUE_STMT "pgoutbox_enqueue"
+/* Named for its parameters: a statement of an older library (7
+ * parameters, no group) in a pooled session must not be taken for it. */
+#define ENQUEUE_STMT "pgoutbox_enqueue_8"
 
 /* True if s is exactly eight digits (a day's YYYYMMDD). */
 static bool is_day(const char *s)
@@ -154,8 +156,9 @@ static int ensure_prepared(pgo_enqueuer_t *q)
 		res = PQprepare(q->conn, ENQUEUE_STMT,
 				"SELECT pgoutbox.enqueue($1, $2::jsonb, "
 				"coalesce($3::timestamptz, now()), "
-				"$4::integer, $5, coalesce($6, 'job'), $7)",
-				7, NULL);
+				"$4::integer, $5, coalesce($6, 'job'), $7, "
+				"group_key => $8)",
+				8, NULL);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 			snprintf(q->errmsg, sizeof(q->errmsg),
 				 "enqueue: preparing: %s",
@@ -174,7 +177,7 @@ int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
 {
 	pgo_job_opts_t full = {0}; /* the caller's; absent fields 0 */
 	const pgo_job_opts_t *opts = &full;
-	const char *params[7];
+	const char *params[8];
 	pgo_error_t err;
 	char prio[16];
 	PGresult *res;
@@ -210,7 +213,8 @@ int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
 	params[4] = opts->unique_key;
 	params[5] = opts->topic;
 	params[6] = opts->key;
-	res = PQexecPrepared(q->conn, ENQUEUE_STMT, 7, params, NULL, NULL, 0);
+	params[7] = opts->group_key;
+	res = PQexecPrepared(q->conn, ENQUEUE_STMT, 8, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		snprintf(q->errmsg, sizeof(q->errmsg), "enqueue: %s",
 			 pgo_pq_msg(q->conn, res));
