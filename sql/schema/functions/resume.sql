@@ -1,5 +1,6 @@
--- Resumes a paused work queue and wakes its workers at COMMIT (a
--- notification on the queue's channel, as an enqueue sends).  A queue
+-- Resumes a paused work queue or outbox and wakes its workers or relays
+-- at COMMIT (a notification on the queue's channel, as an enqueue
+-- sends).  A queue
 -- left with no control at all loses its row in pgoutbox.queue_controls,
 -- so that its claims take the plain path again.  Returns false when it
 -- was not paused.
@@ -26,4 +27,4 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION pgoutbox.resume(text) IS
-    'Resumes a paused work queue and wakes its workers at COMMIT.';
+    'Resumes a paused work queue or outbox and wakes its workers or relays at COMMIT.';

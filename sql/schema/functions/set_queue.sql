@@ -25,6 +25,10 @@ DECLARE
     c pgoutbox.queue_controls;
 BEGIN
     PERFORM pgoutbox.queue_controls_check(name);
+    IF (SELECT q.kind FROM pgoutbox.queues q WHERE q.name = set_queue.name) <> 'work' THEN
+        RAISE EXCEPTION 'queue "%" is an outbox: limits apply to work queues only (an outbox can be paused)', name
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
     IF group_concurrency < 0 OR max_running < 0 OR rate_per_s < 0 OR burst < 0 THEN
         RAISE EXCEPTION 'pgoutbox.set_queue: limits are 0 (none) or more'
             USING ERRCODE = 'invalid_parameter_value';

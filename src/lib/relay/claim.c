@@ -23,6 +23,10 @@
  * fresh rows put below it by hand from the heap pages a sweep reads, a
  * few per claim (TID range).  floor.c moves the floor, on a connection
  * of its own.
+ * A paused outbox (pgoutbox.pause(), a row of pgoutbox.queue_controls)
+ * claims nothing: every mode's batch is gated by one lookup of the
+ * queue's row (paused_sql), an InitPlan run once per claim whose false
+ * one-time filter keeps the scans below it from running at all.
  * Round 2 settles: retried rows go back in with their ids (attempts + 1,
  * a later run_at, the error), dead ones go to dead letters, then COMMIT.
  *
@@ -109,6 +113,18 @@ enum {
 #define CLOCK "WITH t AS MATERIALIZED (SELECT clock_timestamp() AS now) "
 #define NOW   "(SELECT t.now FROM t)"
 
+/* No claim while queue q is paused (sql/schema/functions/pause.sql): a
+ * condition on no row, so the planner makes it a one-time filter over
+ * the batch's scans; a claim that starts after the pause's COMMIT takes
+ * nothing, and resume()'s notification wakes the relay. */
+static void paused_sql(char *buf, size_t size, const char *q)
+{
+	snprintf(buf, size,
+		 " AND NOT EXISTS (SELECT FROM pgoutbox.queue_controls p "
+		 "WHERE p.queue = '%s' AND p.paused)",
+		 q);
+}
+
 /* Rows that went back to the queue after a failure (retried, held back,
  * halted, or put back from dead letters): claimed below the floor. */
 #define BEHIND	 "(attempts > 0 OR last_error IS NOT NULL)"
@@ -137,6 +153,9 @@ static void claim_union(pgo_relay_sql_t *sql, const char *q, const char *cond,
 			const char *floor, const char *bytes, const char *lo,
 			const char *hi, const char *shard)
 {
+	char paused[256];
+
+	paused_sql(paused, sizeof(paused), q);
 	snprintf(sql->claim, sizeof(sql->claim),
 		 CLOCK
 		 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY(" BYTE_CUT_A
@@ -154,9 +173,9 @@ static void claim_union(pgo_relay_sql_t *sql, const char *q, const char *cond,
 							     ") u ORDER BY "
 							     "u.id LIMIT $1) w "
 							     "WHERE w.before < "
-							     "%s))" RETURNING,
+							     "%s%s))" RETURNING,
 		 q, q, floor, cond, q, floor, cond, q, lo, hi, floor, cond,
-		 bytes, shard);
+		 bytes, paused, shard);
 }
 
 /* The relay's settings as one statement, for the session (local
@@ -216,6 +235,9 @@ static void settings_sql(char *buf, size_t size,
 /* The concurrent claim: the oldest due rows, FOR UPDATE SKIP LOCKED. */
 static void claim_concurrent(pgo_relay_sql_t *sql, const char *q)
 {
+	char paused[256];
+
+	paused_sql(paused, sizeof(paused), q);
 	/* $2: the floor, $4 and $5 the sweep's pages.  Rows failed
 	 * before come first, from the small partial index below the
 	 * floor, then those the sweep finds below it. */
@@ -266,8 +288,8 @@ static void claim_concurrent(pgo_relay_sql_t *sql, const char *q)
 						     "SELECT id, sz "
 						     "FROM fresh) u) w "
 						     "WHERE w.before < "
-						     "$3))" RETURNING,
-		 q, q, q, q, "NULL::integer");
+						     "$3%s))" RETURNING,
+		 q, q, q, q, paused, "NULL::integer");
 }
 
 /* The ordered claim: the oldest due rows of the shards this connection
