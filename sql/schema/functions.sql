@@ -39,6 +39,7 @@
 \ir functions/queue_kind.sql
 \ir functions/rebalance.sql
 \ir functions/relay_beat.sql
+\ir functions/replay.sql
 \ir functions/resume.sql
 \ir functions/send.sql
 \ir functions/send_batch.sql

@@ -33,6 +33,12 @@ static struct {
 	const char *max_running; /* set: jobs of the queue at once */
 	const char *rate;	 /* set: jobs started per second */
 	const char *burst;	 /* set: the rate's bucket */
+	const char *from;	 /* replay: published at or after */
+	const char *to;		 /* replay: published before */
+	const char *from_id;	 /* replay: ids from */
+	const char *to_id;	 /* replay: ids up to */
+	const char *topic;	 /* replay: of this topic only */
+	const char *key;	 /* replay: of this key only */
 	bool if_not_exists; /* create: an existing queue as asked is fine */
 	bool dead_letters;  /* purge: the dead letters, not the jobs */
 	bool yes;	    /* purge, drop: confirmed */
@@ -81,6 +87,16 @@ static const cli_opt_t opts[] = {
 	 NULL},
 	{"--burst", "N", "set: the rate's bucket (default: one second's worth)",
 	 &opt.burst, NULL},
+	{"--from", "TIME",
+	 "replay: events published at or after TIME (timestamptz)", &opt.from,
+	 NULL},
+	{"--to", "TIME", "replay: events published before TIME", &opt.to, NULL},
+	{"--from-id", "ID", "replay: events with ids from ID (0: all)",
+	 &opt.from_id, NULL},
+	{"--to-id", "ID", "replay: events with ids up to ID", &opt.to_id, NULL},
+	{"--topic", "TOPIC", "replay: events of this topic only", &opt.topic,
+	 NULL},
+	{"--key", "KEY", "replay: events of this key only", &opt.key, NULL},
 	{"--dead", NULL, "purge: the dead letters instead of the jobs", NULL,
 	 &opt.dead_letters},
 	{"--yes", NULL, "purge, drop: really delete", NULL, &opt.yes},
@@ -483,6 +499,55 @@ static int queue_set(cli_t *cli)
 	return finish(conn, rc, &err);
 }
 
+/* Archived events sent again: pgoutbox.replay() in its own transaction
+ * (sql/schema/functions/replay.sql). */
+static int queue_replay(cli_t *cli)
+{
+	const char *name = cli->args[1];
+	const char *p[7] = {name,    opt.from,	  opt.to,   opt.topic,
+			    opt.key, opt.from_id, opt.to_id};
+	long long id;
+	PGresult *res;
+	PGconn *conn;
+	int rc;
+
+	if (check_name(name) ||
+	    (opt.from_id && cli_parse_int("queue", "--from-id", opt.from_id, 0,
+					  INT64_MAX, &id)) ||
+	    (opt.to_id &&
+	     cli_parse_int("queue", "--to-id", opt.to_id, 0, INT64_MAX, &id)))
+		return EXIT_USAGE;
+	if (!opt.from && !opt.to && !opt.from_id && !opt.to_id) {
+		cli_error("queue", "replay: give --from/--to (publication "
+				   "time) or --from-id/--to-id; --from-id 0 "
+				   "replays the whole archive");
+		return EXIT_USAGE;
+	}
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	res = PQexecParams(conn,
+			   "SELECT pgoutbox.replay($1, $2::timestamptz, "
+			   "$3::timestamptz, $4, $5, $6::bigint, $7::bigint)",
+			   7, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+		printf("queued %s archived event(s) of %s again (header "
+		       "pgoutbox-replay-of)\n",
+		       PQgetvalue(res, 0, 0), name);
+		rc = EXIT_OK;
+	} else {
+		const char *hint =
+			PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+
+		cli_error("queue", "%s%s%s", pgo_pq_msg(conn, res),
+			  hint ? " " : "", hint ? hint : "");
+		rc = EXIT_FAIL;
+	}
+	PQclear(res);
+	PQfinish(conn);
+	return rc;
+}
+
 static const cli_sub_t actions[] = {
 	{"create",
 	 "create NAME [--shards N] [--kind work|outbox] [--capture table|wal] "
@@ -506,6 +571,10 @@ static const cli_sub_t actions[] = {
 	 "set NAME [--group-concurrency N] [--max-running N] [--rate N] "
 	 "[--burst N]",
 	 1, queue_set},
+	{"replay",
+	 "replay NAME [--from T] [--to T] [--from-id N] [--to-id N] "
+	 "[--topic T] [--key K]",
+	 1, queue_replay},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -528,9 +597,13 @@ static const cli_cmd_t cmd = {
 		   "with its attempts reset.\n`purge` deletes every "
 		   "job of a queue (or with --dead its dead letters) "
 		   "and\nasks nothing: it requires --yes.\n"
-		   "`pause` stops the workers' claims (producers still "
-		   "enqueue) until `resume`;\n`set` sets the limits of "
-		   "the queue (0 removes one) and prints them.",
+		   "`pause` stops the claims of the workers (or of an "
+		   "outbox's relays; producers\nstill enqueue) until "
+		   "`resume`; `set` sets the limits of a work queue (0\n"
+		   "removes one) and prints them.\n"
+		   "`replay` queues archived events again (retention "
+		   "archive keeps them), new ids\nin their original order, "
+		   "each with the header pgoutbox-replay-of: ORIGINAL_ID.",
 	.opts = opts,
 	.flags = flags,
 	.min_args = 1,
