@@ -21,6 +21,7 @@
 \ir functions/cron_history_partition.sql
 \ir functions/dead_discard.sql
 \ir functions/dead_retry.sql
+\ir functions/deps_cond.sql
 \ir functions/drop_queue.sql
 \ir functions/enqueue.sql
 \ir functions/health.sql

@@ -37,7 +37,7 @@ REVOKE ALL ON FUNCTION pgoutbox.inbox_maintain(interval) FROM PUBLIC;
 -- Work queues, workers and cron.
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text, text, bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.drop_queue(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.work_sql(text, text, integer, integer, bigint, bigint) FROM PUBLIC;

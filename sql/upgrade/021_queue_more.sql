@@ -3,7 +3,48 @@
 -- pause() and resume() steer an outbox captured in its table too: every
 -- relay claim is gated by the queue's row of pgoutbox.queue_controls
 -- (src/lib/relay/claim.c).  replay(queue, from_ts, to_ts, topic, key,
--- from_id, to_id) queues archived events again.  Function bodies and a
--- new function only (pause, resume, queue_controls_check, set_queue,
--- replay): definitions.sql makes them.
-SELECT 1;
+-- from_id, to_id) queues archived events again.  Those are function
+-- bodies and a new function (pause, resume, queue_controls_check,
+-- set_queue, replay): definitions.sql makes them.
+--
+-- Job dependencies: a depends_on column in every work queue (the ids of
+-- jobs that must be done before the job is claimed; deps_cond() is the
+-- claims' condition), and enqueue(..., depends_on => bigint[]).
+DO $$
+DECLARE
+    q text;
+BEGIN
+    FOR q IN SELECT name FROM pgoutbox.queues WHERE kind = 'work' ORDER BY name LOOP
+        EXECUTE format('ALTER TABLE pgoutbox.%I ADD COLUMN depends_on bigint[]', q);
+    END LOOP;
+END $$;
+
+-- enqueue() gains a last parameter, depends_on: a new signature.  The
+-- roles granted EXECUTE on the old one keep it on the new one (a
+-- stand-in here, replaced by functions/enqueue.sql when the definitions
+-- run after this step).
+CREATE FUNCTION pgoutbox.enqueue(queue text, payload jsonb,
+                                 run_at timestamptz DEFAULT now(),
+                                 priority integer DEFAULT 0,
+                                 unique_key text DEFAULT NULL,
+                                 topic text DEFAULT 'job',
+                                 key text DEFAULT NULL,
+                                 group_key text DEFAULT NULL,
+                                 depends_on bigint[] DEFAULT NULL)
+RETURNS bigint LANGUAGE sql AS 'SELECT NULL::bigint';
+
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT a.grantee::regrole::text AS who
+               FROM pg_catalog.pg_proc p, aclexplode(p.proacl) a
+              WHERE p.oid = 'pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text, text)'::regprocedure
+                AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0
+                AND a.grantee <> p.proowner LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, '
+                       'integer, text, text, text, text, bigint[]) TO %s', r.who);
+    END LOOP;
+END $$;
+
+DROP FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text, text);

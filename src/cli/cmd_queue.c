@@ -586,7 +586,7 @@ static const cli_cmd_t cmd = {
 	.details = "Applications enqueue in their own transaction with\n"
 		   "  SELECT pgoutbox.enqueue('NAME', '{...}'::jsonb "
 		   "[, run_at, priority, unique_key,\n"
-		   "   topic, key, group_key]);\n"
+		   "   topic, key, group_key, depends_on]);\n"
 		   "`create --kind outbox` makes an outbox of its own "
 		   "instead (one per service\nsharing a database): "
 		   "producers write it with\n"
