@@ -7,7 +7,8 @@
 # resume` the relays (polling only every 30 s) start again within 1 s,
 # woken by resume's notification; every event is delivered once.  A
 # concurrent relay started on a paused outbox queue claims nothing until
-# resumed.  set_queue's limits are refused for an outbox.
+# resumed.  `pgoutbox status` says paused.  set_queue's limits are
+# refused for an outbox.
 . "$(dirname "$0")/../lib.sh"
 t_db
 make_aggregates
@@ -45,6 +46,9 @@ note "pause: last delivery ${latency_ms} ms after the pause returned; $prev deli
 [ "$left_1s" = "$left_3s" ] || fail "claims went on while paused: $left_1s rows left 1 s after the pause, $left_3s at 3 s"
 [ "$left_3s" -gt 0 ] || fail "the backlog drained before the pause took effect"
 [ "$(q "SELECT max(id) FROM pgoutbox.outbox")" -gt "$max_id" ] || fail "the producer's events were not accepted while paused"
+"$PGO_BIN" status | grep -q 'PAUSED: its relays claim nothing' || fail "status does not say paused: $("$PGO_BIN" status)"
+"$PGO_BIN" status --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["paused"] is True else 1)' ||
+	fail "status --json: not paused"
 kill -0 "$R1" && kill -0 "$R2" || fail "a relay exited while paused"
 # Resume: only the notification can wake relays polling every 30 s.
 before=$(delivered)
@@ -62,6 +66,8 @@ want=$(q "SELECT 300000 + sum(version) FROM agg")
 [ "$(ids_of "$T_TMP/r1.out" "$T_TMP/r2.out" | sort -u | wc -l)" = "$want" ] || fail "distinct events delivered: $(ids_of "$T_TMP/r1.out" "$T_TMP/r2.out" | sort -u | wc -l), want $want"
 [ "$(delivered)" = "$want" ] || fail "delivered $(delivered) lines for $want events"
 [ "$(q "SELECT count(*) FROM pgoutbox.queue_controls")" = 0 ] || fail "resume left a controls row"
+[ "$("$PGO_BIN" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["paused"])')" = False ] ||
+	fail "status --json: paused after the resume"
 
 # An outbox queue of its own, concurrent mode, paused before its relay starts.
 "$PGO_BIN" queue create --kind outbox billing >/dev/null || fail "queue create billing"
