@@ -100,6 +100,8 @@ wait_until 30 "[ \"\$(q \"SELECT count(*) FROM dd_done WHERE name = 'z'\")\" = 1
 sleep 1
 [ "$(q "SELECT count(*) FROM dd_done WHERE name IN ('y', 'y2')")" = 0 ] || fail "a job ran while its dependency was dead"
 [ "$(q "SELECT attempts FROM pgoutbox.dd WHERE id = $y")" = 0 ] || fail "y was claimed"
+grep -q '^  held            2 (waiting for jobs they depend on)$' <<<"$("$PGO_BIN" queue stats dd)" ||
+	fail "queue stats: $("$PGO_BIN" queue stats dd)"
 q "INSERT INTO healed VALUES (true)" >/dev/null
 "$PGO_BIN" dead retry --queue dd --ids "$x" >/dev/null || fail "dead retry x"
 wait_until 30 "[ \"\$(q \"SELECT count(*) FROM dd_done WHERE name = 'y'\")\" = 1 ]"

@@ -358,6 +358,20 @@ int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
 		PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4),
 		PQgetvalue(res, 0, 5), PQgetvalue(res, 0, 7));
 	PQclear(res);
+	/* Jobs held by their dependencies (deps_cond.sql's condition). */
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM pgoutbox.\"%s\" j WHERE j.depends_on IS "
+		 "NOT NULL AND (EXISTS (SELECT FROM pgoutbox.\"%s\" d WHERE "
+		 "d.id = ANY (j.depends_on)) OR EXISTS (SELECT FROM "
+		 "pgoutbox.dead_letters x WHERE x.queue = $1 AND x.id = ANY "
+		 "(j.depends_on)))",
+		 queue, queue);
+	res = pgo_pq_run(conn, "queue stats", sql, 1, p, err);
+	if (!res)
+		return PGO_ERR_DB;
+	fprintf(out, "  held            %s (waiting for jobs they depend on)\n",
+		PQgetvalue(res, 0, 0));
+	PQclear(res);
 	snprintf(sql, sizeof(sql),
 		 "SELECT locked_by, count(*) FROM pgoutbox.\"%s\" WHERE "
 		 "locked_until >= now() GROUP BY 1 ORDER BY 1",
