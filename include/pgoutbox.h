@@ -507,10 +507,14 @@ typedef struct pgo_job_opts {
 	const char *topic;	/* NULL = "job" */
 	const char *key;	/* aggregate id (shard), may be NULL */
 	/* after 0.2.0 (an older caller's struct: NULL) */
-	const char *group_key; /* the job's group (a tenant): the queue's
-				* group_concurrency caps each group's
-				* running jobs, claims are fair across
-				* groups; NULL = none */
+	const char *group_key;	   /* the job's group (a tenant): the queue's
+				    * group_concurrency caps each group's
+				    * running jobs, claims are fair across
+				    * groups; NULL = none */
+	const int64_t *depends_on; /* ids of jobs of the queue that must be
+				    * done first (not claimed while one is
+				    * queued or dead); NULL = none */
+	size_t n_depends_on;	   /* how many ids depends_on holds */
 } pgo_job_opts_t;
 
 typedef struct pgo_enqueuer pgo_enqueuer_t;

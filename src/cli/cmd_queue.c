@@ -29,6 +29,7 @@ static struct {
 	const char *priority;	 /* enqueue: higher runs first */
 	const char *unique_key;	 /* enqueue: at most one queued job per key */
 	const char *group;	 /* enqueue: the job's group */
+	const char *depends_on;	 /* enqueue: ids done first, comma-separated */
 	const char *group_conc;	 /* set: jobs of one group at once */
 	const char *max_running; /* set: jobs of the queue at once */
 	const char *rate;	 /* set: jobs started per second */
@@ -76,6 +77,10 @@ static const cli_opt_t opts[] = {
 	 "enqueue: the job's group (a tenant): capped by "
 	 "--group-concurrency, claimed fairly across groups",
 	 &opt.group, NULL},
+	{"--depends-on", "ID,...",
+	 "enqueue: jobs of the queue that must be done first (the job waits "
+	 "while one is queued or a dead letter)",
+	 &opt.depends_on, NULL},
 	{"--group-concurrency", "N",
 	 "set: jobs of one group running at once (1: in order; 0: no limit)",
 	 &opt.group_conc, NULL},
@@ -393,12 +398,37 @@ static int queue_purge(cli_t *cli)
 	return finish(conn, rc, &err);
 }
 
+/* --depends-on: comma-separated ids into ids[max]; 0 or EXIT_USAGE. */
+static int parse_ids(const char *s, int64_t *ids, size_t max, size_t *n)
+{
+	*n = 0;
+	while (s && *s) {
+		char *end;
+		long long v;
+
+		errno = 0;
+		v = strtoll(s, &end, 10);
+		if (end == s || errno || v < 1 || (*end && *end != ',') ||
+		    *n == max) {
+			cli_error("queue",
+				  "--depends-on takes up to %zu job ids "
+				  "separated by commas, not \"%s\"",
+				  max, opt.depends_on);
+			return EXIT_USAGE;
+		}
+		ids[(*n)++] = v;
+		s = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
 static int queue_enqueue(cli_t *cli)
 {
 	pgo_job_opts_t job = {.size = sizeof(job),
 			      .run_at = opt.run_at,
 			      .unique_key = opt.unique_key,
 			      .group_key = opt.group};
+	int64_t deps[1000];
 	pgo_enqueuer_t *q;
 	pgo_error_t err;
 	long long priority;
@@ -406,6 +436,9 @@ static int queue_enqueue(cli_t *cli)
 	PGconn *conn;
 	int rc;
 
+	if (parse_ids(opt.depends_on, deps, 1000, &job.n_depends_on))
+		return EXIT_USAGE;
+	job.depends_on = deps;
 	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
 		return rc;
@@ -563,7 +596,7 @@ static const cli_sub_t actions[] = {
 	{"drop", "drop NAME --yes", 1, queue_drop},
 	{"enqueue",
 	 "enqueue NAME PAYLOAD [--run-at T] [--priority N] [--unique-key K] "
-	 "[--group KEY]",
+	 "[--group KEY] [--depends-on ID,...]",
 	 2, queue_enqueue},
 	{"pause", "pause NAME", 1, queue_pause},
 	{"resume", "resume NAME", 1, queue_resume},

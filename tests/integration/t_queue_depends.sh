@@ -6,7 +6,8 @@
 # its dependency.  (3) A dependency that dies: its dependent waits while
 # it is a dead letter; `dead retry` (then done) releases it, and so does
 # `dead discard`.  An id that is in neither the queue nor its dead
-# letters counts as done.
+# letters counts as done.  `queue enqueue --depends-on` (pgo_enqueue's
+# depends_on) stores them.
 . "$(dirname "$0")/../lib.sh"
 t_db
 "$PGO_BIN" queue create dq >/dev/null || fail "queue create dq"
@@ -91,7 +92,11 @@ q "CREATE FUNCTION dd_job(p jsonb) RETURNS void LANGUAGE plpgsql AS \$\$
 x=$(q "SELECT pgoutbox.enqueue('dd', '{\"name\": \"x\", \"fail\": true}')")
 x2=$(q "SELECT pgoutbox.enqueue('dd', '{\"name\": \"x2\", \"fail\": true}')")
 y=$(q "SELECT pgoutbox.enqueue('dd', '{\"name\": \"y\"}', depends_on => ARRAY[$x])")
-y2=$(q "SELECT pgoutbox.enqueue('dd', '{\"name\": \"y2\"}', depends_on => ARRAY[$x2])")
+# The CLI (pgo_enqueue's depends_on) for y2.
+y2=$("$PGO_BIN" queue enqueue dd '{"name": "y2"}' --depends-on "$x2,999998") || fail "enqueue --depends-on"
+[ "$(q "SELECT depends_on FROM pgoutbox.dd WHERE id = $y2")" = "{$x2,999998}" ] || fail "y2's depends_on: $(q "SELECT depends_on FROM pgoutbox.dd WHERE id = $y2")"
+rc=0; "$PGO_BIN" queue enqueue dd '{}' --depends-on "1,x" 2>"$T_TMP/err" || rc=$?
+[ "$rc" = 2 ] && grep -q -- '--depends-on takes up to' "$T_TMP/err" || fail "--depends-on 1,x: exit $rc: $(cat "$T_TMP/err")"
 q "SELECT pgoutbox.enqueue('dd', '{\"name\": \"z\"}', depends_on => ARRAY[999999])" >/dev/null
 "$PGO_BIN" worker --queue dd --sql dd_job --max-attempts 1 --poll-interval 100ms --name wd 2>"$T_TMP/wd.log" &
 W=$!; PIDS+=($!)

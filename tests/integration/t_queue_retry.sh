@@ -24,7 +24,7 @@ g=$("$PGO_BIN" queue enqueue flaky '{}' --group tenant-7 --priority 3) || fail "
 	fail "enqueue --group: $(q "SELECT group_key, priority FROM pgoutbox.flaky WHERE id = $g")"
 g=$("$PGO_BIN" queue enqueue flaky '{}') || fail "enqueue without --group"
 [ "$(q "SELECT group_key IS NULL FROM pgoutbox.flaky WHERE id = $g")" = t ] || fail "a group without --group"
-"$PGO_BIN" queue enqueue --help | grep -q -- '--group KEY' || fail "enqueue --help does not name --group"
+grep -q -- '--group KEY' <<<"$("$PGO_BIN" queue enqueue --help)" || fail "enqueue --help does not name --group"
 q "DELETE FROM pgoutbox.flaky" >/dev/null
 
 id=$("$PGO_BIN" queue enqueue flaky '{"n": 3}')

@@ -28,7 +28,7 @@ const char *pgo_version_str(void)
 	return PGO_VERSION;
 }
 
-/* pgo_job_opts_t of 0.1.0 and 0.2.0, before group_key. */
+/* pgo_job_opts_t of 0.1.0 and 0.2.0, before group_key and depends_on. */
 struct pgo_job_opts_v0 {
 	size_t size;
 	const char *run_at;
