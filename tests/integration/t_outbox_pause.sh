@@ -8,7 +8,7 @@
 # woken by resume's notification; every event is delivered once.  A
 # concurrent relay started on a paused outbox queue claims nothing until
 # resumed.  `pgoutbox status` says paused.  set_queue's limits are
-# refused for an outbox.
+# refused for an outbox, and the pause of a WAL-captured one.
 . "$(dirname "$0")/../lib.sh"
 t_db
 make_aggregates
@@ -85,3 +85,9 @@ stop_relay "$B"
 
 rc=0; "$PGO_BIN" queue set billing --max-running 3 2>"$T_TMP/err" || rc=$?
 [ "$rc" = 1 ] && grep -q 'limits apply to work queues only' "$T_TMP/err" || fail "queue set on an outbox: exit $rc: $(cat "$T_TMP/err")"
+# An outbox captured through the WAL is streamed, not claimed: refused
+# (the capture recorded by hand: this cluster's wal_level is replica).
+q "UPDATE pgoutbox.queues SET capture = 'wal' WHERE name = 'billing'" >/dev/null
+rc=0; "$PGO_BIN" queue pause billing 2>"$T_TMP/err" || rc=$?
+[ "$rc" = 1 ] && grep -q 'captured through the WAL: its relay streams a replication slot and cannot be paused' "$T_TMP/err" ||
+	fail "pause of a WAL queue: exit $rc: $(cat "$T_TMP/err")"
