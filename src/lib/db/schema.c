@@ -94,7 +94,8 @@ static int exec_ok(PGconn *conn, const char *sql, const char *what,
  * 19 does: claims of a binary of 18 ignore pause() and set_queue()
  * limits (queue_controls).  20 does: a binary of 18 cannot relay a
  * queue captured through the WAL.  21 does: relays of 20 ignore the
- * pause of an outbox.  A version that only adds objects the older
+ * pause of an outbox, and their workers claim jobs whose dependencies
+ * are not done.  A version that only adds objects the older
  * binaries never use does not: leave it out. */
 static bool breaks_older(int version)
 {
