@@ -62,5 +62,5 @@ REVOKE ALL ON FUNCTION pgoutbox.add_caps(text) FROM PUBLIC;
 -- ... and the controls of work queues.
 REVOKE ALL ON FUNCTION pgoutbox.pause(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.resume(text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION pgoutbox.set_queue(text, integer, integer, numeric, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.set_queue(text, integer, integer, numeric, integer, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.replay(text, timestamptz, timestamptz, text, text, bigint, bigint) FROM PUBLIC;

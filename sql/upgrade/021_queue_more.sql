@@ -10,6 +10,10 @@
 -- Job dependencies: a depends_on column in every work queue (the ids of
 -- jobs that must be done before the job is claimed; deps_cond() is the
 -- claims' condition), and enqueue(..., depends_on => bigint[]).
+--
+-- Fair claims without a limit: queue_controls.fair, set by set_queue(...,
+-- fair => true) (a new last parameter: a new signature), for an outbox
+-- (its concurrent relays take keys round-robin) or a work queue.
 DO $$
 DECLARE
     q text;
@@ -48,3 +52,31 @@ BEGIN
 END $$;
 
 DROP FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text, text);
+
+ALTER TABLE pgoutbox.queue_controls ADD COLUMN fair boolean NOT NULL DEFAULT false;
+
+-- set_queue() gains a last parameter, fair: a new signature, with the
+-- grants of the old one (a stand-in, replaced by functions/set_queue.sql).
+CREATE FUNCTION pgoutbox.set_queue(name text,
+                                   group_concurrency integer DEFAULT NULL,
+                                   max_running integer DEFAULT NULL,
+                                   rate_per_s numeric DEFAULT NULL,
+                                   burst integer DEFAULT NULL,
+                                   fair boolean DEFAULT NULL)
+RETURNS void LANGUAGE sql AS 'SELECT';
+
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT a.grantee::regrole::text AS who
+               FROM pg_catalog.pg_proc p, aclexplode(p.proacl) a
+              WHERE p.oid = 'pgoutbox.set_queue(text, integer, integer, numeric, integer)'::regprocedure
+                AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0
+                AND a.grantee <> p.proowner LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION pgoutbox.set_queue(text, integer, integer, '
+                       'numeric, integer, boolean) TO %s', r.who);
+    END LOOP;
+END $$;
+
+DROP FUNCTION pgoutbox.set_queue(text, integer, integer, numeric, integer);

@@ -17,7 +17,8 @@ BEGIN
     IF NOT FOUND OR NOT c.paused THEN
         RETURN false;
     END IF;
-    IF c.group_concurrency IS NULL AND c.max_running IS NULL AND c.rate_per_s IS NULL THEN
+    IF c.group_concurrency IS NULL AND c.max_running IS NULL AND c.rate_per_s IS NULL
+       AND NOT c.fair THEN
         DELETE FROM pgoutbox.queue_controls x WHERE x.queue = resume.queue;
     ELSE
         UPDATE pgoutbox.queue_controls x SET paused = false WHERE x.queue = resume.queue;
