@@ -576,6 +576,12 @@ PGO_EXPORT int pgo_queue_pause(PGconn *conn, const char *queue, int paused,
 PGO_EXPORT int pgo_queue_set(PGconn *conn, const char *queue,
 			     int group_concurrency, int max_running,
 			     double rate_per_s, int burst, pgo_error_t *err);
+/* Makes the claims of a queue fair across groups without a limit (fair
+ * != 0), or no longer (pgoutbox.set_queue(queue, fair => ...)): a work
+ * queue's groups, or an outbox's keys (captured in its table; its
+ * concurrent relays read it when they start). */
+PGO_EXPORT int pgo_queue_set_fair(PGconn *conn, const char *queue, int fair,
+				  pgo_error_t *err);
 /* One line: whether the queue is paused, and its limits. */
 PGO_EXPORT int pgo_queue_controls(PGconn *conn, const char *queue, FILE *out,
 				  pgo_error_t *err);

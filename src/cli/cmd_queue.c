@@ -43,6 +43,8 @@ static struct {
 	bool if_not_exists; /* create: an existing queue as asked is fine */
 	bool dead_letters;  /* purge: the dead letters, not the jobs */
 	bool yes;	    /* purge, drop: confirmed */
+	bool fair;	    /* set: claims fair across groups (keys) */
+	bool no_fair;	    /* set: ... no longer */
 } opt = {.shards = "64",
 	 .kind = "work",
 	 .capture = "table",
@@ -92,6 +94,13 @@ static const cli_opt_t opts[] = {
 	 NULL},
 	{"--burst", "N", "set: the rate's bucket (default: one second's worth)",
 	 &opt.burst, NULL},
+	{"--fair", NULL,
+	 "set: claims fair across groups without a limit (an outbox: its "
+	 "concurrent relays take keys round-robin; relays read it when they "
+	 "start)",
+	 NULL, &opt.fair},
+	{"--no-fair", NULL, "set: claims no longer fair (without a limit)",
+	 NULL, &opt.no_fair},
 	{"--from", "TIME",
 	 "replay: events published at or after TIME (timestamptz)", &opt.from,
 	 NULL},
@@ -523,10 +532,21 @@ static int queue_set(cli_t *cli)
 			return EXIT_USAGE;
 		}
 	}
+	if (opt.fair && opt.no_fair) {
+		cli_error("queue", "--fair and --no-fair: one or the other");
+		return EXIT_USAGE;
+	}
 	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
 		return rc;
-	rc = pgo_queue_set(conn, name, (int)g, (int)m, rate, (int)b, &err);
+	rc = PGO_OK;
+	/* An outbox takes --fair alone: its limits are refused. */
+	if (g >= 0 || m >= 0 || rate >= 0 || b >= 0 ||
+	    !(opt.fair || opt.no_fair))
+		rc = pgo_queue_set(conn, name, (int)g, (int)m, rate, (int)b,
+				   &err);
+	if (rc == PGO_OK && (opt.fair || opt.no_fair))
+		rc = pgo_queue_set_fair(conn, name, opt.fair, &err);
 	if (rc == PGO_OK)
 		rc = pgo_queue_controls(conn, name, stdout, &err);
 	return finish(conn, rc, &err);
@@ -602,7 +622,7 @@ static const cli_sub_t actions[] = {
 	{"resume", "resume NAME", 1, queue_resume},
 	{"set",
 	 "set NAME [--group-concurrency N] [--max-running N] [--rate N] "
-	 "[--burst N]",
+	 "[--burst N] [--fair|--no-fair]",
 	 1, queue_set},
 	{"replay",
 	 "replay NAME [--from T] [--to T] [--from-id N] [--to-id N] "
@@ -633,7 +653,9 @@ static const cli_cmd_t cmd = {
 		   "`pause` stops the claims of the workers (or of an "
 		   "outbox's relays; producers\nstill enqueue) until "
 		   "`resume`; `set` sets the limits of a work queue (0\n"
-		   "removes one) and prints them.\n"
+		   "removes one), or with --fair makes the claims of a "
+		   "queue (an outbox's too) fair\nacross groups, and "
+		   "prints them.\n"
 		   "`replay` queues archived events again (retention "
 		   "archive keeps them), new ids\nin their original order, "
 		   "each with the header pgoutbox-replay-of: ORIGINAL_ID.",

@@ -56,11 +56,10 @@ BEGIN
                          ELSE nullif(rate_per_s, 0) END;
     c.burst := CASE WHEN burst IS NULL THEN c.burst ELSE nullif(burst, 0) END;
     c.fair := coalesce(fair, c.fair);
-    IF outbox AND c.fair THEN
-        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON pgoutbox.%I (key, id)',
-                       name || '_fair', name);
-    ELSIF outbox THEN
-        EXECUTE format('DROP INDEX IF EXISTS pgoutbox.%I', name || '_fair');
+    IF outbox AND c.fair AND to_regclass(format('pgoutbox.%I', name || '_fair')) IS NULL THEN
+        EXECUTE format('CREATE INDEX %I ON pgoutbox.%I (key, id)', name || '_fair', name);
+    ELSIF outbox AND NOT c.fair AND to_regclass(format('pgoutbox.%I', name || '_fair')) IS NOT NULL THEN
+        EXECUTE format('DROP INDEX pgoutbox.%I', name || '_fair');
     END IF;
     IF NOT c.paused AND c.group_concurrency IS NULL AND c.max_running IS NULL
        AND c.rate_per_s IS NULL AND NOT c.fair THEN
