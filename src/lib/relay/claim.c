@@ -296,117 +296,77 @@ static void claim_concurrent(pgo_relay_sql_t *sql, const char *q)
  * fresh rows round-robin across keys.  Rows failed before and those the
  * sweep finds come first, as in the plain claim; the room left is shared
  * by groups: each key with pending rows (the first $1 keys of a skip
- * scan of the index q_fair on (key, id), made by set_queue), the rows
- * without a key, and one more, the oldest due rows whatever their key.
- * Each key gives at most its share of the room, its oldest due rows; the
- * oldest rows fill the batch when few keys are pending and keep every
- * claim taking the queue's oldest row (no key starves behind the skip
+ * scan of the index q_fair on (key, id), made by set_queue) and the rows
+ * without a key give at most a share of the room each, their oldest due
+ * rows; the oldest due rows whatever their key fill the rest, and at
+ * least one: the batch is full when few keys are pending, and every
+ * claim takes the queue's oldest row (no key starves behind the skip
  * scan's first $1 keys).  The batch is the candidates in turn order
  * (each group's first, then each group's second, ...), then id, cut at
  * the room and the byte cap.  A key with 100,000 pending rows gives
- * another's first row no more than one claim of delay.  Rows locked as
- * candidates but left out stay locked until the claim's COMMIT: at most
- * about the room again, which other slots skip. */
+ * another's first row no more than one claim of delay.  With more keys
+ * than the room, candidates left out (one per key at most) stay locked
+ * until the claim's COMMIT; other slots skip them. */
+/* The fair claim's text: %1$s the queue, %2$s the pause's condition. */
+#define EB  EVENT_BYTES("")
+#define EBC EVENT_BYTES("c.")
+static const char fair_claim[] = CLOCK
+	", behind AS (SELECT id, " EB " AS sz FROM pgoutbox.\"%1$s\" "
+	"WHERE " BEHIND " AND id < $2 AND run_at <= " NOW " "
+	"ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), "
+	"swept AS (SELECT id, " EB " AS sz FROM pgoutbox.\"%1$s\" "
+	"WHERE ctid >= $4::tid AND ctid < $5::tid AND id + 0 < $2 "
+	"AND attempts = 0 AND last_error IS NULL AND run_at <= " NOW " "
+	"LIMIT $1 - (SELECT count(*) FROM behind) FOR UPDATE SKIP LOCKED), "
+	"room AS MATERIALIZED (SELECT $1 - (SELECT count(*) FROM behind) "
+	"- (SELECT count(*) FROM swept) AS n), "
+	/* The keys: a skip scan of q_fair, the first $1. */
+	"keys AS MATERIALIZED (WITH RECURSIVE k AS ("
+	"(SELECT key FROM pgoutbox.\"%1$s\" WHERE key IS NOT NULL "
+	"ORDER BY key LIMIT 1) UNION ALL "
+	"SELECT (SELECT x.key FROM pgoutbox.\"%1$s\" x WHERE x.key > k.key "
+	"ORDER BY x.key LIMIT 1) FROM k WHERE k.key IS NOT NULL) "
+	"SELECT key FROM k WHERE key IS NOT NULL LIMIT $1), "
+	/* A group's share: the room over the keys, no key, the oldest. */
+	"share AS MATERIALIZED (SELECT greatest(1, ((SELECT n FROM room) + "
+	"(SELECT count(*) FROM keys) + 1) / ((SELECT count(*) FROM keys) "
+	"+ 2)) AS n), "
+	"rr AS MATERIALIZED (SELECT f.id, f.sz, row_number() OVER "
+	"(PARTITION BY f.key ORDER BY f.id) AS turn FROM ("
+	"SELECT x.id, x.key, x.sz FROM keys k CROSS JOIN LATERAL ("
+	"SELECT c.id, c.key, " EBC " AS sz FROM pgoutbox.\"%1$s\" c "
+	"WHERE c.key = k.key AND c.id >= $2 AND c.run_at <= " NOW " "
+	"ORDER BY c.id LIMIT (SELECT n FROM share) FOR UPDATE SKIP LOCKED) x "
+	"UNION ALL SELECT n.id, n.key, n.sz FROM ("
+	"SELECT id, key, " EB " AS sz FROM pgoutbox.\"%1$s\" "
+	"WHERE key IS NULL AND id >= $2 AND run_at <= " NOW " "
+	"ORDER BY id LIMIT (SELECT n FROM share) FOR UPDATE SKIP LOCKED) n"
+	") f), "
+	/* The oldest rows the keys' shares left, the room's rest, and
+	 * always one: every claim takes the queue's oldest row. */
+	"oldest AS (SELECT id, " EB " AS sz FROM pgoutbox.\"%1$s\" "
+	"WHERE id >= $2 AND run_at <= " NOW " AND id NOT IN "
+	"(SELECT id FROM rr) ORDER BY id LIMIT greatest(1, (SELECT n FROM "
+	"room) - (SELECT count(*) FROM rr)) FOR UPDATE SKIP LOCKED), "
+	"fresh AS (SELECT id, sz, turn FROM (SELECT id, sz, turn FROM rr "
+	"UNION ALL SELECT id, sz, row_number() OVER (ORDER BY id) FROM "
+	"oldest) z ORDER BY turn, id LIMIT (SELECT n FROM room)) "
+	"DELETE FROM pgoutbox.\"%1$s\" WHERE id = ANY(ARRAY("
+	"SELECT w.id FROM (SELECT u.id, sum(u.sz) OVER (ORDER BY u.turn, "
+	"u.id) - u.sz AS before FROM (SELECT id, sz, 0 AS turn FROM behind "
+	"UNION ALL SELECT id, sz, 0 FROM swept UNION ALL SELECT id, sz, turn "
+	"FROM fresh) u) w WHERE w.before < $3%2$s)) "
+	"RETURNING id, topic, key, type, payload, headers, created_at, "
+	"attempts, NULL::integer, " EB;
+#undef EB
+#undef EBC
+
 static void claim_concurrent_fair(pgo_relay_sql_t *sql, const char *q)
 {
 	char paused[256];
 
 	paused_sql(paused, sizeof(paused), q);
-	snprintf(
-		sql->claim, sizeof(sql->claim),
-		CLOCK ", behind AS (SELECT id, " EVENT_BYTES(
-			"") " AS sz "
-			    "FROM pgoutbox.\"%1$s\" WHERE " BEHIND
-			    " AND id < $2 AND "
-			    "run_at <= " NOW
-			    " ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), "
-			    "swept AS (SELECT id, " EVENT_BYTES(
-				    "") " AS sz "
-					"FROM pgoutbox.\"%1$s\" WHERE ctid >= "
-					"$4::tid AND ctid < $5::tid "
-					"AND id + 0 < $2 AND attempts = 0 AND "
-					"last_error IS NULL AND "
-					"run_at <= " NOW
-					" LIMIT $1 - (SELECT count(*) FROM "
-					"behind) "
-					"FOR UPDATE SKIP LOCKED), "
-					"room AS MATERIALIZED (SELECT $1 - "
-					"(SELECT count(*) FROM behind) "
-					"- (SELECT count(*) FROM swept) AS n), "
-					"keys AS MATERIALIZED (WITH RECURSIVE "
-					"k AS ("
-					"(SELECT key FROM pgoutbox.\"%1$s\" "
-					"WHERE key IS NOT NULL "
-					"ORDER BY key LIMIT 1) UNION ALL "
-					"SELECT (SELECT x.key FROM "
-					"pgoutbox.\"%1$s\" x WHERE x.key > "
-					"k.key ORDER BY x.key LIMIT 1) "
-					"FROM k WHERE k.key IS NOT NULL) "
-					"SELECT key FROM k WHERE key IS NOT "
-					"NULL LIMIT $1), "
-					"share AS MATERIALIZED (SELECT "
-					"greatest(1, ((SELECT n FROM room) "
-					"+ (SELECT count(*) FROM keys) + 1) / "
-					"((SELECT count(*) FROM "
-					"keys) + 2)) AS n), "
-					"oldest AS (SELECT id, " EVENT_BYTES(
-						"") " AS sz "
-						    "FROM pgoutbox.\"%1$s\" "
-						    "WHERE id >= $2 AND run_at "
-						    "<= " NOW " "
-						    "ORDER BY id LIMIT (SELECT "
-						    "n FROM room) FOR UPDATE "
-						    "SKIP LOCKED), "
-						    "rr AS (SELECT f.id, f.sz, "
-						    "row_number() OVER "
-						    "(PARTITION BY f.key "
-						    "ORDER BY f.id) AS turn "
-						    "FROM (SELECT x.id, x.key, "
-						    "x.sz FROM keys "
-						    "k CROSS JOIN LATERAL "
-						    "(SELECT c.id, "
-						    "c.key, " EVENT_BYTES(
-							    "c.") " AS sz FROM "
-								  "pgoutbox.\"%"
-								  "1$s\" c "
-								  "WHERE c.key "
-								  "= k.key AND "
-								  "c.id >= "
-								  "$2 AND "
-								  "c.run_at "
-								  "<= " NOW
-								  " ORDER BY "
-								  "c.id LIMIT "
-								  "(SELECT n "
-								  "FROM "
-								  "share) FOR "
-								  "UPDATE SKIP "
-								  "LOCKED) x "
-								  "UNION ALL "
-								  "SELECT "
-								  "n.id, "
-								  "n.key, "
-								  "n.sz FROM "
-								  "(SELECT id, "
-								  "key,"
-								  " " EVENT_BYTES(
-									  "") " AS sz FROM "
-									      "pgoutbox.\"%1$s\" WHERE key IS NULL AND id >= $2 AND run_at <= " NOW
-									      " ORDER BY id LIMIT (SELECT n FROM share) FOR UPDATE SKIP "
-									      "LOCKED) n) f), "
-									      "fresh AS (SELECT id, sz, min(turn) AS turn FROM (SELECT id, sz, "
-									      "row_number() OVER (ORDER BY id) AS turn FROM oldest UNION ALL "
-									      "SELECT id, sz, turn FROM rr) z GROUP BY id, sz ORDER BY 3, 1 "
-									      "LIMIT (SELECT n FROM room)) "
-									      "DELETE FROM pgoutbox.\"%1$s\" WHERE id = ANY(ARRAY("
-									      "SELECT w.id FROM (SELECT u.id, sum(u.sz) OVER (ORDER BY u.turn, "
-									      "u.id) - u.sz AS before FROM (SELECT id, sz, 0 AS turn FROM "
-									      "behind UNION ALL SELECT id, sz, 0 FROM swept UNION ALL SELECT "
-									      "id, sz, turn FROM fresh) u) w WHERE w.before < $3%2$s))"
-									      " RETURNING id, topic, key, type, payload, headers, created_at, "
-									      "attempts, NULL::integer, " EVENT_BYTES(
-										      ""),
-		q, paused);
+	snprintf(sql->claim, sizeof(sql->claim), fair_claim, q, paused);
 }
 
 /* The ordered claim: the oldest due rows of the shards this connection
