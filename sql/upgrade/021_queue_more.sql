@@ -57,6 +57,8 @@ ALTER TABLE pgoutbox.queue_controls ADD COLUMN fair boolean NOT NULL DEFAULT fal
 
 -- set_queue() gains a last parameter, fair: a new signature, with the
 -- grants of the old one (a stand-in, replaced by functions/set_queue.sql).
+-- The old one is made by the definitions, not by a step: a database
+-- built by the steps alone has none.
 CREATE FUNCTION pgoutbox.set_queue(name text,
                                    group_concurrency integer DEFAULT NULL,
                                    max_running integer DEFAULT NULL,
@@ -71,7 +73,7 @@ DECLARE
 BEGIN
     FOR r IN SELECT a.grantee::regrole::text AS who
                FROM pg_catalog.pg_proc p, aclexplode(p.proacl) a
-              WHERE p.oid = 'pgoutbox.set_queue(text, integer, integer, numeric, integer)'::regprocedure
+              WHERE p.oid = to_regprocedure('pgoutbox.set_queue(text, integer, integer, numeric, integer)')
                 AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0
                 AND a.grantee <> p.proowner LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION pgoutbox.set_queue(text, integer, integer, '
@@ -79,4 +81,4 @@ BEGIN
     END LOOP;
 END $$;
 
-DROP FUNCTION pgoutbox.set_queue(text, integer, integer, numeric, integer);
+DROP FUNCTION IF EXISTS pgoutbox.set_queue(text, integer, integer, numeric, integer);
