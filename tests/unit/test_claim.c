@@ -133,8 +133,9 @@ static const struct sql_case sql_cases[] = {
 	 PGO_MODE_CONCURRENT,
 	 "orders",
 	 5,
-	 {"WITH RECURSIVE k AS (", "WHERE x.key > k.key ORDER BY x.key LIMIT 1",
-	  "c.key = k.key AND c.id >= $2",
+	 {"WITH RECURSIVE k AS (",
+	  "WHERE x.key > k.key AND x.id >= $2 ORDER BY x.key LIMIT 1",
+	  "(c.key, c.id) >= (k.key, $2) AND c.key <= k.key",
 	  "row_number() OVER (PARTITION BY f.key ORDER BY f.id) AS turn",
 	  "key IS NULL AND id >= $2", "sum(u.sz) OVER (ORDER BY u.turn, u.id)",
 	  "WHERE w.before < $3"
