@@ -69,6 +69,27 @@ note "plain: b's 10 events delivered ${B_MS} ms after their commit, $A_BEFORE ev
 # The plain claim is the control: b waits behind a's backlog there.
 [ "$A_BEFORE" -gt $((2 * SLOTS * BATCH)) ] || fail "plain: b was not held back ($A_BEFORE events of a first): the test proves nothing"
 
+# The fair claim's plan (auto_explain, as t_claim_plans reads it): a
+# key's rows come from outbox_fair, never from the primary key walked from
+# the floor (the generic plan did that, reading all of a's rows to find
+# b's: 40-60 ms a claim).
+"$PGO_BIN" queue set outbox --fair >/dev/null || fail "queue set outbox --fair"
+db=$(basename "$0" .sh)
+q "ALTER DATABASE $db SET session_preload_libraries = 'auto_explain'"
+q "ALTER DATABASE $db SET auto_explain.log_min_duration = 0"
+from=$(stat -c %s "$PG_DIR/server.log")
+BACKLOG=20000
+backlog
+q "SELECT pgoutbox.send('fair', 'b', 'b.item', '{}') FROM generate_series(1, 10)" >/dev/null
+start_relay "$T_TMP/plan.out" --mode concurrent --batch $BATCH --poll-interval 200ms
+wait_until 60 '[ "$(pending)" = 0 ]'
+stop_relay "$RELAY_PID"
+q "ALTER DATABASE $db RESET ALL"
+tail -c +$((from + 1)) "$PG_DIR/server.log" >"$T_TMP/plans.log"
+grep -q 'Index Scan using outbox_fair on outbox c ' "$T_TMP/plans.log" || fail "no fair claim read a key's rows from outbox_fair"
+! grep -q 'Index Scan using outbox_pkey on outbox c ' "$T_TMP/plans.log" ||
+	fail "a fair claim read a key's rows from the primary key: $(grep -m1 -A3 'outbox_pkey on outbox c ' "$T_TMP/plans.log")"
+
 # Fair on a work queue keeps its controls row (claims through claim_ids);
 # an outbox's limits are still refused, naming what it takes.
 "$PGO_BIN" queue create jobs >/dev/null || fail "queue create jobs"

@@ -137,7 +137,7 @@ static const struct sql_case sql_cases[] = {
 	  "WHERE x.key > k.key AND x.id >= $2 ORDER BY x.key LIMIT 1",
 	  "(c.key, c.id) >= (k.key, $2) AND c.key <= k.key",
 	  "row_number() OVER (PARTITION BY f.key ORDER BY f.id) AS turn",
-	  "key IS NULL AND id >= $2", "sum(u.sz) OVER (ORDER BY u.turn, u.id)",
+	  "sum(u.sz) OVER (ORDER BY u.turn, u.id)",
 	  "WHERE w.before < $3"
 	  " AND NOT EXISTS (SELECT FROM pgoutbox.queue_controls p WHERE "
 	  "p.queue = 'orders' AND p.paused))",

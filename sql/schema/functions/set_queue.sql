@@ -14,9 +14,10 @@
 --                      queue's groups (its claims go through claim_ids),
 --                      an outbox's keys (its concurrent relays' claims
 --                      take keys round-robin, src/lib/relay/claim.c,
---                      from the index <queue>_fair on (key, id), made
---                      here and dropped with fair => false; a relay reads
---                      the setting when it starts).
+--                      from the index <queue>_fair on (key, id), partial
+--                      on key IS NOT NULL, made here and dropped with
+--                      fair => false; a relay reads the setting when it
+--                      starts).
 -- An outbox captured in its table takes fair only; the limits are a
 -- work queue's.  A queue left with no limit, not fair and not paused
 -- loses its row, so that its claims take the plain path again.  Wakes
@@ -57,7 +58,8 @@ BEGIN
     c.burst := CASE WHEN burst IS NULL THEN c.burst ELSE nullif(burst, 0) END;
     c.fair := coalesce(fair, c.fair);
     IF outbox AND c.fair AND to_regclass(format('pgoutbox.%I', name || '_fair')) IS NULL THEN
-        EXECUTE format('CREATE INDEX %I ON pgoutbox.%I (key, id)', name || '_fair', name);
+        EXECUTE format('CREATE INDEX %I ON pgoutbox.%I (key, id) WHERE key IS NOT NULL',
+                       name || '_fair', name);
     ELSIF outbox AND NOT c.fair AND to_regclass(format('pgoutbox.%I', name || '_fair')) IS NOT NULL THEN
         EXECUTE format('DROP INDEX pgoutbox.%I', name || '_fair');
     END IF;

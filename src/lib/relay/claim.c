@@ -296,17 +296,21 @@ static void claim_concurrent(pgo_relay_sql_t *sql, const char *q)
  * fresh rows round-robin across keys.  Rows failed before and those the
  * sweep finds come first, as in the plain claim; the room left is shared
  * by groups: each key with pending rows (the first $1 keys of a skip
- * scan of the index q_fair on (key, id), made by set_queue) and the rows
- * without a key give at most a share of the room each, their oldest due
- * rows; the oldest due rows whatever their key fill the rest, and at
- * least one: the batch is full when few keys are pending, and every
- * claim takes the queue's oldest row (no key starves behind the skip
- * scan's first $1 keys).  The batch is the candidates in turn order
- * (each group's first, then each group's second, ...), then id, cut at
- * the room and the byte cap.  A key with 100,000 pending rows gives
- * another's first row no more than one claim of delay.  With more keys
- * than the room, candidates left out (one per key at most) stay locked
- * until the claim's COMMIT; other slots skip them. */
+ * scan of the index q_fair on (key, id), partial on key IS NOT NULL,
+ * made by set_queue) gives at most a share of the room, its oldest due
+ * rows; the oldest due rows whatever their key (rows without a key
+ * among them) fill the rest, and at least one: the batch is full when
+ * few keys are pending, and every claim takes the queue's oldest row (no
+ * key starves behind the skip scan's first $1 keys).  The batch is the
+ * candidates in turn order (each group's first, then each group's
+ * second, ...), then id, cut at the room and the byte cap.  A key with
+ * 100,000 pending rows gives another's first row no more than one claim
+ * of delay.  With more keys than the room, candidates left out (one per
+ * key at most) stay locked until the claim's COMMIT; other slots skip
+ * them.  q_fair is partial so that no scan by id can take it: the
+ * generic plan of a table whose statistics were taken small took it for
+ * the oldest rows and for the DELETE's id = ANY(...), reading the whole
+ * index (1.4 s a claim). */
 /* The fair claim's text: %1$s the queue, %2$s the pause's condition. */
 #define EB  EVENT_BYTES("")
 #define EBC EVENT_BYTES("c.")
@@ -328,28 +332,22 @@ static const char fair_claim[] = CLOCK
 	"AND x.id >= $2 ORDER BY x.key LIMIT 1) FROM k WHERE k.key IS NOT "
 	"NULL) "
 	"SELECT key FROM k WHERE key IS NOT NULL LIMIT $1), "
-	/* A group's share: the room over the keys, no key, the oldest.
-	 * A key's rows and the rows without one are read from q_fair in
-	 * its order: a row comparison and ORDER BY key, id that the
-	 * primary key cannot serve (with key = k.key the generic plan
-	 * walked the primary key from the floor, filtering on the key:
-	 * every row of a's backlog to find b's, 40-60 ms a claim). */
+	/* A group's share: the room over the keys and the oldest.  A
+	 * key's rows are read from q_fair in its order: a row comparison
+	 * and ORDER BY key, id that the primary key cannot serve (with
+	 * key = k.key the generic plan walked the primary key from the
+	 * floor, filtering on the key: every row of a's backlog to find
+	 * b's, 40-60 ms a claim). */
 	"share AS MATERIALIZED (SELECT greatest(1, ((SELECT n FROM room) + "
-	"(SELECT count(*) FROM keys) + 1) / ((SELECT count(*) FROM keys) "
-	"+ 2)) AS n), "
+	"(SELECT count(*) FROM keys)) / ((SELECT count(*) FROM keys) + 1)) "
+	"AS n), "
 	"rr AS MATERIALIZED (SELECT f.id, f.sz, row_number() OVER "
 	"(PARTITION BY f.key ORDER BY f.id) AS turn FROM ("
 	"SELECT x.id, x.key, x.sz FROM keys k CROSS JOIN LATERAL ("
 	"SELECT c.id, c.key, " EBC " AS sz FROM pgoutbox.\"%1$s\" c "
 	"WHERE (c.key, c.id) >= (k.key, $2) AND c.key <= k.key AND "
 	"c.run_at <= " NOW " ORDER BY c.key, c.id "
-	"LIMIT (SELECT n FROM share) FOR UPDATE SKIP LOCKED) x "
-	"UNION ALL SELECT n.id, n.key, n.sz FROM ("
-	"SELECT id, key, " EB " AS sz FROM pgoutbox.\"%1$s\" "
-	"WHERE key IS NULL AND id >= $2 AND run_at <= " NOW " "
-	"ORDER BY key, id LIMIT (SELECT n FROM share) FOR UPDATE SKIP "
-	"LOCKED) n"
-	") f), "
+	"LIMIT (SELECT n FROM share) FOR UPDATE SKIP LOCKED) x) f), "
 	/* The oldest rows the keys' shares left, the room's rest, and
 	 * always one: every claim takes the queue's oldest row. */
 	"oldest AS (SELECT id, " EB " AS sz FROM pgoutbox.\"%1$s\" "
