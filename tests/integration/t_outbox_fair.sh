@@ -101,3 +101,10 @@ grep -q 'Index Scan using outbox_fair on outbox c ' "$T_TMP/plans.log" || fail "
 rc=0; "$PGO_BIN" queue set outbox --fair --max-running 3 2>"$T_TMP/err" >/dev/null || rc=$?
 [ "$rc" = 1 ] && grep -q 'limits apply to work queues only (an outbox can be paused, or made fair' "$T_TMP/err" ||
 	fail "queue set outbox --max-running: exit $rc: $(cat "$T_TMP/err")"
+# An outbox captured through the WAL is streamed, not claimed: refused
+# (the capture recorded by hand: this cluster's wal_level is replica).
+"$PGO_BIN" queue create --kind outbox walq >/dev/null || fail "queue create walq"
+q "UPDATE pgoutbox.queues SET capture = 'wal' WHERE name = 'walq'" >/dev/null
+rc=0; "$PGO_BIN" queue set walq --fair 2>"$T_TMP/err" >/dev/null || rc=$?
+[ "$rc" = 1 ] && grep -q 'captured through the WAL: its relay streams a replication slot, with no claims to make fair' "$T_TMP/err" ||
+	fail "queue set --fair on a WAL outbox: exit $rc: $(cat "$T_TMP/err")"

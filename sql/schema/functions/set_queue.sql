@@ -19,7 +19,7 @@
 --                      fair => false; a relay reads the setting when it
 --                      starts).
 -- An outbox captured in its table takes fair only; the limits are a
--- work queue's.  A queue left with no limit, not fair and not paused
+-- work queue's.  One captured through the WAL takes neither.  A queue left with no limit, not fair and not paused
 -- loses its row, so that its claims take the plain path again.  Wakes
 -- the workers at COMMIT.
 CREATE OR REPLACE FUNCTION pgoutbox.set_queue(name text,
@@ -36,6 +36,10 @@ DECLARE
     c pgoutbox.queue_controls;
     outbox boolean;
 BEGIN
+    IF EXISTS (SELECT FROM pgoutbox.queues q WHERE q.name = set_queue.name AND q.capture = 'wal') THEN
+        RAISE EXCEPTION 'queue "%" is an outbox captured through the WAL: its relay streams a replication slot, with no claims to make fair or limit', name
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
     PERFORM pgoutbox.queue_controls_check(name);
     outbox := (SELECT q.kind FROM pgoutbox.queues q WHERE q.name = set_queue.name) <> 'work';
     IF outbox AND (group_concurrency IS NOT NULL OR max_running IS NOT NULL
