@@ -338,9 +338,9 @@ static const char fair_claim[] = CLOCK
 	 * key = k.key the generic plan walked the primary key from the
 	 * floor, filtering on the key: every row of a's backlog to find
 	 * b's, 40-60 ms a claim). */
-	"share AS MATERIALIZED (SELECT greatest(1, ((SELECT n FROM room) + "
-	"(SELECT count(*) FROM keys)) / ((SELECT count(*) FROM keys) + 1)) "
-	"AS n), "
+	"share AS MATERIALIZED (SELECT least((SELECT n FROM room), "
+	"greatest(1, ((SELECT n FROM room) + (SELECT count(*) FROM keys)) / "
+	"((SELECT count(*) FROM keys) + 1))) AS n), "
 	"rr AS MATERIALIZED (SELECT f.id, f.sz, row_number() OVER "
 	"(PARTITION BY f.key ORDER BY f.id) AS turn FROM ("
 	"SELECT x.id, x.key, x.sz FROM keys k CROSS JOIN LATERAL ("
@@ -349,11 +349,13 @@ static const char fair_claim[] = CLOCK
 	"c.run_at <= " NOW " ORDER BY c.key, c.id "
 	"LIMIT (SELECT n FROM share) FOR UPDATE SKIP LOCKED) x) f), "
 	/* The oldest rows the keys' shares left, the room's rest, and
-	 * always one: every claim takes the queue's oldest row. */
+	 * always one: every claim takes the queue's oldest row.  No room
+	 * (rows failed before fill the batch): no candidate is locked. */
 	"oldest AS (SELECT id, " EB " AS sz FROM pgoutbox.\"%1$s\" "
 	"WHERE id >= $2 AND run_at <= " NOW " AND id NOT IN "
-	"(SELECT id FROM rr) ORDER BY id LIMIT greatest(1, (SELECT n FROM "
-	"room) - (SELECT count(*) FROM rr)) FOR UPDATE SKIP LOCKED), "
+	"(SELECT id FROM rr) ORDER BY id LIMIT greatest(least(1, (SELECT n "
+	"FROM room)), (SELECT n FROM room) - (SELECT count(*) FROM rr)) "
+	"FOR UPDATE SKIP LOCKED), "
 	"fresh AS (SELECT id, sz, turn FROM (SELECT id, sz, turn FROM rr "
 	"UNION ALL SELECT id, sz, row_number() OVER (ORDER BY id) FROM "
 	"oldest) z ORDER BY turn, id LIMIT (SELECT n FROM room)) "
