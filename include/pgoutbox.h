@@ -506,6 +506,15 @@ typedef struct pgo_job_opts {
 				 * again returns the queued job's id */
 	const char *topic;	/* NULL = "job" */
 	const char *key;	/* aggregate id (shard), may be NULL */
+	/* after 0.2.0 (an older caller's struct: NULL) */
+	const char *group_key;	   /* the job's group (a tenant): the queue's
+				    * group_concurrency caps each group's
+				    * running jobs, claims are fair across
+				    * groups; NULL = none */
+	const int64_t *depends_on; /* ids of jobs of the queue that must be
+				    * done first (not claimed while one is
+				    * queued or dead); NULL = none */
+	size_t n_depends_on;	   /* how many ids depends_on holds */
 } pgo_job_opts_t;
 
 typedef struct pgo_enqueuer pgo_enqueuer_t;
@@ -567,6 +576,12 @@ PGO_EXPORT int pgo_queue_pause(PGconn *conn, const char *queue, int paused,
 PGO_EXPORT int pgo_queue_set(PGconn *conn, const char *queue,
 			     int group_concurrency, int max_running,
 			     double rate_per_s, int burst, pgo_error_t *err);
+/* Makes the claims of a queue fair across groups without a limit (fair
+ * != 0), or no longer (pgoutbox.set_queue(queue, fair => ...)): a work
+ * queue's groups, or an outbox's keys (captured in its table; its
+ * concurrent relays read it when they start). */
+PGO_EXPORT int pgo_queue_set_fair(PGconn *conn, const char *queue, int fair,
+				  pgo_error_t *err);
 /* One line: whether the queue is paused, and its limits. */
 PGO_EXPORT int pgo_queue_controls(PGconn *conn, const char *queue, FILE *out,
 				  pgo_error_t *err);

@@ -21,6 +21,7 @@
 \ir functions/cron_history_partition.sql
 \ir functions/dead_discard.sql
 \ir functions/dead_retry.sql
+\ir functions/deps_cond.sql
 \ir functions/drop_queue.sql
 \ir functions/enqueue.sql
 \ir functions/health.sql
@@ -39,6 +40,7 @@
 \ir functions/queue_kind.sql
 \ir functions/rebalance.sql
 \ir functions/relay_beat.sql
+\ir functions/replay.sql
 \ir functions/resume.sql
 \ir functions/send.sql
 \ir functions/send_batch.sql

@@ -37,7 +37,7 @@ REVOKE ALL ON FUNCTION pgoutbox.inbox_maintain(interval) FROM PUBLIC;
 -- Work queues, workers and cron.
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.enqueue(text, jsonb, timestamptz, integer, text, text, text, text, bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.create_queue(text, integer, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.drop_queue(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.work_sql(text, text, integer, integer, bigint, bigint) FROM PUBLIC;
@@ -62,4 +62,5 @@ REVOKE ALL ON FUNCTION pgoutbox.add_caps(text) FROM PUBLIC;
 -- ... and the controls of work queues.
 REVOKE ALL ON FUNCTION pgoutbox.pause(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.resume(text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION pgoutbox.set_queue(text, integer, integer, numeric, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.set_queue(text, integer, integer, numeric, integer, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.replay(text, timestamptz, timestamptz, text, text, bigint, bigint) FROM PUBLIC;

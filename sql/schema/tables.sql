@@ -107,7 +107,10 @@ CREATE TABLE pgoutbox.queue_controls (
     rate_per_s        numeric     CHECK (rate_per_s > 0),
     burst             integer     CHECK (burst > 0),
     tokens            numeric     NOT NULL DEFAULT 0,  -- the rate's bucket
-    refilled_at       timestamptz NOT NULL DEFAULT now()
+    refilled_at       timestamptz NOT NULL DEFAULT now(),
+    -- Claims fair across groups (an outbox's keys) without a limit
+    -- (step 022).
+    fair              boolean     NOT NULL DEFAULT false
 );
 
 -- Relay members: one row per relay connection in ordered or strict mode.

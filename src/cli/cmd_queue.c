@@ -28,13 +28,23 @@ static struct {
 	const char *run_at;	 /* enqueue: not before */
 	const char *priority;	 /* enqueue: higher runs first */
 	const char *unique_key;	 /* enqueue: at most one queued job per key */
+	const char *group;	 /* enqueue: the job's group */
+	const char *depends_on;	 /* enqueue: ids done first, comma-separated */
 	const char *group_conc;	 /* set: jobs of one group at once */
 	const char *max_running; /* set: jobs of the queue at once */
 	const char *rate;	 /* set: jobs started per second */
 	const char *burst;	 /* set: the rate's bucket */
+	const char *from;	 /* replay: published at or after */
+	const char *to;		 /* replay: published before */
+	const char *from_id;	 /* replay: ids from */
+	const char *to_id;	 /* replay: ids up to */
+	const char *topic;	 /* replay: of this topic only */
+	const char *key;	 /* replay: of this key only */
 	bool if_not_exists; /* create: an existing queue as asked is fine */
 	bool dead_letters;  /* purge: the dead letters, not the jobs */
 	bool yes;	    /* purge, drop: confirmed */
+	bool fair;	    /* set: claims fair across groups (keys) */
+	bool no_fair;	    /* set: ... no longer */
 } opt = {.shards = "64",
 	 .kind = "work",
 	 .capture = "table",
@@ -65,6 +75,14 @@ static const cli_opt_t opts[] = {
 	{"--priority", "N", "enqueue: higher runs first", &opt.priority, NULL},
 	{"--unique-key", "KEY", "enqueue: at most one queued job per key",
 	 &opt.unique_key, NULL},
+	{"--group", "KEY",
+	 "enqueue: the job's group (a tenant): capped by "
+	 "--group-concurrency, claimed fairly across groups",
+	 &opt.group, NULL},
+	{"--depends-on", "ID,...",
+	 "enqueue: jobs of the queue that must be done first (the job waits "
+	 "while one is queued or a dead letter)",
+	 &opt.depends_on, NULL},
 	{"--group-concurrency", "N",
 	 "set: jobs of one group running at once (1: in order; 0: no limit)",
 	 &opt.group_conc, NULL},
@@ -76,6 +94,23 @@ static const cli_opt_t opts[] = {
 	 NULL},
 	{"--burst", "N", "set: the rate's bucket (default: one second's worth)",
 	 &opt.burst, NULL},
+	{"--fair", NULL,
+	 "set: claims fair across groups without a limit (an outbox: its "
+	 "concurrent relays take keys round-robin; relays read it when they "
+	 "start)",
+	 NULL, &opt.fair},
+	{"--no-fair", NULL, "set: claims no longer fair (without a limit)",
+	 NULL, &opt.no_fair},
+	{"--from", "TIME",
+	 "replay: events published at or after TIME (timestamptz)", &opt.from,
+	 NULL},
+	{"--to", "TIME", "replay: events published before TIME", &opt.to, NULL},
+	{"--from-id", "ID", "replay: events with ids from ID (0: all)",
+	 &opt.from_id, NULL},
+	{"--to-id", "ID", "replay: events with ids up to ID", &opt.to_id, NULL},
+	{"--topic", "TOPIC", "replay: events of this topic only", &opt.topic,
+	 NULL},
+	{"--key", "KEY", "replay: events of this key only", &opt.key, NULL},
 	{"--dead", NULL, "purge: the dead letters instead of the jobs", NULL,
 	 &opt.dead_letters},
 	{"--yes", NULL, "purge, drop: really delete", NULL, &opt.yes},
@@ -372,11 +407,37 @@ static int queue_purge(cli_t *cli)
 	return finish(conn, rc, &err);
 }
 
+/* --depends-on: comma-separated ids into ids[max]; 0 or EXIT_USAGE. */
+static int parse_ids(const char *s, int64_t *ids, size_t max, size_t *n)
+{
+	*n = 0;
+	while (s && *s) {
+		char *end;
+		long long v;
+
+		errno = 0;
+		v = strtoll(s, &end, 10);
+		if (end == s || errno || v < 1 || (*end && *end != ',') ||
+		    *n == max) {
+			cli_error("queue",
+				  "--depends-on takes up to %zu job ids "
+				  "separated by commas, not \"%s\"",
+				  max, opt.depends_on);
+			return EXIT_USAGE;
+		}
+		ids[(*n)++] = v;
+		s = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
 static int queue_enqueue(cli_t *cli)
 {
 	pgo_job_opts_t job = {.size = sizeof(job),
 			      .run_at = opt.run_at,
-			      .unique_key = opt.unique_key};
+			      .unique_key = opt.unique_key,
+			      .group_key = opt.group};
+	int64_t deps[1000];
 	pgo_enqueuer_t *q;
 	pgo_error_t err;
 	long long priority;
@@ -384,6 +445,9 @@ static int queue_enqueue(cli_t *cli)
 	PGconn *conn;
 	int rc;
 
+	if (parse_ids(opt.depends_on, deps, 1000, &job.n_depends_on))
+		return EXIT_USAGE;
+	job.depends_on = deps;
 	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
 		return rc;
@@ -468,13 +532,73 @@ static int queue_set(cli_t *cli)
 			return EXIT_USAGE;
 		}
 	}
+	if (opt.fair && opt.no_fair) {
+		cli_error("queue", "--fair and --no-fair: one or the other");
+		return EXIT_USAGE;
+	}
 	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
 	if (!conn)
 		return rc;
-	rc = pgo_queue_set(conn, name, (int)g, (int)m, rate, (int)b, &err);
+	rc = PGO_OK;
+	/* An outbox takes --fair alone: its limits are refused. */
+	if (g >= 0 || m >= 0 || rate >= 0 || b >= 0 ||
+	    !(opt.fair || opt.no_fair))
+		rc = pgo_queue_set(conn, name, (int)g, (int)m, rate, (int)b,
+				   &err);
+	if (rc == PGO_OK && (opt.fair || opt.no_fair))
+		rc = pgo_queue_set_fair(conn, name, opt.fair, &err);
 	if (rc == PGO_OK)
 		rc = pgo_queue_controls(conn, name, stdout, &err);
 	return finish(conn, rc, &err);
+}
+
+/* Archived events sent again: pgoutbox.replay() in its own transaction
+ * (sql/schema/functions/replay.sql). */
+static int queue_replay(cli_t *cli)
+{
+	const char *name = cli->args[1];
+	const char *p[7] = {name,    opt.from,	  opt.to,   opt.topic,
+			    opt.key, opt.from_id, opt.to_id};
+	long long id;
+	PGresult *res;
+	PGconn *conn;
+	int rc;
+
+	if (check_name(name) ||
+	    (opt.from_id && cli_parse_int("queue", "--from-id", opt.from_id, 0,
+					  INT64_MAX, &id)) ||
+	    (opt.to_id &&
+	     cli_parse_int("queue", "--to-id", opt.to_id, 0, INT64_MAX, &id)))
+		return EXIT_USAGE;
+	if (!opt.from && !opt.to && !opt.from_id && !opt.to_id) {
+		cli_error("queue", "replay: give --from/--to (publication "
+				   "time) or --from-id/--to-id; --from-id 0 "
+				   "replays the whole archive");
+		return EXIT_USAGE;
+	}
+	conn = cli_connect_schema(cli->conf, "pgoutbox queue", &rc);
+	if (!conn)
+		return rc;
+	res = PQexecParams(conn,
+			   "SELECT pgoutbox.replay($1, $2::timestamptz, "
+			   "$3::timestamptz, $4, $5, $6::bigint, $7::bigint)",
+			   7, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+		printf("queued %s archived event(s) of %s again (header "
+		       "pgoutbox-replay-of)\n",
+		       PQgetvalue(res, 0, 0), name);
+		rc = EXIT_OK;
+	} else {
+		const char *hint =
+			PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+
+		cli_error("queue", "%s%s%s", pgo_pq_msg(conn, res),
+			  hint ? " " : "", hint ? hint : "");
+		rc = EXIT_FAIL;
+	}
+	PQclear(res);
+	PQfinish(conn);
+	return rc;
 }
 
 static const cli_sub_t actions[] = {
@@ -491,14 +615,19 @@ static const cli_sub_t actions[] = {
 	{"purge", "purge NAME [--dead] --yes", 1, queue_purge},
 	{"drop", "drop NAME --yes", 1, queue_drop},
 	{"enqueue",
-	 "enqueue NAME PAYLOAD [--run-at T] [--priority N] [--unique-key K]", 2,
-	 queue_enqueue},
+	 "enqueue NAME PAYLOAD [--run-at T] [--priority N] [--unique-key K] "
+	 "[--group KEY] [--depends-on ID,...]",
+	 2, queue_enqueue},
 	{"pause", "pause NAME", 1, queue_pause},
 	{"resume", "resume NAME", 1, queue_resume},
 	{"set",
 	 "set NAME [--group-concurrency N] [--max-running N] [--rate N] "
-	 "[--burst N]",
+	 "[--burst N] [--fair|--no-fair]",
 	 1, queue_set},
+	{"replay",
+	 "replay NAME [--from T] [--to T] [--from-id N] [--to-id N] "
+	 "[--topic T] [--key K]",
+	 1, queue_replay},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -509,7 +638,8 @@ static const cli_cmd_t cmd = {
 		   "by `pgoutbox worker`.",
 	.details = "Applications enqueue in their own transaction with\n"
 		   "  SELECT pgoutbox.enqueue('NAME', '{...}'::jsonb "
-		   "[, run_at, priority, unique_key]);\n"
+		   "[, run_at, priority, unique_key,\n"
+		   "   topic, key, group_key, depends_on]);\n"
 		   "`create --kind outbox` makes an outbox of its own "
 		   "instead (one per service\nsharing a database): "
 		   "producers write it with\n"
@@ -520,9 +650,15 @@ static const cli_cmd_t cmd = {
 		   "with its attempts reset.\n`purge` deletes every "
 		   "job of a queue (or with --dead its dead letters) "
 		   "and\nasks nothing: it requires --yes.\n"
-		   "`pause` stops the workers' claims (producers still "
-		   "enqueue) until `resume`;\n`set` sets the limits of "
-		   "the queue (0 removes one) and prints them.",
+		   "`pause` stops the claims of the workers (or of an "
+		   "outbox's relays; producers\nstill enqueue) until "
+		   "`resume`; `set` sets the limits of a work queue (0\n"
+		   "removes one), or with --fair makes the claims of a "
+		   "queue (an outbox's too) fair\nacross groups, and "
+		   "prints them.\n"
+		   "`replay` queues archived events again (retention "
+		   "archive keeps them), new ids\nin their original order, "
+		   "each with the header pgoutbox-replay-of: ORIGINAL_ID.",
 	.opts = opts,
 	.flags = flags,
 	.min_args = 1,

@@ -1,6 +1,7 @@
 # Retries follow the backoff (run_at) and end in dead letters with the
 # error and the stderr tail; a timeout kills the whole process group;
-# `queue` commands list, show, retry and purge; bad names are refused.
+# `queue` commands list, show, retry and purge; bad names are refused;
+# `queue enqueue --group` gives the job its group.
 . "$(dirname "$0")/../lib.sh"
 t_db
 "$PGO_BIN" queue create flaky >/dev/null || fail "queue create"
@@ -16,6 +17,14 @@ rc=0; q "SELECT pgoutbox.enqueue('nope', '{}')" 2>"$T_TMP/err" || rc=$?
 a=$(q "SELECT pgoutbox.enqueue('flaky', '{\"n\": 1}', unique_key => 'k1')")
 b=$(q "SELECT pgoutbox.enqueue('flaky', '{\"n\": 2}', unique_key => 'k1')")
 [ "$a" = "$b" ] || fail "unique key: $a then $b"
+q "DELETE FROM pgoutbox.flaky" >/dev/null
+# --group (pgo_job_opts_t.group_key): the job's group, none without it.
+g=$("$PGO_BIN" queue enqueue flaky '{}' --group tenant-7 --priority 3) || fail "enqueue --group"
+[ "$(q "SELECT group_key || '/' || priority FROM pgoutbox.flaky WHERE id = $g")" = tenant-7/3 ] ||
+	fail "enqueue --group: $(q "SELECT group_key, priority FROM pgoutbox.flaky WHERE id = $g")"
+g=$("$PGO_BIN" queue enqueue flaky '{}') || fail "enqueue without --group"
+[ "$(q "SELECT group_key IS NULL FROM pgoutbox.flaky WHERE id = $g")" = t ] || fail "a group without --group"
+grep -q -- '--group KEY' <<<"$("$PGO_BIN" queue enqueue --help)" || fail "enqueue --help does not name --group"
 q "DELETE FROM pgoutbox.flaky" >/dev/null
 
 id=$("$PGO_BIN" queue enqueue flaky '{"n": 3}')

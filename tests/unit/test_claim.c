@@ -80,6 +80,7 @@ struct sql_case {
 	const char *must[8];   /* substrings of the claim, NULL-ended */
 	const char *mustnt[4]; /* not in it */
 	const char *returning; /* the shard column of RETURNING */
+	bool fair;	       /* set_queue(fair => true) */
 };
 
 #define LONGEST "a_queue_named_with_the_longest_name_of_48_chars0"
@@ -91,9 +92,12 @@ static const struct sql_case sql_cases[] = {
 	 5,
 	 {"FOR UPDATE SKIP LOCKED",
 	  "WHERE id >= $2 AND run_at <= ", "ORDER BY id LIMIT $1",
-	  "WHERE w.before < $3", "ctid >= $4::tid AND ctid < $5::tid",
-	  "id < $2", "DELETE FROM pgoutbox.\"orders\" WHERE id = ANY(", NULL},
-	 {"shard_leases", "shard_of(", NULL},
+	  "WHERE w.before < $3"
+	  " AND NOT EXISTS (SELECT FROM pgoutbox.queue_controls p WHERE "
+	  "p.queue = 'orders' AND p.paused))",
+	  "ctid >= $4::tid AND ctid < $5::tid", "id < $2",
+	  "DELETE FROM pgoutbox.\"orders\" WHERE id = ANY(", NULL},
+	 {"shard_leases", "shard_of(", "RECURSIVE", NULL},
 	 "attempts, NULL::integer, "},
 	{"ordered: the leases' epochs by shard in $2, floor $3, cap $4",
 	 PGO_MODE_ORDERED,
@@ -101,7 +105,10 @@ static const struct sql_case sql_cases[] = {
 	 6,
 	 {"l.queue = 'orders' AND l.epoch = ($2::bigint[])[l.shard + 1]",
 	  "c.id >= $3 AND ", "c.id < $3 AND ", "LIMIT $1",
-	  "WHERE w.before < $4", "c.ctid >= $5::tid AND c.ctid < $6::tid",
+	  "WHERE w.before < $4"
+	  " AND NOT EXISTS (SELECT FROM pgoutbox.queue_controls p WHERE "
+	  "p.queue = 'orders' AND p.paused))",
+	  "c.ctid >= $5::tid AND c.ctid < $6::tid",
 	  "b.key = c.key AND b.id < c.id", NULL},
 	 {"SKIP LOCKED", "l.shard = -1", NULL},
 	 "attempts, pgoutbox.shard_of(key, id, "
@@ -111,32 +118,66 @@ static const struct sql_case sql_cases[] = {
 	 "orders",
 	 6,
 	 {"l.queue = 'orders' AND l.shard = -1 AND l.epoch = $2::bigint",
-	  "c.id >= $3 AND ", "LIMIT $1", "WHERE w.before < $4",
+	  "c.id >= $3 AND ", "LIMIT $1",
+	  "WHERE w.before < $4"
+	  " AND NOT EXISTS (SELECT FROM pgoutbox.queue_controls p WHERE "
+	  "p.queue = 'orders' AND p.paused))",
 	  "c.ctid >= $5::tid AND c.ctid < $6::tid",
 	  "b.attempts > 0 AND b.id < c.id AND", NULL},
 	 {"SKIP LOCKED", "shard_of(", "b.key = c.key", NULL},
 	 "attempts, NULL::integer, "},
+	/* A fair queue: keys round-robin from a skip scan of q_fair, each
+	 * key's share its oldest rows, the oldest rows one more group; the
+	 * batch in turn order, cut at the room and the byte cap. */
+	{"concurrent, fair: keys round-robin, same parameters",
+	 PGO_MODE_CONCURRENT,
+	 "orders",
+	 5,
+	 {"WITH RECURSIVE k AS (",
+	  "WHERE x.key > k.key AND x.id >= $2 ORDER BY x.key LIMIT 1",
+	  "(c.key, c.id) >= (k.key, $2) AND c.key <= k.key",
+	  "row_number() OVER (PARTITION BY f.key ORDER BY f.id) AS turn",
+	  "sum(u.sz) OVER (ORDER BY u.turn, u.id)",
+	  "WHERE w.before < $3"
+	  " AND NOT EXISTS (SELECT FROM pgoutbox.queue_controls p WHERE "
+	  "p.queue = 'orders' AND p.paused))",
+	  NULL},
+	 {"shard_leases", "shard_of(", NULL},
+	 "attempts, NULL::integer, ",
+	 true},
+	{"concurrent, fair, longest name",
+	 PGO_MODE_CONCURRENT,
+	 LONGEST,
+	 5,
+	 {"pgoutbox.\"" LONGEST "\"", "p.queue = '" LONGEST "' AND p.paused)",
+	  NULL},
+	 {"pgoutbox." LONGEST, NULL},
+	 "NULL::integer",
+	 true},
 	/* The longest name relay.queue takes (48): every statement still
 	 * fits its buffer, whole. */
 	{"concurrent, longest name: quoted, not cut",
 	 PGO_MODE_CONCURRENT,
 	 LONGEST,
 	 5,
-	 {"pgoutbox.\"" LONGEST "\"", NULL},
+	 {"pgoutbox.\"" LONGEST "\"", "p.queue = '" LONGEST "' AND p.paused)",
+	  NULL},
 	 {"pgoutbox." LONGEST, NULL},
 	 "NULL::integer"},
 	{"ordered, longest name: the lease filter names it",
 	 PGO_MODE_ORDERED,
 	 LONGEST,
 	 6,
-	 {"l.queue = '" LONGEST "'", "FROM pgoutbox.\"" LONGEST "\" h", NULL},
+	 {"l.queue = '" LONGEST "'", "FROM pgoutbox.\"" LONGEST "\" h",
+	  "p.queue = '" LONGEST "' AND p.paused)", NULL},
 	 {"pgoutbox." LONGEST, NULL},
 	 "shard_of(key, id, "},
 	{"strict, longest name",
 	 PGO_MODE_STRICT,
 	 LONGEST,
 	 6,
-	 {"l.queue = '" LONGEST "' AND l.shard = -1", NULL},
+	 {"l.queue = '" LONGEST "' AND l.shard = -1",
+	  "p.queue = '" LONGEST "' AND p.paused)", NULL},
 	 {"pgoutbox." LONGEST, NULL},
 	 "attempts, NULL::integer, "},
 };
@@ -151,7 +192,8 @@ static void test_claim_sql(void **state)
 		char quoted[96];
 
 		assert_non_null(sql);
-		pgo_claim_sql_build(sql, k->mode, pgo_conf_values(conf));
+		pgo_claim_sql_build(sql, k->mode, k->fair,
+				    pgo_conf_values(conf));
 		for (int i = 0; k->must[i]; i++)
 			if (!strstr(sql->claim, k->must[i]))
 				fail_msg("%s: no \"%s\" in %s", k->name,
@@ -190,6 +232,29 @@ static void test_claim_sql(void **state)
 	}
 }
 
+/* fair changes the concurrent claim only: the ordered and strict ones
+ * serialise per key (or queue) already, and come out the same. */
+static void test_claim_fair_modes(void **state)
+{
+	static const int modes[] = {PGO_MODE_ORDERED, PGO_MODE_STRICT};
+
+	(void)state;
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		pgo_conf_t *conf = conf_with("orders", "off", "on");
+		pgo_relay_sql_t *a = calloc(1, sizeof(*a));
+		pgo_relay_sql_t *b = calloc(1, sizeof(*b));
+
+		assert_non_null(a);
+		assert_non_null(b);
+		pgo_claim_sql_build(a, modes[m], false, pgo_conf_values(conf));
+		pgo_claim_sql_build(b, modes[m], true, pgo_conf_values(conf));
+		assert_string_equal(a->claim, b->claim);
+		free(a);
+		free(b);
+		pgo_conf_destroy(conf);
+	}
+}
+
 /* The session settings: for the session (false) or the transaction
  * (true, pooled), synchronous_commit as configured. */
 static void test_claim_settings(void **state)
@@ -209,7 +274,7 @@ static void test_claim_settings(void **state)
 		char want[128];
 
 		assert_non_null(sql);
-		pgo_claim_sql_build(sql, PGO_MODE_ORDERED,
+		pgo_claim_sql_build(sql, PGO_MODE_ORDERED, false,
 				    pgo_conf_values(conf));
 		snprintf(want, sizeof(want), cases[c].want, "false");
 		if (!strstr(sql->session, want))
@@ -359,6 +424,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_claim_sql),
+		cmocka_unit_test(test_claim_fair_modes),
 		cmocka_unit_test(test_claim_settings),
 		cmocka_unit_test(test_claim_prepare),
 		cmocka_unit_test(test_claim_sweep),

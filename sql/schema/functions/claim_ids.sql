@@ -7,7 +7,8 @@
 -- a group_key form one group with no cap, taken from the head of the
 -- queue (the first 4 * lim ready jobs in the plain claim's order): the
 -- queue's index of groups leaves them out, so that plain enqueues pay
--- for no index of their own.
+-- for no index of their own.  A job whose dependencies are not done
+-- (deps_cond) is not taken.
 --
 -- The claims of one queue with controls take its controls row FOR
 -- UPDATE, one after the other: the counts of running jobs and the
@@ -32,10 +33,10 @@ BEGIN
     SELECT * INTO c FROM pgoutbox.queue_controls x WHERE x.queue = claim_ids.queue FOR UPDATE;
     IF NOT FOUND THEN
         -- Its controls went away meanwhile: the plain claim's order.
-        EXECUTE format('SELECT array(SELECT id FROM pgoutbox.%I '
+        EXECUTE format('SELECT array(SELECT id FROM pgoutbox.%I q '
                        'WHERE run_at <= now() AND (locked_until IS NULL OR locked_until < now()) '
-                       'AND attempts < $2 ORDER BY priority DESC, id LIMIT $1 '
-                       'FOR UPDATE SKIP LOCKED)', queue)
+                       'AND attempts < $2 AND %s ORDER BY priority DESC, id LIMIT $1 '
+                       'FOR UPDATE SKIP LOCKED)', queue, pgoutbox.deps_cond(queue, 'q'))
            INTO ids USING lim, max_attempts;
         RETURN ids;
     END IF;
@@ -101,20 +102,21 @@ BEGIN
                    SELECT id, priority FROM pgoutbox.%1$I q
                     WHERE q.group_key = r.group_key AND q.run_at <= $5
                       AND (q.locked_until IS NULL OR q.locked_until < $5)
-                      AND q.attempts < $2
+                      AND q.attempts < $2 AND %2$s
                     ORDER BY q.priority DESC, q.id LIMIT greatest(r.room, 0)) j
             UNION ALL
             SELECT id, priority, row_number() OVER (ORDER BY priority DESC, id)
               FROM (SELECT id, priority, group_key FROM pgoutbox.%1$I q
                      WHERE q.run_at <= $5
                        AND (q.locked_until IS NULL OR q.locked_until < $5)
-                       AND q.attempts < $2
+                       AND q.attempts < $2 AND %2$s
                      ORDER BY q.priority DESC, q.id LIMIT 4 * $1) u
              WHERE u.group_key IS NULL
         ),
         pick AS (SELECT id FROM cand ORDER BY turn, priority DESC, id LIMIT $1)
         SELECT array(SELECT id FROM pgoutbox.%1$I WHERE id = ANY (ARRAY(SELECT id FROM pick))
-                      ORDER BY priority DESC, id FOR UPDATE SKIP LOCKED)$q$, queue)
+                      ORDER BY priority DESC, id FOR UPDATE SKIP LOCKED)$q$, queue,
+                   pgoutbox.deps_cond(queue, 'q'))
        INTO ids USING n, max_attempts, c.group_concurrency, NOT sql_mode, nowc;
     IF c.rate_per_s IS NOT NULL THEN
         UPDATE pgoutbox.queue_controls x

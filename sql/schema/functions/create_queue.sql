@@ -54,6 +54,7 @@ BEGIN
             epoch        bigint      NOT NULL DEFAULT 0,  -- lease fencing token
             shard        integer GENERATED ALWAYS AS (%2$s) STORED,
             group_key    text,  -- its group: pgoutbox.set_queue's group_concurrency
+            depends_on   bigint[],  -- jobs done before it is claimed (deps_cond)
             CONSTRAINT %3$I CHECK (pg_column_size(payload) <= 1048576),
             CONSTRAINT %4$I CHECK (jsonb_typeof(headers) = 'object')
         )$f$, q, pgoutbox.shard_expr(shards), q || '_payload_max_1mib', q || '_headers_object');
@@ -101,7 +102,8 @@ BEGIN
     -- _group).
     EXECUTE format('DROP INDEX pgoutbox.%I', q || '_leased');
     EXECUTE format('ALTER TABLE pgoutbox.%I DROP COLUMN priority, DROP COLUMN unique_key, '
-                   'DROP COLUMN epoch, DROP COLUMN group_key, ALTER COLUMN topic DROP DEFAULT', q);
+                   'DROP COLUMN epoch, DROP COLUMN group_key, DROP COLUMN depends_on, '
+                   'ALTER COLUMN topic DROP DEFAULT', q);
     -- The outbox's partial indexes (002 and 006): what an ordered claim
     -- waits behind, and what a claim takes below its floor.
     EXECUTE format('CREATE INDEX %I ON pgoutbox.%I (key, id) WHERE attempts > 0', q || '_retrying', q);

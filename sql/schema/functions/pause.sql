@@ -1,8 +1,10 @@
--- Pauses a work queue: claims (pgoutbox.claim, work_sql) return nothing
--- until pgoutbox.resume(); producers still enqueue, and jobs already
--- leased run to their end.  Takes effect for every claim that starts
--- after the caller's COMMIT.  Returns false when it was paused already.
--- Outboxes are refused: their relays do not read the controls yet.
+-- Pauses a work queue or an outbox: claims (pgoutbox.claim, work_sql, a
+-- relay's claim of an outbox) return nothing until pgoutbox.resume();
+-- producers still enqueue or send, and jobs already leased run to their
+-- end (a relay's batch already claimed is delivered).  Takes effect for
+-- every claim that starts after the caller's COMMIT.  Returns false when
+-- it was paused already.  An outbox captured through the WAL and an
+-- adopted table are refused (queue_controls_check).
 CREATE OR REPLACE FUNCTION pgoutbox.pause(queue text) RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -22,4 +24,4 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION pgoutbox.pause(text) IS
-    'Pauses a work queue: workers claim nothing until pgoutbox.resume(); producers still enqueue.';
+    'Pauses a work queue or an outbox: workers and relays claim nothing until pgoutbox.resume(); producers still enqueue.';

@@ -1,5 +1,6 @@
--- Resumes a paused work queue and wakes its workers at COMMIT (a
--- notification on the queue's channel, as an enqueue sends).  A queue
+-- Resumes a paused work queue or outbox and wakes its workers or relays
+-- at COMMIT (a notification on the queue's channel, as an enqueue
+-- sends).  A queue
 -- left with no control at all loses its row in pgoutbox.queue_controls,
 -- so that its claims take the plain path again.  Returns false when it
 -- was not paused.
@@ -16,7 +17,8 @@ BEGIN
     IF NOT FOUND OR NOT c.paused THEN
         RETURN false;
     END IF;
-    IF c.group_concurrency IS NULL AND c.max_running IS NULL AND c.rate_per_s IS NULL THEN
+    IF c.group_concurrency IS NULL AND c.max_running IS NULL AND c.rate_per_s IS NULL
+       AND NOT c.fair THEN
         DELETE FROM pgoutbox.queue_controls x WHERE x.queue = resume.queue;
     ELSE
         UPDATE pgoutbox.queue_controls x SET paused = false WHERE x.queue = resume.queue;
@@ -26,4 +28,4 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION pgoutbox.resume(text) IS
-    'Resumes a paused work queue and wakes its workers at COMMIT.';
+    'Resumes a paused work queue or outbox and wakes its workers or relays at COMMIT.';

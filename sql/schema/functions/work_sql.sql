@@ -41,7 +41,7 @@ BEGIN
     -- path below runs each job in its own subtransaction.
     BEGIN
         EXECUTE format(
-            'WITH c AS (SELECT id, payload FROM pgoutbox.%1$I '
+            'WITH c AS (SELECT id, payload FROM pgoutbox.%1$I j '
             '            WHERE %3$s '
             '            ORDER BY priority DESC, id LIMIT $1 FOR UPDATE SKIP LOCKED), '
             '     r AS MATERIALIZED (SELECT id, %2$s(payload) IS NULL AS x FROM c), '
@@ -49,7 +49,7 @@ BEGIN
             'SELECT count(*) FROM d', queue, fn,
             CASE WHEN ids IS NULL
                  THEN 'run_at <= now() AND (locked_until IS NULL OR locked_until < now()) '
-                      'AND attempts < $2'
+                      'AND attempts < $2 AND ' || pgoutbox.deps_cond(queue, 'j')
                  ELSE 'id = ANY ($3)' END)
            INTO done USING lim, max_attempts, ids;
         claimed := done;
@@ -58,12 +58,12 @@ BEGIN
         done := 0;
     END;
     FOR job IN EXECUTE format(
-        'SELECT id, payload, attempts FROM pgoutbox.%I '
+        'SELECT id, payload, attempts FROM pgoutbox.%I j '
         ' WHERE %s '
         ' ORDER BY priority DESC, id LIMIT $1 FOR UPDATE SKIP LOCKED', queue,
         CASE WHEN ids IS NULL
              THEN 'run_at <= now() AND (locked_until IS NULL OR locked_until < now()) '
-                  'AND attempts < $2'
+                  'AND attempts < $2 AND ' || pgoutbox.deps_cond(queue, 'j')
              ELSE 'id = ANY ($3)' END)
         USING lim, max_attempts, ids
     LOOP

@@ -28,22 +28,33 @@ const char *pgo_version_str(void)
 	return PGO_VERSION;
 }
 
+/* pgo_job_opts_t of 0.1.0 and 0.2.0, before group_key and depends_on. */
+struct pgo_job_opts_v0 {
+	size_t size;
+	const char *run_at;
+	int priority;
+	const char *unique_key;
+	const char *topic;
+	const char *key;
+};
+
 /* Every struct callers fill, with each released size, oldest first; the
  * last is this build's.  When a release appends fields to one, keep its
  * old layout as a frozen copy here (struct pgo_msg_v0 { ... }) and put
- * sizeof that copy before the new sizeof.  PGOUTBOX_0 is the first layout
- * of all of them. */
+ * sizeof that copy before the new sizeof (a struct with fewer sizes ends
+ * in zeros).  PGOUTBOX_0 is the first layout of all of them. */
 static const struct {
 	const char *name; /* in messages: the type */
 	const char *how;  /* how a caller sets the size */
-	size_t sizes[1];  /* every released size, growing */
+	size_t sizes[2];  /* every released size, growing; 0 ends */
 } abi_structs[] = {
 	[PGO_ABI_MSG] = {"pgo_msg_t",
 			 "set .size = sizeof(pgo_msg_t)",
 			 {sizeof(pgo_msg_t)}},
 	[PGO_ABI_JOB_OPTS] = {"pgo_job_opts_t",
 			      "set .size = sizeof(pgo_job_opts_t)",
-			      {sizeof(pgo_job_opts_t)}},
+			      {sizeof(struct pgo_job_opts_v0),
+			       sizeof(pgo_job_opts_t)}},
 	[PGO_ABI_CRON_SCHEDULE] = {"pgo_cron_schedule_t",
 				   "set .size = sizeof(pgo_cron_schedule_t)",
 				   {sizeof(pgo_cron_schedule_t)}},
@@ -77,7 +88,11 @@ _Static_assert(offsetof(pgo_scheduler_opts_t, size) == 0,
 
 size_t pgo_abi_size(pgo_abi_struct_t s)
 {
-	return abi_structs[s].sizes[NSIZES(abi_structs[s]) - 1];
+	size_t n = NSIZES(abi_structs[s]);
+
+	while (n > 1 && abi_structs[s].sizes[n - 1] == 0)
+		n--;
+	return abi_structs[s].sizes[n - 1];
 }
 
 int pgo_abi_check(pgo_abi_struct_t s, size_t size, pgo_error_t *err)
@@ -85,7 +100,7 @@ int pgo_abi_check(pgo_abi_struct_t s, size_t size, pgo_error_t *err)
 	size_t newest = pgo_abi_size(s);
 
 	for (size_t i = 0; i < NSIZES(abi_structs[s]); i++)
-		if (size == abi_structs[s].sizes[i])
+		if (size != 0 && size == abi_structs[s].sizes[i])
 			return PGO_OK;
 	if (size == 0)
 		return pgo_error_set(err, PGO_ERR_INVALID, 0,

@@ -34,7 +34,8 @@ typedef struct facts {
 	PGresult *procs;     /* relay, modes, connections, clients,
 			      * heartbeat age, connected now */
 	PGresult *shards;    /* shard, pending, lag s, halted, its error */
-	PGresult *retention; /* retention, days, partitions (0 or 1 row) */
+	PGresult *retention; /* retention, days, partitions, paused (0 or 1
+			      * row) */
 	PGresult *health;    /* kind, subject, detail */
 	PGresult *relays;    /* application_name, backend pid, client, up,
 			      * state */
@@ -205,8 +206,9 @@ static int collect_shards(PGconn *conn, const char *queue, const char *from,
 		conn,
 		"SELECT retention, retention_days, (SELECT count(*) FROM "
 		"pg_inherits WHERE inhparent = to_regclass(format("
-		"'pgoutbox.%I', name || '_archive'))) FROM pgoutbox.queues "
-		"WHERE name = $1",
+		"'pgoutbox.%I', name || '_archive'))), EXISTS (SELECT FROM "
+		"pgoutbox.queue_controls c WHERE c.queue = name AND c.paused) "
+		"FROM pgoutbox.queues WHERE name = $1",
 		queue, err);
 	if (!f->retention)
 		return PGO_ERR_DB;
@@ -470,6 +472,11 @@ static void write_text(const facts_t *f, const char *queue, FILE *out)
 		else
 			fprintf(out, "  retention: delete on ack\n");
 	}
+	if (PQntuples(res) == 1 && *PQgetvalue(res, 0, 3) == 't')
+		fprintf(out,
+			"  PAUSED: its relays claim nothing until `pgoutbox "
+			"queue resume %s`\n",
+			queue);
 	res = f->slot;
 	if (PQntuples(res) == 1)
 		fprintf(out,
@@ -741,6 +748,11 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 	json_lease_holders(b, &first, res);
 	json_rows(b, &first, "shards", f->shards, shard_cols, shard_num, 5);
 	json_retention(b, &first, f);
+	j_key(b, &first, "paused");
+	pgo_buf_puts(b, PQntuples(f->retention) == 1 &&
+					*PQgetvalue(f->retention, 0, 3) == 't'
+				? "true"
+				: "false");
 	json_slot(b, &first, f, queue);
 	json_warnings(b, &first, f, queue);
 	json_rows(b, &first, "relay_connections", f->relays, relay_cols,

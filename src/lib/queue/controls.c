@@ -68,6 +68,23 @@ int pgo_queue_set(PGconn *conn, const char *queue, int group_concurrency,
 	return PGO_OK;
 }
 
+int pgo_queue_set_fair(PGconn *conn, const char *queue, int fair,
+		       pgo_error_t *err)
+{
+	const char *p[2] = {queue, fair ? "true" : "false"};
+	PGresult *res;
+
+	if (pgo_ident_check(queue, err) != PGO_OK)
+		return PGO_ERR_INVALID;
+	res = pgo_pq_run(conn, "queue set",
+			 "SELECT pgoutbox.set_queue($1, fair => $2::boolean)",
+			 2, p, err);
+	if (!res)
+		return PGO_ERR_DB;
+	PQclear(res);
+	return PGO_OK;
+}
+
 int pgo_queue_controls(PGconn *conn, const char *queue, FILE *out,
 		       pgo_error_t *err)
 {
@@ -83,7 +100,8 @@ int pgo_queue_controls(PGconn *conn, const char *queue, FILE *out,
 		"coalesce(max_running::text, '-'), "
 		"coalesce(rate_per_s::text, '-'), "
 		"coalesce(burst::text, CASE WHEN rate_per_s IS NULL THEN '-' "
-		"ELSE greatest(1, ceil(rate_per_s))::text END) "
+		"ELSE greatest(1, ceil(rate_per_s))::text END), "
+		"CASE WHEN fair THEN ', fair' ELSE '' END "
 		"FROM (SELECT $1::text AS queue) q "
 		"LEFT JOIN pgoutbox.queue_controls c USING (queue)",
 		1, p, err);
@@ -91,10 +109,10 @@ int pgo_queue_controls(PGconn *conn, const char *queue, FILE *out,
 		return PGO_ERR_DB;
 	fprintf(out,
 		"queue %s: %s, group concurrency %s, max running %s, "
-		"rate %s/s, burst %s\n",
+		"rate %s/s, burst %s%s\n",
 		queue, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
 		PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3),
-		PQgetvalue(res, 0, 4));
+		PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 5));
 	PQclear(res);
 	return PGO_OK;
 }

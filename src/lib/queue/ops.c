@@ -32,17 +32,23 @@ void pgo_ops_build_sql(pgo_worker_t *w)
 	 * pgoutbox.queue_controls: paused, limits, groups; see
 	 * sql/schema/functions/claim_ids.sql), then pgoutbox.claim().  The
 	 * row's lookup is an InitPlan, a one-time filter of each branch, in
-	 * the statement's one snapshot: exactly one branch runs. */
+	 * the statement's one snapshot: exactly one branch runs.  A job
+	 * whose dependencies are not done waits (the condition of
+	 * sql/schema/functions/deps_cond.sql). */
 	snprintf(
 		w->claim_sql, sizeof(w->claim_sql),
 		"WITH p AS (UPDATE pgoutbox.\"%s\" j SET locked_by = $1, "
 		"locked_until = now() + $2::bigint * interval '1 millisecond', "
 		"epoch = j.epoch + 1, attempts = j.attempts + 1 "
-		"WHERE j.id = ANY (ARRAY(SELECT id FROM pgoutbox.\"%s\" "
+		"WHERE j.id = ANY (ARRAY(SELECT id FROM pgoutbox.\"%s\" r "
 		"WHERE NOT EXISTS (SELECT FROM pgoutbox.queue_controls c "
 		"WHERE c.queue = $5::text) AND "
 		"run_at <= now() AND (locked_until IS NULL OR "
 		"locked_until < now()) AND attempts < $4::integer "
+		"AND (r.depends_on IS NULL OR (NOT EXISTS (SELECT FROM "
+		"pgoutbox.\"%s\" d WHERE d.id = ANY (r.depends_on)) AND NOT "
+		"EXISTS (SELECT FROM pgoutbox.dead_letters x WHERE x.queue = "
+		"$5::text AND x.id = ANY (r.depends_on)))) "
 		"ORDER BY priority DESC, id LIMIT $3::integer "
 		"FOR UPDATE SKIP LOCKED)) "
 		"RETURNING j.id, j.epoch, j.attempts, j.topic::text, "
@@ -52,7 +58,7 @@ void pgo_ops_build_sql(pgo_worker_t *w)
 		"$2::bigint, $3::integer, $4::integer) "
 		"WHERE EXISTS (SELECT FROM pgoutbox.queue_controls c "
 		"WHERE c.queue = $5::text)",
-		q, q);
+		q, q, q);
 	snprintf(w->complete_sql, sizeof(w->complete_sql),
 		 "DELETE FROM pgoutbox.\"%s\" WHERE id = $1 AND epoch = $2", q);
 	snprintf(w->fail_sql, sizeof(w->fail_sql),

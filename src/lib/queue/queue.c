@@ -22,7 +22,10 @@ struct pgo_enqueuer {
 	char errmsg[512]; /* last error */
 };
 
-#define ENQUEUE_STMT "pgoutbox_enqueue"
+/* Named for its parameters: a statement of an older library (7
+ * parameters: no group, no dependencies) in a pooled session must not be
+ * taken for it. */
+#define ENQUEUE_STMT "pgoutbox_enqueue_9"
 
 /* True if s is exactly eight digits (a day's YYYYMMDD). */
 static bool is_day(const char *s)
@@ -154,8 +157,9 @@ static int ensure_prepared(pgo_enqueuer_t *q)
 		res = PQprepare(q->conn, ENQUEUE_STMT,
 				"SELECT pgoutbox.enqueue($1, $2::jsonb, "
 				"coalesce($3::timestamptz, now()), "
-				"$4::integer, $5, coalesce($6, 'job'), $7)",
-				7, NULL);
+				"$4::integer, $5, coalesce($6, 'job'), $7, "
+				"group_key => $8, depends_on => $9::bigint[])",
+				9, NULL);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 			snprintf(q->errmsg, sizeof(q->errmsg),
 				 "enqueue: preparing: %s",
@@ -169,12 +173,29 @@ static int ensure_prepared(pgo_enqueuer_t *q)
 	return PGO_OK;
 }
 
+/* ids as a bigint[] literal ("{1,2,3}"), malloc'd; NULL when out of
+ * memory. */
+static char *deps_text(const int64_t *ids, size_t n)
+{
+	char *s = malloc(n * 21 + 3), *p = s;
+
+	if (!s)
+		return NULL;
+	*p++ = '{';
+	for (size_t i = 0; i < n; i++)
+		p += sprintf(p, "%s%lld", i ? "," : "", (long long)ids[i]);
+	*p++ = '}';
+	*p = '\0';
+	return s;
+}
+
 int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
 		const pgo_job_opts_t *job_opts, int64_t *id)
 {
 	pgo_job_opts_t full = {0}; /* the caller's; absent fields 0 */
 	const pgo_job_opts_t *opts = &full;
-	const char *params[7];
+	const char *params[9];
+	char *deps = NULL; /* depends_on as an array literal */
 	pgo_error_t err;
 	char prio[16];
 	PGresult *res;
@@ -199,6 +220,14 @@ int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
 			 strlen(payload), PGO_MAX_PAYLOAD);
 		return PGO_ERR_INVALID;
 	}
+	if (opts->n_depends_on > 10000 ||
+	    (opts->n_depends_on > 0 && !opts->depends_on)) {
+		snprintf(q->errmsg, sizeof(q->errmsg),
+			 "enqueue: depends_on must hold n_depends_on ids, at "
+			 "most 10000 (%zu given)",
+			 opts->n_depends_on);
+		return PGO_ERR_INVALID;
+	}
 	rc = ensure_prepared(q);
 	if (rc != PGO_OK)
 		return rc;
@@ -210,7 +239,19 @@ int pgo_enqueue(pgo_enqueuer_t *q, const char *payload,
 	params[4] = opts->unique_key;
 	params[5] = opts->topic;
 	params[6] = opts->key;
-	res = PQexecPrepared(q->conn, ENQUEUE_STMT, 7, params, NULL, NULL, 0);
+	params[7] = opts->group_key;
+	params[8] = NULL;
+	if (opts->n_depends_on > 0) {
+		deps = deps_text(opts->depends_on, opts->n_depends_on);
+		if (!deps) {
+			snprintf(q->errmsg, sizeof(q->errmsg),
+				 "enqueue: out of memory");
+			return PGO_ERR_NOMEM;
+		}
+		params[8] = deps;
+	}
+	res = PQexecPrepared(q->conn, ENQUEUE_STMT, 9, params, NULL, NULL, 0);
+	free(deps);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		snprintf(q->errmsg, sizeof(q->errmsg), "enqueue: %s",
 			 pgo_pq_msg(q->conn, res));
@@ -353,6 +394,20 @@ int pgo_queue_stats(PGconn *conn, const char *queue, FILE *out,
 		PQgetvalue(res, 0, 6), PQgetvalue(res, 0, 2),
 		PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4),
 		PQgetvalue(res, 0, 5), PQgetvalue(res, 0, 7));
+	PQclear(res);
+	/* Jobs held by their dependencies (deps_cond.sql's condition). */
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM pgoutbox.\"%s\" j WHERE j.depends_on IS "
+		 "NOT NULL AND (EXISTS (SELECT FROM pgoutbox.\"%s\" d WHERE "
+		 "d.id = ANY (j.depends_on)) OR EXISTS (SELECT FROM "
+		 "pgoutbox.dead_letters x WHERE x.queue = $1 AND x.id = ANY "
+		 "(j.depends_on)))",
+		 queue, queue);
+	res = pgo_pq_run(conn, "queue stats", sql, 1, p, err);
+	if (!res)
+		return PGO_ERR_DB;
+	fprintf(out, "  held            %s (waiting for jobs they depend on)\n",
+		PQgetvalue(res, 0, 0));
 	PQclear(res);
 	snprintf(sql, sizeof(sql),
 		 "SELECT locked_by, count(*) FROM pgoutbox.\"%s\" WHERE "

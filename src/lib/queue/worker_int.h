@@ -91,7 +91,7 @@ struct pgo_worker {
 	char set_sql[64];
 	job_run_t *jobs; /* concurrency slots */
 	int running;
-	char claim_sql[1536], complete_sql[256], fail_sql[512], dead_sql[1024];
+	char claim_sql[2048], complete_sql[256], fail_sql[512], dead_sql[1024];
 	char hb_sql[512], reap_sql[512], reap_dead_sql[1024], listen_sql[96];
 	/* sql mode */
 	pgo_conn_t *conns;

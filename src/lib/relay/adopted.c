@@ -58,6 +58,23 @@ static const char *map(const pgo_relay_t *r, int col)
 	return PQgetvalue(r->adopted, 0, col);
 }
 
+/* Whether claims of pgoutbox's own queue name are fair across keys
+ * (pgoutbox.set_queue(name, fair => true)): read once, at start; a
+ * relay started before the change claims as before until restarted. */
+static void load_fair(pgo_relay_t *r, PGconn *pg, const char *name)
+{
+	PGresult *res = PQexecParams(
+		pg, "SELECT fair FROM pgoutbox.queue_controls WHERE queue = $1",
+		1, NULL, &name, NULL, NULL, 0);
+
+	r->fair = PQresultStatus(res) == PGRES_TUPLES_OK &&
+		  PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
+	if (r->fair)
+		pgo_log(PGO_LOG_INFO, r->subject,
+			"claims are fair across keys (set_queue fair)");
+	PQclear(res);
+}
+
 int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
@@ -119,6 +136,7 @@ int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err)
 				"table (%s): relaying it as pgoutbox.%s",
 				name, pgo_pq_msg(pg, res), name);
 		PQclear(res);
+		load_fair(r, pg, name);
 		PQfinish(pg);
 		return PGO_OK;
 	}

@@ -23,6 +23,10 @@
  * fresh rows put below it by hand from the heap pages a sweep reads, a
  * few per claim (TID range).  floor.c moves the floor, on a connection
  * of its own.
+ * A paused outbox (pgoutbox.pause(), a row of pgoutbox.queue_controls)
+ * claims nothing: every mode's batch is gated by one lookup of the
+ * queue's row (paused_sql), an InitPlan run once per claim whose false
+ * one-time filter keeps the scans below it from running at all.
  * Round 2 settles: retried rows go back in with their ids (attempts + 1,
  * a later run_at, the error), dead ones go to dead letters, then COMMIT.
  *
@@ -109,6 +113,18 @@ enum {
 #define CLOCK "WITH t AS MATERIALIZED (SELECT clock_timestamp() AS now) "
 #define NOW   "(SELECT t.now FROM t)"
 
+/* No claim while queue q is paused (sql/schema/functions/pause.sql): a
+ * condition on no row, so the planner makes it a one-time filter over
+ * the batch's scans; a claim that starts after the pause's COMMIT takes
+ * nothing, and resume()'s notification wakes the relay. */
+static void paused_sql(char *buf, size_t size, const char *q)
+{
+	snprintf(buf, size,
+		 " AND NOT EXISTS (SELECT FROM pgoutbox.queue_controls p "
+		 "WHERE p.queue = '%s' AND p.paused)",
+		 q);
+}
+
 /* Rows that went back to the queue after a failure (retried, held back,
  * halted, or put back from dead letters): claimed below the floor. */
 #define BEHIND	 "(attempts > 0 OR last_error IS NOT NULL)"
@@ -137,6 +153,9 @@ static void claim_union(pgo_relay_sql_t *sql, const char *q, const char *cond,
 			const char *floor, const char *bytes, const char *lo,
 			const char *hi, const char *shard)
 {
+	char paused[256];
+
+	paused_sql(paused, sizeof(paused), q);
 	snprintf(sql->claim, sizeof(sql->claim),
 		 CLOCK
 		 "DELETE FROM pgoutbox.\"%s\" WHERE id = ANY(ARRAY(" BYTE_CUT_A
@@ -154,9 +173,9 @@ static void claim_union(pgo_relay_sql_t *sql, const char *q, const char *cond,
 							     ") u ORDER BY "
 							     "u.id LIMIT $1) w "
 							     "WHERE w.before < "
-							     "%s))" RETURNING,
+							     "%s%s))" RETURNING,
 		 q, q, floor, cond, q, floor, cond, q, lo, hi, floor, cond,
-		 bytes, shard);
+		 bytes, paused, shard);
 }
 
 /* The relay's settings as one statement, for the session (local
@@ -216,6 +235,9 @@ static void settings_sql(char *buf, size_t size,
 /* The concurrent claim: the oldest due rows, FOR UPDATE SKIP LOCKED. */
 static void claim_concurrent(pgo_relay_sql_t *sql, const char *q)
 {
+	char paused[256];
+
+	paused_sql(paused, sizeof(paused), q);
 	/* $2: the floor, $4 and $5 the sweep's pages.  Rows failed
 	 * before come first, from the small partial index below the
 	 * floor, then those the sweep finds below it. */
@@ -266,8 +288,93 @@ static void claim_concurrent(pgo_relay_sql_t *sql, const char *q)
 						     "SELECT id, sz "
 						     "FROM fresh) u) w "
 						     "WHERE w.before < "
-						     "$3))" RETURNING,
-		 q, q, q, q, "NULL::integer");
+						     "$3%s))" RETURNING,
+		 q, q, q, q, paused, "NULL::integer");
+}
+
+/* The concurrent claim of a fair queue (set_queue(q, fair => true)):
+ * fresh rows round-robin across keys.  Rows failed before and those the
+ * sweep finds come first, as in the plain claim; the room left is shared
+ * by groups: each key with pending rows (the first $1 keys of a skip
+ * scan of the index q_fair on (key, id), partial on key IS NOT NULL,
+ * made by set_queue) gives at most a share of the room, its oldest due
+ * rows; the oldest due rows whatever their key (rows without a key
+ * among them) fill the rest, and at least one: the batch is full when
+ * few keys are pending, and every claim takes the queue's oldest row (no
+ * key starves behind the skip scan's first $1 keys).  The batch is the
+ * candidates in turn order (each group's first, then each group's
+ * second, ...), then id, cut at the room and the byte cap.  A key with
+ * 100,000 pending rows gives another's first row no more than one claim
+ * of delay.  With more keys than the room, candidates left out (one per
+ * key at most) stay locked until the claim's COMMIT; other slots skip
+ * them.  q_fair is partial so that no scan by id can take it: the
+ * generic plan of a table whose statistics were taken small took it for
+ * the oldest rows and for the DELETE's id = ANY(...), reading the whole
+ * index (1.4 s a claim). */
+/* The fair claim's text: %1$s the queue, %2$s the pause's condition. */
+#define EB  EVENT_BYTES("")
+#define EBC EVENT_BYTES("c.")
+static const char fair_claim[] = CLOCK
+	", behind AS (SELECT id, " EB " AS sz FROM pgoutbox.\"%1$s\" "
+	"WHERE " BEHIND " AND id < $2 AND run_at <= " NOW " "
+	"ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), "
+	"swept AS (SELECT id, " EB " AS sz FROM pgoutbox.\"%1$s\" "
+	"WHERE ctid >= $4::tid AND ctid < $5::tid AND id + 0 < $2 "
+	"AND attempts = 0 AND last_error IS NULL AND run_at <= " NOW " "
+	"LIMIT $1 - (SELECT count(*) FROM behind) FOR UPDATE SKIP LOCKED), "
+	"room AS MATERIALIZED (SELECT $1 - (SELECT count(*) FROM behind) "
+	"- (SELECT count(*) FROM swept) AS n), "
+	/* The keys: a skip scan of q_fair, the first $1. */
+	"keys AS MATERIALIZED (WITH RECURSIVE k AS ("
+	"(SELECT key FROM pgoutbox.\"%1$s\" WHERE key IS NOT NULL AND "
+	"id >= $2 ORDER BY key LIMIT 1) UNION ALL "
+	"SELECT (SELECT x.key FROM pgoutbox.\"%1$s\" x WHERE x.key > k.key "
+	"AND x.id >= $2 ORDER BY x.key LIMIT 1) FROM k WHERE k.key IS NOT "
+	"NULL) "
+	"SELECT key FROM k WHERE key IS NOT NULL LIMIT $1), "
+	/* A group's share: the room over the keys and the oldest.  A
+	 * key's rows are read from q_fair in its order: a row comparison
+	 * and ORDER BY key, id that the primary key cannot serve (with
+	 * key = k.key the generic plan walked the primary key from the
+	 * floor, filtering on the key: every row of a's backlog to find
+	 * b's, 40-60 ms a claim). */
+	"share AS MATERIALIZED (SELECT least((SELECT n FROM room), "
+	"greatest(1, ((SELECT n FROM room) + (SELECT count(*) FROM keys)) / "
+	"((SELECT count(*) FROM keys) + 1))) AS n), "
+	"rr AS MATERIALIZED (SELECT f.id, f.sz, row_number() OVER "
+	"(PARTITION BY f.key ORDER BY f.id) AS turn FROM ("
+	"SELECT x.id, x.key, x.sz FROM keys k CROSS JOIN LATERAL ("
+	"SELECT c.id, c.key, " EBC " AS sz FROM pgoutbox.\"%1$s\" c "
+	"WHERE (c.key, c.id) >= (k.key, $2) AND c.key <= k.key AND "
+	"c.run_at <= " NOW " ORDER BY c.key, c.id "
+	"LIMIT (SELECT n FROM share) FOR UPDATE SKIP LOCKED) x) f), "
+	/* The oldest rows the keys' shares left, the room's rest, and
+	 * always one: every claim takes the queue's oldest row.  No room
+	 * (rows failed before fill the batch): no candidate is locked. */
+	"oldest AS (SELECT id, " EB " AS sz FROM pgoutbox.\"%1$s\" "
+	"WHERE id >= $2 AND run_at <= " NOW " AND id NOT IN "
+	"(SELECT id FROM rr) ORDER BY id LIMIT greatest(least(1, (SELECT n "
+	"FROM room)), (SELECT n FROM room) - (SELECT count(*) FROM rr)) "
+	"FOR UPDATE SKIP LOCKED), "
+	"fresh AS (SELECT id, sz, turn FROM (SELECT id, sz, turn FROM rr "
+	"UNION ALL SELECT id, sz, row_number() OVER (ORDER BY id) FROM "
+	"oldest) z ORDER BY turn, id LIMIT (SELECT n FROM room)) "
+	"DELETE FROM pgoutbox.\"%1$s\" WHERE id = ANY(ARRAY("
+	"SELECT w.id FROM (SELECT u.id, sum(u.sz) OVER (ORDER BY u.turn, "
+	"u.id) - u.sz AS before FROM (SELECT id, sz, 0 AS turn FROM behind "
+	"UNION ALL SELECT id, sz, 0 FROM swept UNION ALL SELECT id, sz, turn "
+	"FROM fresh) u) w WHERE w.before < $3%2$s)) "
+	"RETURNING id, topic, key, type, payload, headers, created_at, "
+	"attempts, NULL::integer, " EB;
+#undef EB
+#undef EBC
+
+static void claim_concurrent_fair(pgo_relay_sql_t *sql, const char *q)
+{
+	char paused[256];
+
+	paused_sql(paused, sizeof(paused), q);
+	snprintf(sql->claim, sizeof(sql->claim), fair_claim, q, paused);
 }
 
 /* The ordered claim: the oldest due rows of the shards this connection
@@ -316,13 +423,18 @@ static void claim_strict(pgo_relay_sql_t *sql, const char *q)
 	claim_union(sql, q, cond, "$3", "$4", "$5", "$6", "NULL::integer");
 }
 
-void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode,
+void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode, bool fair,
 			 const struct pgo_conf_values *v)
 {
 	const char *q = v->queue;
 
 	switch (mode) {
-	case PGO_MODE_CONCURRENT: claim_concurrent(sql, q); break;
+	case PGO_MODE_CONCURRENT:
+		if (fair)
+			claim_concurrent_fair(sql, q);
+		else
+			claim_concurrent(sql, q);
+		break;
 	case PGO_MODE_ORDERED: claim_ordered(sql, q); break;
 	default: claim_strict(sql, q); break;
 	}

@@ -176,7 +176,7 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 		pgo_relay_destroy(r);
 		return NULL;
 	}
-	pgo_claim_sql_build(&r->sql, r->mode, v);
+	pgo_claim_sql_build(&r->sql, r->mode, r->fair, v);
 	if (r->adopted)
 		pgo_adopted_build_sql(r);
 	setup_sessions(r, v);

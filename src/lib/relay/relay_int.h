@@ -246,6 +246,7 @@ struct pgo_relay {
 	pgo_conf_t *conf;  /* the configuration (reloadable keys change) */
 	pgo_sink_t *sink;  /* where the events go */
 	int mode;	   /* pgo_mode_t, fixed at start */
+	bool fair;	   /* set_queue(fair): read at start (adopted.c) */
 	char subject[160]; /* log prefix "relay outbox -> stdout" */
 	char app_name[64]; /* application_name of the sessions */
 	char queue[64];	   /* relay.queue (not reloadable), for the setup */
@@ -286,9 +287,10 @@ typedef struct pgo_claim_req {
 
 /* Builds every SQL text of a relay of pgoutbox's own queue v->queue in
  * the given mode (pgo_mode_t): session settings, LISTEN, claim, retry and
- * dead-letter statements; sql->done empty.  Pure: the unit tests read
- * what it writes. */
-void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode,
+ * dead-letter statements; sql->done empty.  fair: the queue's claims are
+ * fair across keys (set_queue(fair => true)); only the concurrent claim
+ * differs.  Pure: the unit tests read what it writes. */
+void pgo_claim_sql_build(pgo_relay_sql_t *sql, int mode, bool fair,
 			 const struct pgo_conf_values *v);
 /* Fills the next claim's parameters; decides whether it sweeps pages of
  * the table below the floor. */
