@@ -241,6 +241,23 @@ typedef struct relay_run {
 	int fatal_code;		      /* of the setup refusal that ended it */
 } relay_run_t;
 
+/* A turn of the relay's loop (pgo_relay_turn_*): what its first half
+ * decided for the second, and how the run stands. */
+typedef struct relay_turn {
+	int64_t retry_next; /* the next retry due (0: none) */
+	bool paused;	    /* the sink's outage: no claims this turn */
+	bool fatal;	    /* a fatal error ends the run */
+} relay_turn_t;
+
+/* What a relay of a fleet (fleet.c) shares with the fleet's other
+ * relays: the loop, the sink (the fleet attaches it and is its host),
+ * the metrics and their endpoint; and the name of its database. */
+typedef struct pgo_relay_shared {
+	pgo_loop_t *loop;
+	struct pgo_monitor *mon;
+	const char *database; /* in subjects, labels, the source header */
+} pgo_relay_shared_t;
+
 struct pgo_relay {
 	/* What it relays, fixed at start. */
 	pgo_conf_t *conf;  /* the configuration (reloadable keys change) */
@@ -272,7 +289,36 @@ struct pgo_relay {
 	relay_members_t members; /* membership, the mode check (shards.c) */
 	relay_stats_t stats;	 /* stats line, metrics (observe.c) */
 	relay_run_t run;	 /* stop, reload, how it ended */
+	relay_turn_t turn;	 /* the loop's turn (pgo_relay_turn_*) */
+	/* A fleet's relay: the loop, sink and monitor are the fleet's. */
+	bool shared;
+	char database[PGO_DB_NAME_MAX + 1]; /* its name ("": one database) */
 };
+
+/* relay.c: a relay in a fleet's loop (fleet.c) */
+
+/* A relay of conf's database into sink, on the fleet's loop and metrics
+ * (sh); the sink is the fleet's to attach.  NULL with err filled. */
+pgo_relay_t *pgo_relay_new_shared(pgo_conf_t *conf, pgo_sink_t *sink,
+				  const pgo_relay_shared_t *sh,
+				  pgo_error_t *err);
+/* Before the first turn: the pooler probe (once: PGO_ERR_AGAIN while
+ * the database cannot be reached; wait: until it can, turning the loop),
+ * then the run's timers.  PGO_ERR_INVALID (errmsg set) for a refusal. */
+int pgo_relay_begin(pgo_relay_t *r, bool wait);
+/* The first half of a turn: timers, reload, stop, the slots' scheduling.
+ * Returns the relay's deadline for the loop's wait (0: none), or sets
+ * *over when the run is over (stopped and drained, or fatal). */
+int64_t pgo_relay_turn_prepare(pgo_relay_t *r, int64_t now, bool *over);
+/* The second half, after the loop's wait: every connection stepped. */
+void pgo_relay_turn_step(pgo_relay_t *r);
+/* The run is over: leave the memberships, close the connections.
+ * PGO_OK, or the fatal error's code. */
+int pgo_relay_end(pgo_relay_t *r);
+/* The sink host's health(), for one relay. */
+void pgo_relay_sink_health(void *ctx, int up, const char *reason);
+/* Slots inside a cycle. */
+int pgo_relay_busy(const pgo_relay_t *r);
 
 /* claim.c: SQL texts, parameters and the batch (no I/O) */
 
@@ -458,6 +504,11 @@ void pgo_observe_destroy(pgo_relay_t *r);
 int64_t pgo_observe_turn(pgo_relay_t *r, int64_t now);
 /* After the loop's turn: drives the gauges' connection. */
 void pgo_observe_step(pgo_relay_t *r);
+/* Before a scrape: the counters and the gauges kept in memory. */
+void pgo_observe_collect(void *relay);
+/* /readyz: every claiming connection up and the sink taking events;
+ * false with why. */
+bool pgo_observe_ready(void *relay, char *why, size_t size);
 void pgo_observe_stopping(pgo_relay_t *r);
 /* The sink takes events (not down, no batch refused since). */
 bool pgo_observe_sink_up(const pgo_relay_t *r);
