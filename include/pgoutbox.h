@@ -419,6 +419,10 @@ typedef struct pgo_inbox_msg {
 	const char *payload;	/* JSON text */
 	const char *headers;	/* JSON text */
 	const char *created_at; /* RFC 3339, UTC */
+	/* The "pgoutbox-source" header: the database a relay fleet took it
+	 * from (docs/fleet.md), "" for none.  The inbox claims "SOURCE/ID"
+	 * then, since ids are unique per database only. */
+	const char *source;
 } pgo_inbox_msg_t;
 
 /* A C handler: applies msg on conn, inside the consumer's transaction that
