@@ -151,6 +151,9 @@ static inline size_t field_size(const pgo_conf_key_t *k)
  * was added by pgo_conf_add_database() at its header. */
 int pgo_conf_database_line(pgo_conf_t *conf, const char *name, const char *key,
 			   const char *value, const char *where);
+/* Reload: the file's databases are fresh's from now on (moved from it);
+ * those of flags stay.  PGO_OK or PGO_ERR_NOMEM (nothing changed). */
+int pgo_conf_databases_take(pgo_conf_t *conf, pgo_conf_t *fresh);
 /* Frees the list (pgo_conf_destroy()). */
 void pgo_conf_databases_free(pgo_conf_t *conf);
 

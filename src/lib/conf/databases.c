@@ -170,3 +170,38 @@ pgo_conf_t *pgo_conf_for_database(const pgo_conf_t *base, const char *url,
 	pgo_conf_databases_free(c);
 	return c;
 }
+
+int pgo_conf_databases_take(pgo_conf_t *conf, pgo_conf_t *fresh)
+{
+	size_t n = 0;
+	struct conf_db *all;
+
+	all = calloc(conf->ndbs + fresh->ndbs + 1, sizeof(*all));
+	if (!all)
+		return pgo_conf_nomem(conf);
+	/* The flags' databases stay (nothing re-reads the flags). */
+	for (size_t i = 0; i < conf->ndbs; i++) {
+		if (conf->dbs[i].from_file) {
+			free(conf->dbs[i].name);
+			free(conf->dbs[i].url);
+			free(conf->dbs[i].where);
+		} else {
+			all[n++] = conf->dbs[i];
+		}
+	}
+	for (size_t i = 0; i < fresh->ndbs; i++) {
+		if (fresh->dbs[i].from_file) {
+			all[n++] = fresh->dbs[i];
+			continue;
+		}
+		free(fresh->dbs[i].url);
+		free(fresh->dbs[i].where);
+	}
+	free(conf->dbs);
+	free(fresh->dbs);
+	fresh->dbs = NULL;
+	fresh->ndbs = 0;
+	conf->dbs = all;
+	conf->ndbs = n;
+	return PGO_OK;
+}

@@ -64,6 +64,8 @@ void pgo_metric_clear(pgo_metric_t *f);
 /* Removes the series whose labels start with prefix (a fleet's database:
  * `database="shard1",`): those of one relay of a shared registry. */
 void pgo_metric_clear_prefix(pgo_metric_t *f, const char *prefix);
+/* The same in every family of the registry (a fleet's database gone). */
+void pgo_metrics_clear_prefix(pgo_metrics_t *m, const char *prefix);
 
 /* Counters only go up; gauges are set; histograms observe. */
 void pgo_series_add(pgo_series_t *s, double v);

@@ -156,6 +156,12 @@ void pgo_metric_clear_prefix(pgo_metric_t *f, const char *prefix)
 	}
 }
 
+void pgo_metrics_clear_prefix(pgo_metrics_t *m, const char *prefix)
+{
+	for (pgo_metric_t *f = m ? m->first : NULL; f; f = f->next)
+		pgo_metric_clear_prefix(f, prefix);
+}
+
 void pgo_series_add(pgo_series_t *s, double v)
 {
 	if (s)

@@ -56,6 +56,7 @@ typedef struct fleet_db {
 	int64_t probe_at;		/* DB_PROBING: the next try (ms) */
 	int64_t backoff;		/* ... and the pause after a failure */
 	int rc;				/* DB_OVER: how its run ended */
+	bool removed; /* gone from the file (SIGHUP): stopping, then freed */
 } fleet_db_t;
 
 struct pgo_fleet {
@@ -68,6 +69,7 @@ struct pgo_fleet {
 	size_t n;	      /* how many */
 	size_t first;	      /* the database that goes first this turn */
 	bool attached;	      /* the sink is attached */
+	bool from_file;	      /* [database NAME] sections: SIGHUP edits */
 	bool stopping;	      /* the stop was passed on to every relay */
 	char subject[64];     /* "fleet -> redis" */
 	char errmsg[512];     /* why it ended */
@@ -192,14 +194,29 @@ static void name_flags(pgo_fleet_t *f, const char **urls)
 			 i + 1);
 }
 
+/* Database d's configuration (url) and relay; PGO_OK or the error. */
+static int make_relay(pgo_fleet_t *f, fleet_db_t *d, const char *url,
+		      pgo_error_t *err)
+{
+	extern char **environ;
+	pgo_relay_shared_t sh = {.loop = f->loop, .mon = f->mon};
+	char where[80];
+
+	snprintf(where, sizeof(where), "[database %s]", d->name);
+	d->conf = pgo_conf_for_database(f->conf, url, where, environ, err);
+	if (!d->conf)
+		return err->code;
+	sh.database = d->name;
+	d->relay = pgo_relay_new_shared(d->conf, f->sink, &sh, err);
+	return d->relay ? PGO_OK : err->code;
+}
+
 /* Each database's configuration and relay; PGO_OK or the error. */
 static int make_dbs(pgo_fleet_t *f, pgo_error_t *err)
 {
-	extern char **environ;
 	size_t n = pgo_conf_database_count(f->conf);
 	const char **urls = calloc(n ? n : 1, sizeof(*urls));
 	bool files = false, flags = false;
-	pgo_relay_shared_t sh = {.loop = f->loop, .mon = f->mon};
 
 	f->dbs = calloc(n ? n : 1, sizeof(*f->dbs));
 	if (!urls || !f->dbs) {
@@ -231,20 +248,10 @@ static int make_dbs(pgo_fleet_t *f, pgo_error_t *err)
 	}
 	if (flags)
 		name_flags(f, urls);
-	for (size_t i = 0; i < n; i++) {
-		fleet_db_t *d = &f->dbs[i];
-		char where[80];
-
-		snprintf(where, sizeof(where), "[database %s]", d->name);
-		d->conf = pgo_conf_for_database(f->conf, urls[i], where,
-						environ, err);
-		if (!d->conf)
+	f->from_file = files;
+	for (size_t i = 0; i < n; i++)
+		if (make_relay(f, &f->dbs[i], urls[i], err) != PGO_OK)
 			break;
-		sh.database = d->name;
-		d->relay = pgo_relay_new_shared(d->conf, f->sink, &sh, err);
-		if (!d->relay)
-			break;
-	}
 	free(urls);
 	return n && f->dbs[n - 1].relay ? PGO_OK : err->code;
 }
@@ -349,6 +356,126 @@ static void fleet_stop(pgo_fleet_t *f, int64_t now)
 	pgo_sink_drain(f->sink, now + v->drain_timeout);
 }
 
+/* The database of the file named name, or NULL; its url in *url. */
+static bool in_file(const pgo_fleet_t *f, const char *name, const char **url)
+{
+	const char *n;
+	bool file;
+
+	for (size_t i = 0; pgo_conf_database(f->conf, i, &n, url, &file); i++)
+		if (file && n && strcmp(n, name) == 0)
+			return true;
+	return false;
+}
+
+/* A database added to the file: its relay joins the loop. */
+static void add_db(pgo_fleet_t *f, const char *name, const char *url)
+{
+	fleet_db_t *grown = realloc(f->dbs, (f->n + 1) * sizeof(*grown));
+	fleet_db_t *d;
+	pgo_error_t err;
+
+	if (!grown) {
+		pgo_log(PGO_LOG_ERROR, f->subject,
+			"database %s: out of memory: not added", name);
+		return;
+	}
+	f->dbs = grown;
+	d = &f->dbs[f->n];
+	memset(d, 0, sizeof(*d));
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	if (!*url || make_relay(f, d, url, &err) != PGO_OK) {
+		pgo_log(PGO_LOG_ERROR, f->subject, "database %s: not added: %s",
+			name, *url ? err.msg : "it has no url");
+		pgo_relay_destroy(d->relay);
+		pgo_conf_destroy(d->conf);
+		return;
+	}
+	f->n++;
+	pgo_log(PGO_LOG_INFO, f->subject, "database %s added", name);
+}
+
+/* SIGHUP: every database's relay reloads its configuration; a fleet of
+ * [database NAME] sections adds the sections that are new and stops the
+ * relays of those that are gone. */
+static void fleet_reload(pgo_fleet_t *f)
+{
+	extern char **environ;
+	const char *name, *url;
+	size_t n = f->n;
+	bool file;
+
+	f->reload = 0;
+	for (size_t i = 0; i < f->n; i++)
+		pgo_relay_request_reload(f->dbs[i].relay);
+	if (!f->from_file || f->stopping)
+		return;
+	if (pgo_conf_reload(f->conf, environ, NULL) != PGO_OK) {
+		pgo_log(PGO_LOG_ERROR, f->subject,
+			"reload failed, keeping the databases: %s",
+			pgo_conf_errmsg(f->conf));
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		fleet_db_t *d = &f->dbs[i];
+
+		if (d->removed)
+			continue;
+		if (!in_file(f, d->name, &url)) {
+			pgo_log(PGO_LOG_INFO, f->subject,
+				"database %s removed: stopping its relay",
+				d->name);
+			d->removed = true;
+			if (d->state == DB_RUNNING)
+				pgo_relay_request_stop(d->relay);
+			else
+				d->state = DB_OVER;
+		} else if (strcmp(url, pgo_conf_get(d->conf, "database.url")) !=
+			   0) {
+			pgo_log(PGO_LOG_WARN, f->subject,
+				"database %s: its url changed, which needs a "
+				"restart (or remove the section, reload, add "
+				"it back, reload); keeping the old one",
+				d->name);
+		}
+	}
+	for (size_t i = 0; pgo_conf_database(f->conf, i, &name, &url, &file);
+	     i++) {
+		bool known = false;
+
+		for (size_t j = 0; j < f->n && !known; j++)
+			known = strcmp(f->dbs[j].name, name) == 0;
+		if (file && !known)
+			add_db(f, name, url);
+	}
+}
+
+/* Frees the databases removed whose relay has stopped. */
+static void reap(pgo_fleet_t *f)
+{
+	char prefix[PGO_DB_NAME_MAX + 16];
+
+	for (size_t i = 0; i < f->n;) {
+		fleet_db_t *d = &f->dbs[i];
+
+		if (!d->removed || d->state != DB_OVER) {
+			i++;
+			continue;
+		}
+		pgo_log(PGO_LOG_INFO, f->subject, "database %s stopped",
+			d->name);
+		/* Its series go too: `database="NAME"` and what follows. */
+		snprintf(prefix, sizeof(prefix), "database=\"%s\"", d->name);
+		pgo_metrics_clear_prefix(pgo_monitor_metrics(f->mon), prefix);
+		pgo_relay_destroy(d->relay);
+		pgo_conf_destroy(d->conf);
+		memmove(d, d + 1, (f->n - i - 1) * sizeof(*d));
+		f->n--;
+	}
+	if (f->n && f->first >= f->n)
+		f->first = 0;
+}
+
 /* A database before its first turn: the pooler probe when due. */
 static int64_t probe_db(pgo_fleet_t *f, fleet_db_t *d, int64_t now)
 {
@@ -443,11 +570,9 @@ int pgo_fleet_run(pgo_fleet_t *f)
 
 		if (f->stop && !f->stopping)
 			fleet_stop(f, now);
-		if (f->reload) {
-			f->reload = 0;
-			for (size_t i = 0; i < f->n; i++)
-				pgo_relay_request_reload(f->dbs[i].relay);
-		}
+		if (f->reload)
+			fleet_reload(f);
+		reap(f);
 		deadline = prepare_all(f, now, &live);
 		if (!live)
 			break;
@@ -463,7 +588,7 @@ int pgo_fleet_run(pgo_fleet_t *f)
 			if (d->state == DB_RUNNING)
 				pgo_relay_turn_step(d->relay);
 		}
-		f->first = (f->first + 1) % f->n;
+		f->first = f->n ? (f->first + 1) % f->n : 0;
 	}
 	pgo_log(PGO_LOG_INFO, f->subject, "stopped");
 	return fleet_result(f);

@@ -272,8 +272,14 @@ void pgo_relay_destroy(pgo_relay_t *r)
 			pgo_sink_cancel(r->sink, &s->batch);
 		PQclear(s->claimed);
 		pgo_conn_close(&s->conn);
+		if (r->shared) /* the loop goes on without it */
+			pgo_loop_io_del(s->io);
 		pgo_arena_destroy(s->arena);
 		pgo_shards_free(s);
+	}
+	if (r->shared) {
+		pgo_loop_io_del(r->wake.io);
+		pgo_loop_io_del(r->floor.io);
 	}
 	if (r->sink && !r->shared)
 		pgo_sink_detach(r->sink);
