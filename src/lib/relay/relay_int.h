@@ -17,9 +17,12 @@
  *   floor.c   the claim floor, probed on a connection of its own
  *   wal.c     a queue captured through the WAL: the streaming relay
  *             that runs instead of the slots (wal.h)
+ *   fleet.c   many databases on one loop and one sink: a relay each,
+ *             turned in halves (pgo_relay_turn_*), the sink's host
  *
- * Calls point one way, down this list: relay.c wires the others and
- * runs the turns; cycle.c calls claim.c, settle.c, shards.c, floor.c and
+ * Calls point one way, down this list (fleet.c above relay.c: it runs
+ * its relays' turns and hands cycle.c the sink's done()): relay.c wires
+ * the others and runs the turns; cycle.c calls claim.c, settle.c, shards.c, floor.c and
  * observe.c; shards.c calls observe.c; floor.c calls claim.c.  Nothing
  * calls back into relay.c or cycle.c: what they share is the handle.
  * The decisions that need no server (the claim SQL, the slot's
