@@ -103,15 +103,18 @@ DRAIN_RELAY="$RELAY --batch 1000 --in-flight 2"
 # Each is a database of the same cluster, migrated like bench.
 IDLE=50
 [ $QUICK = 1 ] && IDLE=3
-FLEET3= SHARDS3= FLEET_IDLE= SHARDS_IDLE=
+FLEET3= SHARDS3= SHARDS_IDLE=
+: >"$TMP/fleet.ini"
 for i in $(seq "$IDLE"); do
 	psql -XAtq "$(pg_url postgres)" -c "CREATE DATABASE bench_s$i" >/dev/null
 	"$PGO" migrate --db "$(pg_url "bench_s$i")" >>"$TMP/migrate.log" 2>&1 ||
 		{ cat "$TMP/migrate.log" >&2; exit 1; }
 	arg=" --db '$(pg_url "bench_s$i")'" sarg=" --shard-db '$(pg_url "bench_s$i")'"
-	FLEET_IDLE+=$arg SHARDS_IDLE+=$sarg
+	SHARDS_IDLE+=$sarg
+	printf '[database s%d]\nurl = %s\n' "$i" "$(pg_url "bench_s$i")" >>"$TMP/fleet.ini"
 	[ "$i" -le 3 ] && FLEET3+=$arg SHARDS3+=$sarg
 done
+FLEET_IDLE=" --config $TMP/fleet.ini"
 CHARTS=$TMP/charts
 mkdir -p "$CHARTS"
 # steady and held-xmin: producers at 50 % of the drain rate of one relay

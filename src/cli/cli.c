@@ -112,12 +112,14 @@ static void print_help(const cli_cmd_t *cmd)
 /* What the command line said besides options and arguments: --config and
  * the configuration flags, applied after the file and the environment
  * whatever their order on the line. */
+#define GIVEN_MAX 128
+
 typedef struct given {
 	const char *config; /* --config FILE, or NULL */
 	struct {
 		char *flag; /* "--batch" (owned) */
 		const char *value;
-	} flags[32];
+	} flags[GIVEN_MAX]; /* --db may come once per database of a fleet */
 	int nflags;
 } given_t;
 
@@ -195,7 +197,7 @@ static int take_option(const cli_cmd_t *cmd, given_t *g, int argc, char **argv,
 			*opt->set = true;
 	} else if (!key) {
 		g->config = value;
-	} else if (g->nflags < 32) {
+	} else if (g->nflags < GIVEN_MAX) {
 		g->flags[g->nflags].flag = strdup(name);
 		g->flags[g->nflags++].value = value;
 	} else {

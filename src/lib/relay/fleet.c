@@ -44,7 +44,8 @@
 typedef enum fleet_db_state {
 	DB_PROBING = 0, /* before its first turn: the pooler probe */
 	DB_RUNNING,	/* its relay turns with the others */
-	DB_OVER		/* its run ended (stopped, or fatal: rc) */
+	DB_OVER,	/* its run ended (stopped, or fatal: rc) */
+	DB_ENDING	/* over in this turn: its leave() sent */
 } fleet_db_state_t;
 
 /* One database of the fleet. */
@@ -531,6 +532,16 @@ static int64_t prepare_all(pgo_fleet_t *f, int64_t now, size_t *live)
 			continue;
 		}
 		(*live)--;
+		d->state = DB_ENDING;
+		pgo_relay_end_send(d->relay);
+	}
+	/* The relays over in this turn: their leave() went out together,
+	 * each waits for its own answers now. */
+	for (size_t i = 0; i < f->n; i++) {
+		fleet_db_t *d = &f->dbs[i];
+
+		if (d->state != DB_ENDING)
+			continue;
 		d->state = DB_OVER;
 		d->rc = pgo_relay_end(d->relay);
 		if (d->rc != PGO_OK)

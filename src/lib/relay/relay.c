@@ -739,9 +739,11 @@ static int run_end(pgo_relay_t *r, bool fatal)
 {
 	pgo_wake_close(r);
 	pgo_floor_close(r);
+	for (int i = 0; i < r->nslots && !fatal; i++)
+		if (!r->slots[i].leases.leaving)
+			pgo_shards_leave_send(r, &r->slots[i]);
 	for (int i = 0; i < r->nslots; i++) {
-		if (!fatal)
-			pgo_shards_leave(r, &r->slots[i]);
+		pgo_shards_leave_finish(r, &r->slots[i]);
 		pgo_conn_close(&r->slots[i].conn);
 	}
 	if (fatal)
@@ -792,6 +794,12 @@ void pgo_relay_turn_step(pgo_relay_t *r)
 	if (!step_slots(r) || r->members.refused)
 		r->turn.fatal = true;
 	pgo_observe_step(r);
+}
+
+void pgo_relay_end_send(pgo_relay_t *r)
+{
+	for (int i = 0; i < r->nslots && !r->turn.fatal; i++)
+		pgo_shards_leave_send(r, &r->slots[i]);
 }
 
 int pgo_relay_end(pgo_relay_t *r)

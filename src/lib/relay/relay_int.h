@@ -22,9 +22,9 @@
  *
  * Calls point one way, down this list (fleet.c above relay.c: it runs
  * its relays' turns and hands cycle.c the sink's done()): relay.c wires
- * the others and runs the turns; cycle.c calls claim.c, settle.c, shards.c, floor.c and
- * observe.c; shards.c calls observe.c; floor.c calls claim.c.  Nothing
- * calls back into relay.c or cycle.c: what they share is the handle.
+ * the others and runs the turns; cycle.c calls claim.c, settle.c, shards.c,
+ * floor.c and observe.c; shards.c calls observe.c; floor.c calls claim.c.
+ * Nothing calls back into relay.c or cycle.c: what they share is the handle.
  * The decisions that need no server (the claim SQL, the slot's
  * transitions, what a claim or a lease round changed, the settle plan)
  * are pure functions declared here, tested by tests/unit/test_claim.c,
@@ -113,6 +113,7 @@ typedef struct slot_leases {
 	char leader_epoch[24]; /* strict mode: epoch of the leader lease */
 	int64_t next_round;    /* monotonic ms: the next lease round or beat */
 	bool beating;	       /* its round in flight has the beat */
+	bool leaving;	       /* shutdown: its leave() was sent */
 	bool locking;	       /* ... after the rebalance lock */
 } slot_leases_t;
 
@@ -318,6 +319,9 @@ void pgo_relay_turn_step(pgo_relay_t *r);
 /* The run is over: leave the memberships, close the connections.
  * PGO_OK, or the fatal error's code. */
 int pgo_relay_end(pgo_relay_t *r);
+/* Before pgo_relay_end(): sends the memberships' leave() without
+ * waiting, so that a fleet ending many relays waits once for all. */
+void pgo_relay_end_send(pgo_relay_t *r);
 /* The sink host's health(), for one relay. */
 void pgo_relay_sink_health(void *ctx, int up, const char *reason);
 /* Slots inside a cycle. */
@@ -588,6 +592,10 @@ bool pgo_shards_send(pgo_relay_t *r, slot_t *s);
 void pgo_shards_done(pgo_relay_t *r, slot_t *s);
 /* Shutdown: releases the slot's leases and member row (blocking, short). */
 void pgo_shards_leave(pgo_relay_t *r, slot_t *s);
+/* The same in two steps: the statement sent (false: nothing to leave or
+ * it could not be sent), then its answer waited for. */
+bool pgo_shards_leave_send(pgo_relay_t *r, slot_t *s);
+void pgo_shards_leave_finish(pgo_relay_t *r, slot_t *s);
 
 /* What a lease round changed for a slot (pgo_shards_change()). */
 typedef struct pgo_lease_change {
