@@ -517,12 +517,11 @@ static int64_t prepare_all(pgo_fleet_t *f, int64_t now, size_t *live)
 		bool over = false;
 		int64_t dl;
 
-		if (d->state == DB_PROBING) {
+		if (d->state == DB_PROBING)
 			deadline =
 				pgo_deadline_min(deadline, probe_db(f, d, now));
-			if (d->state == DB_OVER)
-				continue;
-		}
+		if (d->state == DB_OVER)
+			continue; /* ended in an earlier turn, or its probe */
 		(*live)++;
 		if (d->state != DB_RUNNING)
 			continue;

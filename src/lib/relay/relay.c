@@ -798,6 +798,10 @@ void pgo_relay_turn_step(pgo_relay_t *r)
 
 void pgo_relay_end_send(pgo_relay_t *r)
 {
+	/* As run_end() goes: the sleeper lock and the floor's probe go
+	 * first. */
+	pgo_wake_close(r);
+	pgo_floor_close(r);
 	for (int i = 0; i < r->nslots && !r->turn.fatal; i++)
 		pgo_shards_leave_send(r, &r->slots[i]);
 }
