@@ -49,6 +49,7 @@
 #define NKEYS	      100  /* distinct aggregate keys k0..k99 */
 #define MAX_CLIENTS   256
 #define MAX_RELAYS    64
+#define MAX_SHARDS    64
 #define MAX_PER_TX    1000 /* latency: events per producer transaction */
 #define DRAIN_POLL_NS (NSEC / 200) /* drain: how often to look */
 #define TOPIC	      "bench.orders"
@@ -99,6 +100,10 @@ typedef struct opts {
 	double rate;	       /* latency: events per second, open loop */
 	double grace;	       /* latency: how long to wait for stragglers */
 	double timeout;	       /* drain: give up after this many seconds */
+	/* drain: the databases of a relay fleet (docs/fleet.md), filled
+	 * with --events / shards each instead of --db's */
+	const char *shard_db[MAX_SHARDS];
+	long shards;
 } opts_t;
 
 static void usage(FILE *out)
@@ -119,6 +124,7 @@ static void usage(FILE *out)
 		"  drain      --events N --relay-cmd CMD --relays R "
 		"[--repeat 1]\n"
 		"             [--timeout 300] [--relay-log FILE] [--rss] "
+		"[--shard-db URL...] "
 		"[--warm]\n"
 		"  history    --history N --events N --relay-cmd CMD "
 		"[--repeat 1]\n"
@@ -134,6 +140,9 @@ static void usage(FILE *out)
 		"by "
 		"--rss) starts the relays\nbefore the fill and times the drain "
 		"from relays already connected to\ntheir sink.\n"
+		"drain --shard-db URL (repeated) fills each of those databases "
+		"with --events\n/ shards instead (a relay fleet drains them, "
+		"its --relay-cmd names them).\n"
 		"Common: --payload-bytes N, --json FILE (append JSON lines), "
 		"--run-id ID,\n--label TEXT (names the variant).\n"
 		"enqueue and drain --hold-xmin: a REPEATABLE READ snapshot "
@@ -230,6 +239,7 @@ static bool parse_opts(opts_t *o, int argc, char **argv)
 		{"window", required_argument, NULL, 'W'},
 		{"after", required_argument, NULL, 'A'},
 		{"queue", required_argument, NULL, 'q'},
+		{"shard-db", required_argument, NULL, 'D'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
 	double v;
@@ -252,6 +262,14 @@ static bool parse_opts(opts_t *o, int argc, char **argv)
 
 		switch (c) {
 		case 'd': o->db = optarg; break;
+		case 'D':
+			if (o->shards >= MAX_SHARDS) {
+				fprintf(stderr, "%s: at most %d --shard-db\n",
+					prog, MAX_SHARDS);
+				return false;
+			}
+			o->shard_db[o->shards++] = optarg;
+			break;
 		case 'm': o->mode = optarg; break;
 		case 'x': o->relay_cmd = optarg; break;
 		case 'l': o->relay_log = optarg; break;
@@ -512,13 +530,26 @@ static void report_close(report_t *r)
  * program, so that runs from different build trees compare. */
 static void param_relay(report_t *r, const char *cmd)
 {
-	size_t word = strcspn(cmd, " \t");
+	size_t word = strcspn(cmd, " \t"), n = 0;
 	const char *base = cmd;
+	char flags[256];
 
 	for (const char *c = cmd; c < cmd + word; c++)
 		if (*c == '/')
 			base = c + 1;
-	param_str(r, "relay", base);
+	/* A fleet's databases (--db 'URL' ...) are counted by "shards". */
+	for (const char *c = base; *c && n < sizeof(flags) - 1; c++) {
+		const char *end;
+
+		if (strncmp(c, " --db '", 7) == 0 &&
+		    (end = strchr(c + 7, '\''))) {
+			c = end;
+			continue;
+		}
+		flags[n++] = *c;
+	}
+	flags[n] = '\0';
+	param_str(r, "relay", flags);
 }
 
 /* Prints one figure and appends it as a JSON line. */
@@ -2286,6 +2317,9 @@ static double claim_probe(PGconn *c)
  * o->rss or o->warm, starts the relays before the fill (reading their
  * idle memory), stops them (SIGSTOP) during the fill and times the drain
  * from SIGCONT on (o->rss: sampling their memory). */
+/* drain --shard-db: a connection to each. */
+static PGconn *shard_conn[MAX_SHARDS];
+
 static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 			 int null_fd, bool vacuum, bool probe,
 			 drain_stats_t *st)
@@ -2308,6 +2342,8 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 	 * backlog that waited had its statistics gathered by autovacuum. */
 	if (vacuum && !o->queue)
 		ok = db_exec(c, "VACUUM pgoutbox.outbox");
+	for (long i = 0; ok && vacuum && i < o->shards; i++)
+		ok = db_exec(shard_conn[i], "VACUUM pgoutbox.outbox");
 	if (ok && o->hold_xmin)
 		ok = (holder = snapshot_hold(o->db)) != NULL;
 	if (o->rss || o->warm) {
@@ -2322,9 +2358,16 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 				kill(relays[i].pid, SIGSTOP);
 		}
 	}
-	ok = ok && fill_outbox(c, o->queue, cp, o->events) &&
-	     (o->queue ? wal_lsn(c, target, sizeof(target))
-		       : db_exec(c, "ANALYZE pgoutbox.outbox"));
+	if (o->shards) {
+		for (long i = 0; ok && i < o->shards; i++)
+			ok = fill_outbox(shard_conn[i], NULL, cp,
+					 o->events / o->shards) &&
+			     db_exec(shard_conn[i], "ANALYZE pgoutbox.outbox");
+	} else {
+		ok = ok && fill_outbox(c, o->queue, cp, o->events) &&
+		     (o->queue ? wal_lsn(c, target, sizeof(target))
+			       : db_exec(c, "ANALYZE pgoutbox.outbox"));
+	}
 	if (ok && probe)
 		st->claim_ms = claim_probe(c);
 	t0 = now_ns();
@@ -2350,6 +2393,8 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 		}
 		empty = o->queue ? slot_caught_up(c, o->queue, target)
 				 : outbox_empty(c);
+		for (long i = 0; empty > 0 && i < o->shards; i++)
+			empty = outbox_empty(shard_conn[i]);
 		t1 = now_ns();
 		if (empty < 0)
 			ok = false;
@@ -2410,6 +2455,8 @@ static int cmd_drain(const opts_t *o)
 		param_str(&rep, "queue", o->queue);
 	param_long(&rep, "relays", o->relays);
 	param_long(&rep, "repeat", o->repeat);
+	if (o->shards)
+		param_long(&rep, "shards", o->shards);
 	if (o->rss)
 		param_str(&rep, "rss", "yes");
 	if (o->hold_xmin)
@@ -2422,6 +2469,8 @@ static int cmd_drain(const opts_t *o)
 	secs = malloc((size_t)o->repeat * sizeof(*secs));
 	c = cp && secs ? db_connect(o->db) : NULL;
 	ok = c != NULL;
+	for (long i = 0; ok && i < o->shards; i++)
+		ok = (shard_conn[i] = db_connect(o->shard_db[i])) != NULL;
 	if (ok && (null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0) {
 		fprintf(stderr, "%s: /dev/null: %s\n", prog, strerror(errno));
 		ok = false;
@@ -2466,6 +2515,8 @@ static int cmd_drain(const opts_t *o)
 	if (null_fd >= 0)
 		close(null_fd);
 	PQfinish(c);
+	for (long i = 0; i < o->shards; i++)
+		PQfinish(shard_conn[i]);
 	free(secs);
 	corpus_destroy(cp);
 	report_close(&rep);

@@ -61,6 +61,10 @@ def describe(workload, p):
     if p.get("queue"):
         flags = " ".join(flags.replace("--queue %s" % p["queue"],
                                        "").split())
+    if p.get("shards"):  # a fleet: its --db flags named as a count
+        flags = re.sub(r" --db '[^']*'", "", flags) + \
+            ", %d databases (%d events each)" % (
+                p["shards"], p["events"] // p["shards"])
     if workload == "drain" and p.get("rss"):
         return "%d events, %d relay, %s; VmRSS idle 2 s, then sampled " \
             "every 5 ms while draining" % (p["events"], p["relays"], flags)
@@ -320,7 +324,8 @@ def chart_data(rows, outdir):
     for r in rows:
         if r["workload"] == "drain" and r["metric"] == "events_per_s" \
                 and not r["params"].get("rss") \
-                and not r["params"].get("queue"):
+                and not r["params"].get("queue") \
+                and not r["params"].get("shards"):
             mode = "concurrent" if "--mode concurrent" in r["params"].get(
                 "relay", "") else "ordered"
             rates.setdefault(r["params"]["relays"], {})[mode] = r["value"]

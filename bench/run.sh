@@ -79,7 +79,7 @@ trap 'exit 130' INT TERM
 # wal_level=logical for the WAL-capture workloads (docs/wal.md): both
 # capture modes are measured at the same level, side by side.
 SETTINGS=(shared_buffers=256MB fsync=on synchronous_commit=on
-	max_wal_size=4GB checkpoint_timeout=30min wal_level=logical)
+	max_wal_size=4GB checkpoint_timeout=30min wal_level=logical max_connections=400)
 echo "== starting PostgreSQL ($(pg_bindir | grep -o '[0-9]*' | head -1)): ${SETTINGS[*]}"
 pg_start "$TMP/pg" "${SETTINGS[@]}" || { echo "run.sh: cannot start PostgreSQL" >&2; exit 2; }
 psql -XAtq "$(pg_url postgres)" -c "CREATE DATABASE bench" >/dev/null
@@ -109,6 +109,23 @@ else
 fi
 DRAIN_RELAY="$RELAY --batch 1000 --in-flight 2"
 WAL_DRAIN_RELAY="$WAL_RELAY --batch 1000"
+# A relay fleet (docs/fleet.md): 3 databases drained by one process, and
+# the memory of one process serving $IDLE idle databases (3 in --quick).
+# Each is a database of the same cluster, migrated like bench.
+IDLE=50
+[ $QUICK = 1 ] && IDLE=3
+FLEET3= SHARDS3= SHARDS_IDLE=
+: >"$TMP/fleet.ini"
+for i in $(seq "$IDLE"); do
+	psql -XAtq "$(pg_url postgres)" -c "CREATE DATABASE bench_s$i" >/dev/null
+	"$PGO" migrate --db "$(pg_url "bench_s$i")" >>"$TMP/migrate.log" 2>&1 ||
+		{ cat "$TMP/migrate.log" >&2; exit 1; }
+	arg=" --db '$(pg_url "bench_s$i")'" sarg=" --shard-db '$(pg_url "bench_s$i")'"
+	SHARDS_IDLE+=$sarg
+	printf '[database s%d]\nurl = %s\n' "$i" "$(pg_url "bench_s$i")" >>"$TMP/fleet.ini"
+	[ "$i" -le 3 ] && FLEET3+=$arg SHARDS3+=$sarg
+done
+FLEET_IDLE=" --config $TMP/fleet.ini"
 CHARTS=$TMP/charts
 mkdir -p "$CHARTS"
 # steady and held-xmin: producers at 50 % of the drain rate of one relay
@@ -129,7 +146,7 @@ for line in open(sys.argv[1]):
     p = r["params"]
     if (r["workload"] == "drain" and r["metric"] == "events_per_s"
             and p["relays"] == 1 and "--mode" not in p.get("relay", "")
-            and "rss" not in p and "queue" not in p):
+            and "rss" not in p and "queue" not in p and "shards" not in p):
         rate = r["value"]
 print(int(round(0.5 * rate, -2)) if rate else 10000)
 PY
@@ -166,6 +183,8 @@ W=(
 	"drain $DRAIN events, 4 relays (ordered)|drain --events $DRAIN --relays 4 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
 	"drain $DRAIN events, 4 relays (concurrent)|drain --events $DRAIN --relays 4 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
 	"drain $DRAIN events WAL, 1 relay|drain --queue $WALQ --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$WAL_DRAIN_RELAY\""
+	"drain $DRAIN events of 3 databases, 1 relay process (ordered)|drain --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT $SHARDS3 --relay-cmd \"$DRAIN_RELAY $FLEET3\""
+	"relay RSS: idle fleet of $IDLE databases, then draining $DRAIN events|drain --events $DRAIN --relays 1 --rss --timeout $LIMIT $SHARDS_IDLE --relay-cmd \"$DRAIN_RELAY $FLEET_IDLE\""
 	"relay RSS: idle, then draining $DRAIN events|drain --events $DRAIN --relays 1 --rss --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
 	"latency 500/s, NOTIFY|latency --rate 500 --seconds $LAT500 --warmup $WARM --grace $GRACE --samples \"$CHARTS/cdf-notify.dat\" --relay-cmd \"$RELAY\""
 	"latency 500/s, NOTIFY (concurrent)|latency --rate 500 --seconds $LAT_SECS --warmup $WARM --grace $GRACE --samples \"$CHARTS/cdf-notify-concurrent.dat\" --relay-cmd \"$RELAY --mode concurrent\""
@@ -214,6 +233,9 @@ for w in "${RUNS[@]}"; do
 		-c "SELECT pg_drop_replication_slot('pgoutbox_$WALQ')" \
 		-c "SELECT pg_create_logical_replication_slot('pgoutbox_$WALQ', 'pgoutput')" \
 		-c "CHECKPOINT" >/dev/null
+	for i in $(seq "$IDLE"); do
+		psql -XAtq "$(pg_url "bench_s$i")" -c "TRUNCATE pgoutbox.outbox" >/dev/null
+	done
 	log=$TMP/relay-$n.log
 	if ! eval "\"\$BENCH\" $args --db \"\$URL\" --json \"\$RUN_JSON\" --run-id \"\$RUN_ID\" --relay-log \"\$log\" --label \"\$label\""; then
 		failed+=("$label")

@@ -197,6 +197,17 @@ PGO_EXPORT const char *pgo_conf_key_for_flag(const char *flag);
 /* Text of the last error on this configuration ("" when none). */
 PGO_EXPORT const char *pgo_conf_errmsg(const pgo_conf_t *conf);
 
+/* Adds a database to the configuration's fleet (docs/fleet.md): name is
+ * that of a [database NAME] section (letters, digits, '_', '-'), or NULL
+ * for a --db flag given more than once (the fleet names it from the
+ * URL's dbname, or db1, db2, ... when those are not unique).  The file's
+ * [database NAME] sections are added by pgo_conf_load_file().  PGO_OK,
+ * or PGO_ERR_CONFIG for a bad or repeated name. */
+PGO_EXPORT int pgo_conf_add_database(pgo_conf_t *conf, const char *name,
+				     const char *url, const char *where_);
+/* How many databases the fleet has (0: one relay of database.url). */
+PGO_EXPORT size_t pgo_conf_database_count(const pgo_conf_t *conf);
+
 /* --- schema --- */
 
 /* The newest schema version this build knows. */
@@ -344,6 +355,32 @@ PGO_EXPORT void pgo_relay_get_stats(const pgo_relay_t *relay,
 				    pgo_relay_stats_t *out);
 PGO_EXPORT const char *pgo_relay_errmsg(const pgo_relay_t *relay);
 
+/* --- fleet --- */
+
+/* One process relaying many databases (docs/fleet.md): a relay per
+ * database of the configuration's fleet (pgo_conf_add_database(), the
+ * file's [database NAME] sections), each with its own connections,
+ * shard leases and claim floor, on one event loop into one sink; every
+ * event gets a "pgoutbox-source" header naming its database. */
+typedef struct pgo_fleet pgo_fleet_t;
+
+/* conf (with databases) and sink are borrowed and must outlive the
+ * fleet, which attaches the sink to its loop.  NULL with *err filled on
+ * OOM, a bad database list, a refusal at start or a sink that cannot
+ * start. */
+PGO_EXPORT pgo_fleet_t *pgo_fleet_new(pgo_conf_t *conf, pgo_sink_t *sink,
+				      pgo_error_t *err);
+PGO_EXPORT void pgo_fleet_destroy(pgo_fleet_t *fleet);
+/* Runs every database's relay until a stop is requested (then as
+ * pgo_relay_run() does, for all).  A database whose relay ends with an
+ * error stops alone; returns PGO_OK, or once all have stopped the first
+ * one's error (pgo_fleet_errmsg() names the database). */
+PGO_EXPORT int pgo_fleet_run(pgo_fleet_t *fleet);
+/* Async-signal-safe: stop (SIGTERM), reload (SIGHUP). */
+PGO_EXPORT void pgo_fleet_request_stop(pgo_fleet_t *fleet);
+PGO_EXPORT void pgo_fleet_request_reload(pgo_fleet_t *fleet);
+PGO_EXPORT const char *pgo_fleet_errmsg(const pgo_fleet_t *fleet);
+
 /* --- inbox --- */
 
 /* The inbox drops duplicate deliveries on the consumer side: a message id
@@ -382,6 +419,10 @@ typedef struct pgo_inbox_msg {
 	const char *payload;	/* JSON text */
 	const char *headers;	/* JSON text */
 	const char *created_at; /* RFC 3339, UTC */
+	/* The "pgoutbox-source" header: the database a relay fleet took it
+	 * from (docs/fleet.md), "" for none.  The inbox claims "SOURCE/ID"
+	 * then, since ids are unique per database only. */
+	const char *source;
 } pgo_inbox_msg_t;
 
 /* A C handler: applies msg on conn, inside the consumer's transaction that

@@ -112,12 +112,14 @@ static void print_help(const cli_cmd_t *cmd)
 /* What the command line said besides options and arguments: --config and
  * the configuration flags, applied after the file and the environment
  * whatever their order on the line. */
+#define GIVEN_MAX 128
+
 typedef struct given {
 	const char *config; /* --config FILE, or NULL */
 	struct {
 		char *flag; /* "--batch" (owned) */
 		const char *value;
-	} flags[32];
+	} flags[GIVEN_MAX]; /* --db may come once per database of a fleet */
 	int nflags;
 } given_t;
 
@@ -195,7 +197,7 @@ static int take_option(const cli_cmd_t *cmd, given_t *g, int argc, char **argv,
 			*opt->set = true;
 	} else if (!key) {
 		g->config = value;
-	} else if (g->nflags < 32) {
+	} else if (g->nflags < GIVEN_MAX) {
 		g->flags[g->nflags].flag = strdup(name);
 		g->flags[g->nflags++].value = value;
 	} else {
@@ -230,6 +232,27 @@ static void missing_args(const cli_cmd_t *cmd)
 	}
 }
 
+/* --db given more than once: a fleet of those databases (docs/fleet.md).
+ * 0 or EXIT_USAGE. */
+static int add_fleet(cli_t *cli, const cli_cmd_t *cmd, const given_t *g)
+{
+	int n = 0;
+
+	for (int i = 0; i < g->nflags; i++)
+		if (g->flags[i].flag && strcmp(g->flags[i].flag, "--db") == 0)
+			n++;
+	for (int i = 0; i < g->nflags && n > 1; i++) {
+		if (!g->flags[i].flag || strcmp(g->flags[i].flag, "--db") != 0)
+			continue;
+		if (pgo_conf_add_database(cli->conf, NULL, g->flags[i].value,
+					  "--db") != PGO_OK) {
+			cli_error(cmd->name, "%s", pgo_conf_errmsg(cli->conf));
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
 /* Configuration in override order: defaults, the --config file, the
  * PGOUTBOX_* environment, the flags.  0 or EXIT_USAGE. */
 static int load_conf(cli_t *cli, const cli_cmd_t *cmd, const given_t *g)
@@ -247,6 +270,8 @@ static int load_conf(cli_t *cli, const cli_cmd_t *cmd, const given_t *g)
 		cli_error(cmd->name, "%s", pgo_conf_errmsg(cli->conf));
 		return EXIT_USAGE;
 	}
+	if (add_fleet(cli, cmd, g) != 0)
+		return EXIT_USAGE;
 	for (int i = 0; i < g->nflags; i++) {
 		if (!g->flags[i].flag ||
 		    pgo_conf_set(cli->conf,

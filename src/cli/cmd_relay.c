@@ -14,12 +14,15 @@
 #include "pgoutbox/sink.h"
 
 static pgo_relay_t *running;
+static pgo_fleet_t *running_fleet;
 
 static void on_stop(int sig)
 {
 	(void)sig;
 	if (running)
 		pgo_relay_request_stop(running);
+	if (running_fleet)
+		pgo_fleet_request_stop(running_fleet);
 }
 
 static void on_hup(int sig)
@@ -27,6 +30,8 @@ static void on_hup(int sig)
 	(void)sig;
 	if (running)
 		pgo_relay_request_reload(running);
+	if (running_fleet)
+		pgo_fleet_request_reload(running_fleet);
 }
 
 static const char *const flags[] = {"--db",
@@ -82,9 +87,43 @@ static const cli_cmd_t cmd = {
 		"of the queue in another mode,\nand logs an ERROR if one "
 		"appears later.\n"
 		"SIGTERM finishes the batch in flight and exits 0; SIGHUP "
-		"reloads --config.",
+		"reloads --config.\n\n"
+		"Many databases (shards) in one process: give --db more than "
+		"once, or\n[database NAME] sections (each with a url) in "
+		"--config.  Each database\ngets its own connections, leases "
+		"and claim floor; all share one loop and\none sink; log lines "
+		"and metrics name the database, and every event gets\na "
+		"\"pgoutbox-source\" header naming it (docs/fleet.md).",
 	.flags = flags,
 };
+
+/* Many databases: a fleet (docs/fleet.md).  An exit code. */
+static int run_fleet(cli_t *cli, pgo_sink_t *sink)
+{
+	const struct sigaction stop = {.sa_handler = on_stop};
+	const struct sigaction hup = {.sa_handler = on_hup};
+	pgo_error_t err;
+	pgo_fleet_t *fleet;
+	int rc;
+
+	fleet = pgo_fleet_new(cli->conf, sink, &err);
+	if (!fleet) {
+		cli_error("relay", "%s", err.msg);
+		return err.code == PGO_ERR_NOMEM ? EXIT_FAIL : EXIT_USAGE;
+	}
+	running_fleet = fleet;
+	sigaction(SIGTERM, &stop, NULL);
+	sigaction(SIGINT, &stop, NULL);
+	sigaction(SIGHUP, &hup, NULL);
+	if (cli_stop_early)
+		pgo_fleet_request_stop(fleet);
+	rc = pgo_fleet_run(fleet);
+	running_fleet = NULL;
+	if (rc != PGO_OK)
+		cli_error("relay", "%s", pgo_fleet_errmsg(fleet));
+	pgo_fleet_destroy(fleet);
+	return cli_exit_code(rc);
+}
 
 int cmd_relay(int argc, char **argv)
 {
@@ -124,6 +163,12 @@ int cmd_relay(int argc, char **argv)
 		cli_error("relay", "%s", err.msg);
 		cli_free(&cli);
 		return EXIT_USAGE;
+	}
+	if (pgo_conf_database_count(cli.conf) > 0) {
+		rc = run_fleet(&cli, sink);
+		pgo_sink_destroy(sink);
+		cli_free(&cli);
+		return rc;
 	}
 	relay = pgo_relay_new(cli.conf, sink, &err);
 	if (!relay) {

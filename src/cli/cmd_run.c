@@ -36,6 +36,7 @@ static const char *const role_names[NROLES] = {"relay", "worker", "cron"};
 static volatile sig_atomic_t got_stop, got_hup;
 /* The library object a child runs, for its signal handler. */
 static pgo_relay_t *child_relay;
+static pgo_fleet_t *child_fleet; /* the relay of many databases */
 static pgo_worker_t *child_worker;
 static pgo_scheduler_t *child_cron;
 
@@ -52,10 +53,14 @@ static void on_child(int sig)
 	if (sig == SIGHUP) {
 		if (child_relay)
 			pgo_relay_request_reload(child_relay);
+		if (child_fleet)
+			pgo_fleet_request_reload(child_fleet);
 		return;
 	}
 	if (child_relay)
 		pgo_relay_request_stop(child_relay);
+	if (child_fleet)
+		pgo_fleet_request_stop(child_fleet);
 	if (child_worker)
 		pgo_worker_request_stop(child_worker);
 	if (child_cron)
@@ -132,6 +137,30 @@ static void child_relay_name(pgo_conf_t *conf)
 	pgo_conf_set(conf, "relay.name", name, PGO_CONF_FLAG, "--name");
 }
 
+/* The relay of many databases (docs/fleet.md): as child_relay_run(). */
+static int child_fleet_run(pgo_conf_t *conf, pgo_sink_t *sink, bool *exit_now)
+{
+	pgo_fleet_t *fleet;
+	pgo_error_t err;
+	int rc;
+
+	child_fleet = pgo_fleet_new(conf, sink, &err);
+	if (!child_fleet) {
+		cli_error("run", "relay: %s", err.msg);
+		pgo_sink_destroy(sink);
+		*exit_now = true;
+		return err.code == PGO_ERR_NOMEM ? EXIT_FAIL : EXIT_USAGE;
+	}
+	rc = pgo_fleet_run(child_fleet);
+	if (rc != PGO_OK)
+		cli_error("run", "relay: %s", pgo_fleet_errmsg(child_fleet));
+	fleet = child_fleet;
+	child_fleet = NULL;
+	pgo_fleet_destroy(fleet);
+	pgo_sink_destroy(sink);
+	return rc;
+}
+
 /* The child's role until it stops: a PGO_* result, or an exit code
  * (*exit_now set) when it could not start. */
 static int child_relay_run(pgo_conf_t *conf, bool *exit_now)
@@ -147,6 +176,8 @@ static int child_relay_run(pgo_conf_t *conf, bool *exit_now)
 		*exit_now = true;
 		return EXIT_USAGE;
 	}
+	if (pgo_conf_database_count(conf) > 0)
+		return child_fleet_run(conf, sink, exit_now);
 	child_relay = pgo_relay_new(conf, sink, &err);
 	if (!child_relay) {
 		cli_error("run", "relay: %s", err.msg);

@@ -743,6 +743,13 @@ static void test_file_errors(void **state)
 		{"[relay]\n= 5\n", 2, "no name before \"=\""},
 		/* The ';' after a blank starts a comment: no '=' is left. */
 		{"[relay]\nbatch ;= 5\n", 2, "syntax error"},
+		{"[database s1]\nurl = x\nbatch = 5\n", 3,
+		 "[database s1] has no key \"batch\" (a database of a fleet "
+		 "takes only url; the other keys are the whole fleet's, in "
+		 "[database] and [relay])"},
+		{"[database b@d]\nurl = x\n", 1,
+		 "database name \"b@d\": use 1 to 48 letters, digits, '_' or "
+		 "'-'"},
 		{"[relay]\nqueue = Bad\n", 2,
 		 "relay.queue = \"Bad\" is not a valid name: it must start "
 		 "with a lower-case letter or _"},
@@ -764,6 +771,48 @@ static void test_file_errors(void **state)
 				 pgo_conf_errmsg(conf), want);
 		pgo_conf_destroy(conf);
 	}
+}
+
+/* A fleet's databases: [database NAME] sections, each database's own
+ * configuration (its url as a flag, the file's other keys), a name
+ * given twice. */
+static void test_fleet_databases(void **state)
+{
+	const char *path = write_file("fleet.ini", "[relay]\nbatch = 7\n"
+						   "[database eu]\n"
+						   "url = dbname=a\n"
+						   "[database   us-2 ]\n"
+						   "url = dbname=b\n");
+	pgo_conf_t *conf = pgo_conf_new(), *one;
+	const char *name, *url;
+	bool from_file;
+	pgo_error_t err;
+
+	(void)state;
+	assert_int_equal(pgo_conf_load_file(conf, path), PGO_OK);
+	assert_int_equal(pgo_conf_database_count(conf), 2);
+	assert_true(pgo_conf_database(conf, 1, &name, &url, &from_file));
+	assert_string_equal(name, "us-2");
+	assert_string_equal(url, "dbname=b");
+	assert_true(from_file);
+	assert_false(pgo_conf_database(conf, 2, &name, &url, NULL));
+	one = pgo_conf_for_database(conf, "dbname=b", "[database us-2]", NULL,
+				    &err);
+	assert_non_null(one);
+	assert_string_equal(pgo_conf_get(one, "database.url"), "dbname=b");
+	assert_string_equal(pgo_conf_get(one, "relay.batch"), "7");
+	assert_int_equal(pgo_conf_database_count(one), 0);
+	pgo_conf_destroy(one);
+	/* --db flags: no names; the same name twice is refused. */
+	assert_int_equal(pgo_conf_add_database(conf, NULL, "dbname=c", "--db"),
+			 PGO_OK);
+	assert_true(pgo_conf_database(conf, 2, &name, &url, &from_file));
+	assert_null(name);
+	assert_false(from_file);
+	assert_int_equal(pgo_conf_add_database(conf, "eu", "x", "here"),
+			 PGO_ERR_CONFIG);
+	assert_non_null(strstr(pgo_conf_errmsg(conf), "is given twice"));
+	pgo_conf_destroy(conf);
 }
 
 /* Reading stops at the first error: keys before it stay set, keys after
@@ -1985,6 +2034,7 @@ int main(void)
 		cmocka_unit_test(test_key_for_flag),
 		cmocka_unit_test(test_file_good),
 		cmocka_unit_test(test_file_errors),
+		cmocka_unit_test(test_fleet_databases),
 		cmocka_unit_test(test_file_stops_at_error),
 		cmocka_unit_test(test_file_unreadable),
 		cmocka_unit_test(test_file_carriage_return),

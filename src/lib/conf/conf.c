@@ -223,6 +223,7 @@ void pgo_conf_destroy(pgo_conf_t *conf)
 	free(conf->settings);
 	free(conf->state);
 	free(conf->path);
+	pgo_conf_databases_free(conf);
 	free(conf);
 }
 

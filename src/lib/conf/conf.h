@@ -144,6 +144,23 @@ struct pgo_conf_values {
 	int log_level; /* pgo_log_level_t */
 };
 
+/* --- a fleet's databases (databases.c) --- */
+
+/* The longest name of a fleet's database. */
+#define PGO_DB_NAME_MAX 48
+
+/* Database i of the fleet: *name (NULL for a --db flag: the fleet names
+ * it), *url, and whether it is a [database NAME] section of the file
+ * (from_file may be NULL).  false past the last. */
+bool pgo_conf_database(const pgo_conf_t *conf, size_t i, const char **name,
+		       const char **url, bool *from_file);
+/* The configuration database url's relay runs with: base's sources read
+ * again (file, envp, flags) with database.url = url as a flag (where
+ * names it), validated; no fleet databases.  NULL with err filled. */
+pgo_conf_t *pgo_conf_for_database(const pgo_conf_t *base, const char *url,
+				  const char *where, char *const *envp,
+				  pgo_error_t *err);
+
 /* Read-only view of the typed values (valid until the next set/reload). */
 const struct pgo_conf_values *pgo_conf_values(const pgo_conf_t *conf);
 

@@ -84,6 +84,15 @@ struct setting {
 	char *where;		  /* as the caller named it, or NULL */
 };
 
+/* A database of a fleet (databases.c): a [database NAME] section of the
+ * file, or one of several --db flags (name NULL: the fleet names it). */
+struct conf_db {
+	char *name;	/* the section's NAME; NULL for a --db flag */
+	char *url;	/* its database.url */
+	char *where;	/* "relay.ini:12" or "--db" */
+	bool from_file; /* a [database NAME] section */
+};
+
 struct pgo_conf {
 	struct pgo_conf_values vals; /* typed values the modules read */
 	struct key_state *state;     /* per key, in pgo_conf_keys[] order */
@@ -92,6 +101,8 @@ struct pgo_conf {
 	size_t nsettings;	     /* used entries of settings */
 	size_t settings_cap;	     /* allocated entries of settings */
 	char errmsg[512];	     /* last error; "" when none yet */
+	struct conf_db *dbs;	     /* a fleet's databases (databases.c) */
+	size_t ndbs;		     /* how many */
 };
 
 /* Records the error text in conf and returns code. */
@@ -133,6 +144,18 @@ static inline size_t field_size(const pgo_conf_key_t *k)
 	}
 	return 0;
 }
+
+/* --- a fleet's databases (databases.c) --- */
+
+/* "key = value" in the section [database name] (load.c): the section
+ * was added by pgo_conf_add_database() at its header. */
+int pgo_conf_database_line(pgo_conf_t *conf, const char *name, const char *key,
+			   const char *value, const char *where);
+/* Reload: the file's databases are fresh's from now on (moved from it);
+ * those of flags stay.  PGO_OK or PGO_ERR_NOMEM (nothing changed). */
+int pgo_conf_databases_take(pgo_conf_t *conf, pgo_conf_t *fresh);
+/* Frees the list (pgo_conf_destroy()). */
+void pgo_conf_databases_free(pgo_conf_t *conf);
 
 /* --- values (value.c) --- */
 

@@ -85,6 +85,17 @@ static int line_error(struct ini_pass *p, const char *what)
 			     p->lineno, what);
 }
 
+/* The NAME of a section header "[database NAME]" (s after the '['),
+ * or NULL for any other section. */
+static const char *fleet_db(const char *s)
+{
+	if (strncmp(s, "database", 8) != 0 || !isspace((unsigned char)s[8]))
+		return NULL;
+	for (s += 8; isspace((unsigned char)*s);)
+		s++;
+	return *s && *s != ']' ? s : NULL;
+}
+
 /* Checks a section header or a value line before it is split, for the
  * messages a user can act on. */
 static int check_line(struct ini_pass *p, const char *s)
@@ -97,7 +108,8 @@ static int check_line(struct ini_pass *p, const char *s)
 		if (!end)
 			return line_error(p, "\"[\" without \"]\"");
 		if (pgo_conf_section_known(s + 1, (size_t)(end - s - 1)) ||
-		    passthrough_def(s + 1, (size_t)(end - s - 1)))
+		    passthrough_def(s + 1, (size_t)(end - s - 1)) ||
+		    fleet_db(s + 1) != NULL)
 			return PGO_OK;
 		snprintf(name, sizeof(name), "%.*s", (int)(end - s - 1), s + 1);
 		guess = pgo_conf_suggest_section(name);
@@ -191,6 +203,9 @@ static int on_value(struct ini_pass *p, const char *name, const char *value)
 				     "%s: no name before \"=\"", p->where.data);
 	if ((d = passthrough_def(p->section, strlen(p->section))))
 		return set_passthrough(p->conf, d, name, value, p->where.data);
+	if (fleet_db(p->section))
+		return pgo_conf_database_line(p->conf, fleet_db(p->section),
+					      name, value, p->where.data);
 	snprintf(key, sizeof(key), "%s.%s", p->section, name);
 	return pgo_conf_set_by_name(p->conf, key, value, PGO_CONF_FILE,
 				    p->where.data);
@@ -211,7 +226,16 @@ static int read_line(struct ini_pass *p, char *s)
 		end = strchr(s, ']');
 		snprintf(p->section, sizeof(p->section), "%.*s",
 			 (int)(end - s - 1), s + 1);
-		return PGO_OK;
+		rstrip(p->section);
+		if (!fleet_db(p->section))
+			return PGO_OK;
+		/* A database of the fleet: its url follows. */
+		pgo_buf_reset(&p->where);
+		pgo_buf_printf(&p->where, "%s:%d", p->path, p->lineno);
+		if (p->where.oom)
+			return pgo_conf_nomem(p->conf);
+		return pgo_conf_add_database(p->conf, fleet_db(p->section), "",
+					     p->where.data);
 	}
 	end = stop_at(s, "=:");
 	if (*end != '=' && *end != ':')

@@ -125,6 +125,12 @@ int pgo_conf_reload(pgo_conf_t *conf, char *const *envp, int *changed)
 		pgo_conf_destroy(fresh);
 		return rc;
 	}
+	/* A fleet's [database NAME] sections (the fleet adds and removes
+	 * their relays, fleet.c). */
+	if (pgo_conf_databases_take(conf, fresh) != PGO_OK) {
+		pgo_conf_destroy(fresh);
+		return PGO_ERR_NOMEM;
+	}
 	for (size_t i = 0; i < pgo_conf_nkeys; i++)
 		n += take_key(conf, fresh, i);
 	pgo_conf_destroy(fresh);

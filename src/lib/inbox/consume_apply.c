@@ -177,6 +177,15 @@ static outcome_t committed(pgo_consumer_t *c, const pgo_inbox_msg_t *m,
 	return DONE;
 }
 
+const char *pgo_consume_inbox_key(const pgo_inbox_msg_t *m, char *buf,
+				  size_t size)
+{
+	if (!m->source || !*m->source)
+		return m->id;
+	snprintf(buf, size, "%s/%s", m->source, m->id);
+	return buf;
+}
+
 /* The SQL handler in one round trip: BEGIN, the claim (its verdict kept
  * in a transaction-local setting), the handler (its WHERE runs it only
  * for a fresh claim) and COMMIT, as one pipeline.  A failure aborts the
@@ -186,7 +195,9 @@ outcome_t pgo_consume_handle_one_sql(pgo_consumer_t *c,
 {
 	static const char *const what[] = {"BEGIN", "inbox claim", "handler",
 					   "COMMIT"};
-	const char *claim[2] = {c->group, m->id};
+	char key[256];
+	const char *claim[2] = {c->group,
+				pgo_consume_inbox_key(m, key, sizeof(key))};
 	const char *payload[1] = {m->payload};
 	char why[512] = "";
 	int fresh = 0, idx = 0, failed_at = -1, nulls = 0;
@@ -265,7 +276,11 @@ outcome_t pgo_consume_handle_one(pgo_consumer_t *c, const pgo_inbox_msg_t *m)
 
 	if (!pgo_consume_pg_cmd(c, "BEGIN"))
 		return roll_back(c);
-	if (pgo_inbox_claim(c->pg, c->group, m->id, &fresh, &err) != PGO_OK) {
+	char key[256];
+
+	if (pgo_inbox_claim(c->pg, c->group,
+			    pgo_consume_inbox_key(m, key, sizeof(key)), &fresh,
+			    &err) != PGO_OK) {
 		pgo_log(PGO_LOG_WARN, c->subject, "%s", err.msg);
 		c->stats.failed++;
 		return roll_back(c);

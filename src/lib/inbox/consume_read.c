@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "inbox/consumer_int.h"
 #include "base/log.h"
 #include "base/time.h"
@@ -60,6 +62,25 @@ static void note_failure(pgo_consumer_t *c, const char *entry_id,
 					   pgo_consume_retry_ms(c->fail_count));
 }
 
+#define PGO_SOURCE_MAX 64
+
+/* The "pgoutbox-source" header of a fleet's event (docs/fleet.md), in
+ * buf; "" for none (or headers that are not JSON). */
+static const char *source_of(const char *headers, char *buf, size_t size)
+{
+	json_t *h, *v;
+
+	buf[0] = '\0';
+	if (!strstr(headers, "pgoutbox-source"))
+		return buf; /* the common case spares the parse */
+	h = json_loads(headers, 0, NULL);
+	v = json_object_get(h, "pgoutbox-source");
+	if (json_is_string(v))
+		snprintf(buf, size, "%s", json_string_value(v));
+	json_decref(h);
+	return buf;
+}
+
 /* Handles the entries of one read (an array of [id, fields]) in order.
  * Stops at the first failure (the rest stay pending, read again in order)
  * or when a stop is requested.  Returns DRILL to end the run. */
@@ -69,6 +90,7 @@ static outcome_t handle_entries(pgo_consumer_t *c, const redisReply *entries)
 		const redisReply *e = entries->element[i];
 		const redisReply *f;
 		pgo_inbox_msg_t m;
+		char source[PGO_SOURCE_MAX];
 		outcome_t o;
 
 		if (c->stop)
@@ -106,6 +128,7 @@ static outcome_t handle_entries(pgo_consumer_t *c, const redisReply *entries)
 		m.payload = field(f, "payload", "null");
 		m.headers = field(f, "headers", "{}");
 		m.created_at = field(f, "created_at", "");
+		m.source = source_of(m.headers, source, sizeof(source));
 		o = c->handler || c->exec_command
 			    ? pgo_consume_handle_one(c, &m)
 			    : pgo_consume_handle_one_sql(c, &m);

@@ -140,6 +140,11 @@ void pgo_consume_xack(pgo_consumer_t *c, const char *entry_id);
 
 /* --- consume_apply.c --- */
 
+/* The inbox's message id of m: "SOURCE/ID" for an event of a relay
+ * fleet (its "pgoutbox-source" header), else the event id; in buf or
+ * m->id. */
+const char *pgo_consume_inbox_key(const pgo_inbox_msg_t *m, char *buf,
+				  size_t size);
 /* BEGIN; claim; handler (exec or C); COMMIT. */
 outcome_t pgo_consume_handle_one(pgo_consumer_t *c, const pgo_inbox_msg_t *m);
 /* The same for the SQL handler, in one round trip (a pipeline). */

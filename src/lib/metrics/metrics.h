@@ -48,7 +48,9 @@ void pgo_metrics_destroy(pgo_metrics_t *m);
 
 /* Adds a family, listed in the order added.  name and help are kept as
  * given (string literals); bounds (histograms only, ascending, without
- * +Inf) too.  NULL without memory; every call below accepts NULL. */
+ * +Inf) too.  A family of that name already there is returned (NULL when
+ * its type differs).  NULL without memory; every call below accepts
+ * NULL. */
 pgo_metric_t *pgo_metrics_family(pgo_metrics_t *m, pgo_metric_type_t type,
 				 const char *name, const char *help,
 				 const double *bounds, int nbounds);
@@ -59,6 +61,11 @@ pgo_series_t *pgo_metric_series(pgo_metric_t *f, const char *labels);
 /* Removes every series of the family (gauges read from a query: queues
  * that are gone drop out). */
 void pgo_metric_clear(pgo_metric_t *f);
+/* Removes the series whose labels start with prefix (a fleet's database:
+ * `database="shard1",`): those of one relay of a shared registry. */
+void pgo_metric_clear_prefix(pgo_metric_t *f, const char *prefix);
+/* The same in every family of the registry (a fleet's database gone). */
+void pgo_metrics_clear_prefix(pgo_metrics_t *m, const char *prefix);
 
 /* Counters only go up; gauges are set; histograms observe. */
 void pgo_series_add(pgo_series_t *s, double v);

@@ -81,7 +81,14 @@ pgo_metric_t *pgo_metrics_family(pgo_metrics_t *m, pgo_metric_type_t type,
 {
 	pgo_metric_t *f;
 
-	if (!m || !(f = calloc(1, sizeof(*f))))
+	if (!m)
+		return NULL;
+	/* A fleet's relays share one registry: the family is made once,
+	 * each relay's series are labelled with its database. */
+	for (f = m->first; f; f = f->next)
+		if (strcmp(f->name, name) == 0)
+			return f->type == type ? f : NULL;
+	if (!(f = calloc(1, sizeof(*f))))
 		return NULL;
 	f->type = type;
 	f->name = name;
@@ -128,6 +135,31 @@ void pgo_metric_clear(pgo_metric_t *f)
 		return;
 	series_free(f->series);
 	f->series = NULL;
+}
+
+void pgo_metric_clear_prefix(pgo_metric_t *f, const char *prefix)
+{
+	size_t n = prefix ? strlen(prefix) : 0;
+
+	if (!f)
+		return;
+	for (pgo_series_t **p = &f->series; *p;) {
+		pgo_series_t *s = *p;
+
+		if (strncmp(s->labels, prefix ? prefix : "", n) != 0) {
+			p = &s->next;
+			continue;
+		}
+		*p = s->next;
+		s->next = NULL;
+		series_free(s);
+	}
+}
+
+void pgo_metrics_clear_prefix(pgo_metrics_t *m, const char *prefix)
+{
+	for (pgo_metric_t *f = m ? m->first : NULL; f; f = f->next)
+		pgo_metric_clear_prefix(f, prefix);
 }
 
 void pgo_series_add(pgo_series_t *s, double v)

@@ -718,12 +718,41 @@ static int by_id(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* A fleet's relay (fleet.c) names its database in each event's headers
+ * ("pgoutbox-source", last, so that it wins over a producer's own):
+ * consumers tell the shards apart, and the inbox keys on it.  The
+ * headers as they are for a relay of one database, or without memory. */
+static const char *source_headers(const pgo_relay_t *r, pgo_arena_t *arena,
+				  const char *headers)
+{
+	size_t n = strlen(headers), add;
+	char *out;
+
+	if (!r->database[0])
+		return headers;
+	while (n && headers[n - 1] != '}')
+		n--;
+	if (!n)
+		return headers; /* not an object: the headers' domain says it is
+				 */
+	n--;			/* drop the '}' */
+	add = strlen(r->database) + 40;
+	if (!(out = pgo_arena_alloc(arena, n + add)))
+		return headers;
+	memcpy(out, headers, n);
+	/* "{" alone, or "{..." with keys (jsonb writes no blanks inside). */
+	while (n > 1 && (out[n - 1] == ' ' || out[n - 1] == '\n'))
+		n--;
+	snprintf(out + n, add, "%s\"pgoutbox-source\": \"%s\"}",
+		 n > 1 ? ", " : "", r->database);
+	return out;
+}
+
 int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res)
 {
 	pgo_batch_t *b = &s->batch;
 	int n = PQntuples(res);
 
-	(void)r;
 	s->claimed = res;
 	b->n = (size_t)n;
 	b->arena = s->arena;
@@ -743,7 +772,8 @@ int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res)
 				 : PQgetvalue(res, i, COL_KEY);
 		e->type = PQgetvalue(res, i, COL_TYPE);
 		e->payload = PQgetvalue(res, i, COL_PAYLOAD);
-		e->headers = PQgetvalue(res, i, COL_HEADERS);
+		e->headers = source_headers(r, s->arena,
+					    PQgetvalue(res, i, COL_HEADERS));
 		e->created_at =
 			rfc3339(s->arena, PQgetvalue(res, i, COL_CREATED));
 		/* The row, until sorting: kept in attempts' neighbour. */

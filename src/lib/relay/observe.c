@@ -43,7 +43,8 @@ struct pgo_relay_metrics {
 	 * "up" or the next batch it takes. */
 	bool outage;
 	bool served; /* metrics.listen is set: someone reads the histograms */
-	char labels[256]; /* queue, sink, relay */
+	char labels[256];  /* queue, sink, relay (a fleet's: database first) */
+	char db_label[96]; /* a fleet's `database="name"`; "" for one */
 	/* The gauge connection (metrics.listen set only). */
 	pgo_conn_t conn;
 	pgo_conn_setup_t setup;
@@ -58,13 +59,12 @@ struct pgo_relay_metrics {
 	bool query_failed;  /* the last round failed (logged once) */
 };
 
-static void collect(void *arg);
-static bool ready(void *arg, char *why, size_t size);
-
 /* The relay's series in the registry, labelled L. */
 static void families(pgo_relay_t *r, pgo_relay_metrics_t *m, pgo_metrics_t *reg,
 		     const char *L)
 {
+	const char *D = m->db_label; /* the series labelled by nothing else */
+
 	const double *sb = pgo_metrics_seconds_buckets;
 	int nb = pgo_metrics_seconds_nbuckets;
 
@@ -157,14 +157,14 @@ static void families(pgo_relay_t *r, pgo_relay_metrics_t *m, pgo_metrics_t *reg,
 				   "Age of the oldest transaction holding back "
 				   "vacuum (pgoutbox.health())",
 				   NULL, 0),
-		"");
+		D);
 	m->slot_xmin_age = pgo_metric_series(
 		pgo_metrics_family(reg, PGO_METRIC_GAUGE,
 				   "pgoutbox_slot_xmin_age_transactions",
 				   "Transaction ids a replication slot pins "
 				   "behind (0: none)",
 				   NULL, 0),
-		"");
+		D);
 	m->gauges_ok = FAMILY(PGO_METRIC_GAUGE,
 			      "pgoutbox_gauges_last_success_timestamp_seconds",
 			      "When the database gauges were last read (Unix "
@@ -177,20 +177,33 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	pgo_relay_metrics_t *m = calloc(1, sizeof(*m));
-	pgo_endpoint_probe_t probe = {collect, ready, r};
+	pgo_endpoint_probe_t probe = {pgo_observe_collect, pgo_observe_ready,
+				      r};
 	const char *L;
 
 	if (!m)
 		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
 				     "out of memory for the relay's metrics");
 	r->stats.metrics = m;
-	r->stats.mon = pgo_monitor_new(r->loop, r->conf, r->subject, err);
-	if (!r->stats.mon)
-		return err->code;
-	pgo_monitor_probe(r->stats.mon, &probe);
-	L = pgo_metrics_labels(m->labels, sizeof(m->labels), "queue", v->queue,
-			       "sink", pgo_sink_name(r->sink), "relay", v->name,
-			       NULL);
+	if (!r->shared) {
+		r->stats.mon =
+			pgo_monitor_new(r->loop, r->conf, r->subject, err);
+		if (!r->stats.mon)
+			return err->code;
+		pgo_monitor_probe(r->stats.mon, &probe);
+	}
+	if (r->database[0]) {
+		pgo_metrics_labels(m->db_label, sizeof(m->db_label), "database",
+				   r->database, NULL);
+		L = pgo_metrics_labels(m->labels, sizeof(m->labels), "database",
+				       r->database, "queue", v->queue, "sink",
+				       pgo_sink_name(r->sink), "relay", v->name,
+				       NULL);
+	} else {
+		L = pgo_metrics_labels(m->labels, sizeof(m->labels), "queue",
+				       v->queue, "sink", pgo_sink_name(r->sink),
+				       "relay", v->name, NULL);
+	}
 	families(r, m, pgo_monitor_metrics(r->stats.mon), L);
 	pgo_series_set(m->sink_up, 1);
 	if (!*v->metrics_listen)
@@ -233,12 +246,12 @@ void pgo_observe_destroy(pgo_relay_t *r)
 		free(m);
 		r->stats.metrics = NULL;
 	}
-	pgo_monitor_destroy(r->stats.mon);
+	if (!r->shared) /* a fleet's is the fleet's */
+		pgo_monitor_destroy(r->stats.mon);
 	r->stats.mon = NULL;
 }
 
-/* Before a scrape: the counters and the gauges kept in memory. */
-static void collect(void *arg)
+void pgo_observe_collect(void *arg)
 {
 	pgo_relay_t *r = arg;
 	pgo_relay_metrics_t *m = r->stats.metrics;
@@ -271,8 +284,7 @@ bool pgo_observe_sink_up(const pgo_relay_t *r)
 	       !(r->stats.metrics && r->stats.metrics->outage);
 }
 
-/* /readyz: every claiming connection up and the sink taking events. */
-static bool ready(void *arg, char *why, size_t size)
+bool pgo_observe_ready(void *arg, char *why, size_t size)
 {
 	pgo_relay_t *r = arg;
 
@@ -361,6 +373,19 @@ void pgo_observe_acked(pgo_relay_t *r, const pgo_batch_t *b)
 	}
 }
 
+/* The labels of a queue's dead letters: `queue="q"`, or for a fleet's
+ * relay `database="name",queue="q"`. */
+static const char *dl_labels(const pgo_relay_metrics_t *m, char *buf,
+			     size_t size, const char *queue)
+{
+	if (!m->db_label[0])
+		return pgo_metrics_labels(buf, size, "queue", queue, NULL);
+	snprintf(buf, size, "%s,", m->db_label);
+	pgo_metrics_labels(buf + strlen(buf), size - strlen(buf), "queue",
+			   queue, NULL);
+	return buf;
+}
+
 /* The gauge round came back. */
 static void gauges_done(pgo_relay_t *r)
 {
@@ -368,7 +393,7 @@ static void gauges_done(pgo_relay_t *r)
 	pgo_relay_metrics_t *m = r->stats.metrics;
 	pgo_round_t *round = &m->conn.round;
 	PGresult *res;
-	char labels[160];
+	char labels[256];
 
 	m->busy = false;
 	if (round->failed || round->got < 5) {
@@ -385,19 +410,24 @@ static void gauges_done(pgo_relay_t *r)
 	pgo_series_set(m->pending, strtod(PQgetvalue(res, 0, 0), NULL));
 	pgo_series_set(m->oldest_due, strtod(PQgetvalue(res, 0, 1), NULL));
 	res = round->res[1];
-	pgo_metric_clear(m->dead_letters);
-	pgo_series_set(
-		pgo_metric_series(m->dead_letters,
-				  pgo_metrics_labels(labels, sizeof(labels),
-						     "queue", v->queue, NULL)),
-		0);
+	if (m->db_label[0]) { /* a fleet's: this database's series only */
+		char prefix[100];
+
+		snprintf(prefix, sizeof(prefix), "%s,", m->db_label);
+		pgo_metric_clear_prefix(m->dead_letters, prefix);
+	} else {
+		pgo_metric_clear(m->dead_letters);
+	}
+	pgo_series_set(pgo_metric_series(
+			       m->dead_letters,
+			       dl_labels(m, labels, sizeof(labels), v->queue)),
+		       0);
 	for (int i = 0; i < PQntuples(res); i++)
-		pgo_series_set(pgo_metric_series(
-				       m->dead_letters,
-				       pgo_metrics_labels(
-					       labels, sizeof(labels), "queue",
-					       PQgetvalue(res, i, 0), NULL)),
-			       strtod(PQgetvalue(res, i, 1), NULL));
+		pgo_series_set(
+			pgo_metric_series(m->dead_letters,
+					  dl_labels(m, labels, sizeof(labels),
+						    PQgetvalue(res, i, 0))),
+			strtod(PQgetvalue(res, i, 1), NULL));
 	pgo_series_set(m->slot_xmin_age,
 		       strtod(PQgetvalue(round->res[2], 0, 0), NULL));
 	pgo_series_set(m->slot_lag_bytes,

@@ -62,8 +62,6 @@ static void relay_error(pgo_relay_t *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void sink_health(void *ctx, int up, const char *reason);
-
 /* The slots' sessions: the relay's settings (claim.c), LISTEN on slot 0
  * only, the prepared claim, the checks a relay's session makes first. */
 static void setup_sessions(pgo_relay_t *r, const struct pgo_conf_values *v)
@@ -144,11 +142,14 @@ static bool init_slots(pgo_relay_t *r, pgo_conf_t *conf)
 	return true;
 }
 
-pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
+/* The relay's handle on its own loop, or on a fleet's (sh); its
+ * statements, slots and connections, the sink not attached.  NULL with
+ * err filled. */
+static pgo_relay_t *relay_make(pgo_conf_t *conf, pgo_sink_t *sink,
+			       const pgo_relay_shared_t *sh, pgo_error_t *err)
 {
 	const struct pgo_conf_values *v;
 	pgo_relay_t *r;
-	int rc;
 
 	if (!conf || !sink) {
 		pgo_error_set(err, PGO_ERR_INVALID, 0,
@@ -157,7 +158,14 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	}
 	v = pgo_conf_values(conf);
 	r = calloc(1, sizeof(*r));
-	if (!r || !(r->loop = pgo_loop_new())) {
+	if (r && sh) {
+		r->shared = true;
+		r->loop = sh->loop;
+		r->stats.mon = sh->mon;
+		snprintf(r->database, sizeof(r->database), "%s",
+			 sh->database ? sh->database : "");
+	}
+	if (!r || (!r->loop && !(r->loop = pgo_loop_new()))) {
 		free(r);
 		pgo_error_set(err, PGO_ERR_NOMEM, 1,
 			      "out of memory (or no pipe) for a relay");
@@ -165,14 +173,25 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	}
 	r->conf = conf;
 	r->sink = sink;
-	snprintf(r->subject, sizeof(r->subject), "relay %s -> %s", v->queue,
-		 pgo_sink_name(sink));
+	/* A fleet's relay names its database: "relay outbox@shard1 -> x". */
+	snprintf(r->subject, sizeof(r->subject), "relay %s%s%s -> %s", v->queue,
+		 r->database[0] ? "@" : "", r->database, pgo_sink_name(sink));
 	snprintf(r->app_name, sizeof(r->app_name), "pgoutbox relay %s",
 		 v->name && *v->name ? v->name : "");
 	r->mode = v->mode;
 	if (pgo_adopted_load(r, err) != PGO_OK ||
 	    pgo_wal_load(r, err) != PGO_OK) {
 		r->sink = NULL; /* not attached yet */
+		pgo_relay_destroy(r);
+		return NULL;
+	}
+	if (r->wal && r->shared) {
+		pgo_error_set(err, PGO_ERR_INVALID, 0,
+			      "%s: queue %s is captured through the WAL, which "
+			      "a fleet does not stream yet: run a relay of "
+			      "its own for this database",
+			      r->subject, v->queue);
+		r->sink = NULL;
 		pgo_relay_destroy(r);
 		return NULL;
 	}
@@ -193,9 +212,35 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 		return NULL;
 	}
 	r->rnd = (unsigned)getpid() ^ (unsigned)pgo_wall_us();
+	return r;
+}
+
+pgo_relay_t *pgo_relay_new_shared(pgo_conf_t *conf, pgo_sink_t *sink,
+				  const pgo_relay_shared_t *sh,
+				  pgo_error_t *err)
+{
+	pgo_relay_t *r = relay_make(conf, sink, sh, err);
+
+	if (!r)
+		return NULL;
+	if (pgo_observe_init(r, err) != PGO_OK) {
+		pgo_relay_destroy(r);
+		return NULL;
+	}
+	pgo_error_clear(err);
+	return r;
+}
+
+pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
+{
+	pgo_relay_t *r = relay_make(conf, sink, NULL, err);
+	int rc;
+
+	if (!r)
+		return NULL;
 	r->host.loop = r->loop;
 	r->host.done = r->wal ? pgo_wal_sink_done : pgo_cycle_sink_done;
-	r->host.health = sink_health;
+	r->host.health = pgo_relay_sink_health;
 	r->host.ctx = r;
 	rc = pgo_sink_attach(sink, &r->host);
 	if (rc != PGO_OK) {
@@ -227,13 +272,20 @@ void pgo_relay_destroy(pgo_relay_t *r)
 			pgo_sink_cancel(r->sink, &s->batch);
 		PQclear(s->claimed);
 		pgo_conn_close(&s->conn);
+		if (r->shared) /* the loop goes on without it */
+			pgo_loop_io_del(s->io);
 		pgo_arena_destroy(s->arena);
 		pgo_shards_free(s);
 	}
-	if (r->sink)
+	if (r->shared) {
+		pgo_loop_io_del(r->wake.io);
+		pgo_loop_io_del(r->floor.io);
+	}
+	if (r->sink && !r->shared)
 		pgo_sink_detach(r->sink);
 	pgo_observe_destroy(r);
-	pgo_loop_destroy(r->loop);
+	if (!r->shared)
+		pgo_loop_destroy(r->loop);
 	pgo_adopted_free(r);
 	pgo_wal_free(r);
 	pgo_floor_free(r);
@@ -264,7 +316,7 @@ const char *pgo_relay_errmsg(const pgo_relay_t *r)
 
 /* The sink host's health(): pause claiming while the downstream is
  * down. */
-static void sink_health(void *ctx, int up, const char *reason)
+void pgo_relay_sink_health(void *ctx, int up, const char *reason)
 {
 	pgo_relay_t *r = ctx;
 
@@ -350,7 +402,8 @@ static void begin_stop(pgo_relay_t *r, int64_t now)
 	pgo_log(PGO_LOG_INFO, r->subject,
 		"stopping: finishing the batches in flight");
 	pgo_observe_stopping(r);
-	pgo_sink_drain(r->sink, r->run.drain_until);
+	if (!r->shared) /* a fleet drains its sink once, for all */
+		pgo_sink_drain(r->sink, r->run.drain_until);
 }
 
 /* What one turn waits for at most: the relay's own deadlines (the sink's
@@ -454,15 +507,32 @@ static bool step_slots(pgo_relay_t *r)
  * (shard leases are session advisory locks) are refused, the concurrent
  * mode runs without LISTEN, prepared statements and session settings.
  * PGO_ERR_INVALID (errmsg set) for a refusal. */
-static int check_pooler(pgo_relay_t *r)
+static int check_pooler(pgo_relay_t *r, bool wait)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	pgo_pooler_t kind;
 
-	if (pgo_pooler_wait(r->conf, r->app_name, r->subject, r->loop,
-			    &r->run.stop, &kind) != PGO_OK ||
-	    kind < PGO_POOLER_TRANSACTION)
-		return PGO_OK; /* stopped first, or a session of our own */
+	if (!wait) {
+		/* A fleet's relay: one probe (its connect blocks the loop
+		 * up to database.connect_timeout); the fleet asks again. */
+		pgo_error_t err;
+
+		if (pgo_pooler_probe(r->conf, r->app_name, &kind, &err) !=
+		    PGO_OK) {
+			if (pgo_conn_start_refusal(r->conf, err.msg, true,
+						   NULL) == PGO_OK) {
+				pgo_outage_failed(pgo_outage_of(r->subject),
+						  r->subject, false, err.msg);
+				return PGO_ERR_AGAIN;
+			}
+			kind = PGO_POOLER_NONE; /* the slots say why */
+		}
+	} else if (pgo_pooler_wait(r->conf, r->app_name, r->subject, r->loop,
+				   &r->run.stop, &kind) != PGO_OK) {
+		return PGO_OK; /* stopped first */
+	}
+	if (kind < PGO_POOLER_TRANSACTION)
+		return PGO_OK; /* a session of our own */
 	if (kind == PGO_POOLER_STATEMENT) {
 		relay_error(r,
 			    "the database connection goes through %s: a relay "
@@ -653,8 +723,7 @@ static void schedule_slots(pgo_relay_t *r, int64_t now, bool paused)
 	}
 }
 
-/* Slots inside a cycle. */
-static int busy_slots(const pgo_relay_t *r)
+int pgo_relay_busy(const pgo_relay_t *r)
 {
 	int busy = 0;
 
@@ -664,35 +733,17 @@ static int busy_slots(const pgo_relay_t *r)
 	return busy;
 }
 
-/* Waits for the turn's events: the sink's watchers and timers run inside
- * it (and may settle batches); the slots' sockets are stepped after it.
- * Returns false when the loop failed (errmsg set). */
-static bool wait_turn(pgo_relay_t *r, int64_t now, int64_t retry_next,
-		      bool paused)
-{
-	int rc = pgo_loop_run_once(
-		r->loop,
-		pgo_deadline_min(
-			pgo_deadline_min(turn_deadline(r, retry_next, paused),
-					 pgo_floor_turn(r, now)),
-			pgo_observe_turn(r, now)));
-
-	if (rc < 0) {
-		relay_error(r, "poll: %s", strerror(-rc));
-		return false;
-	}
-	return true;
-}
-
 /* The run is over: leave the memberships (unless a fatal error ended
  * it), close every connection. */
 static int run_end(pgo_relay_t *r, bool fatal)
 {
 	pgo_wake_close(r);
 	pgo_floor_close(r);
+	for (int i = 0; i < r->nslots && !fatal; i++)
+		if (!r->slots[i].leases.leaving)
+			pgo_shards_leave_send(r, &r->slots[i]);
 	for (int i = 0; i < r->nslots; i++) {
-		if (!fatal)
-			pgo_shards_leave(r, &r->slots[i]);
+		pgo_shards_leave_finish(r, &r->slots[i]);
 		pgo_conn_close(&r->slots[i].conn);
 	}
 	if (fatal)
@@ -702,34 +753,89 @@ static int run_end(pgo_relay_t *r, bool fatal)
 	return PGO_OK;
 }
 
-int pgo_relay_run(pgo_relay_t *r)
+int pgo_relay_begin(pgo_relay_t *r, bool wait)
 {
-	bool fatal = false;
+	int rc = check_pooler(r, wait);
 
-	if (r->wal)
-		return pgo_wal_run(r);
-	if (check_pooler(r) != PGO_OK) {
+	if (rc == PGO_ERR_AGAIN)
+		return rc;
+	if (rc != PGO_OK) {
 		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
 		return PGO_ERR_INVALID;
 	}
 	run_start(r, pgo_now_ms());
-	for (;;) {
-		int64_t now = pgo_now_ms();
-		int64_t retry_next = turn_timers(r, now);
-		bool paused = r->outage.down || now < r->outage.pause_until;
+	return PGO_OK;
+}
 
-		schedule_slots(r, now, paused);
-		pgo_wake_schedule(r, now);
-		if (r->run.stop && now >= r->run.drain_until)
-			drain_expired(r);
-		/* Stop once every batch in flight has settled. */
-		if ((r->run.stop && busy_slots(r) == 0) || fatal)
-			break;
-		if (!wait_turn(r, now, retry_next, paused))
-			return PGO_ERR_IO;
-		if (!step_slots(r) || r->members.refused)
-			fatal = true;
-		pgo_observe_step(r);
+int64_t pgo_relay_turn_prepare(pgo_relay_t *r, int64_t now, bool *over)
+{
+	relay_turn_t *t = &r->turn;
+	int64_t deadline;
+
+	t->retry_next = turn_timers(r, now);
+	t->paused = r->outage.down || now < r->outage.pause_until;
+	schedule_slots(r, now, t->paused);
+	pgo_wake_schedule(r, now);
+	if (r->run.stop && now >= r->run.drain_until)
+		drain_expired(r);
+	/* Stop once every batch in flight has settled. */
+	*over = (r->run.stop && pgo_relay_busy(r) == 0) || t->fatal;
+	if (*over)
+		return 0;
+	/* The sink's watchers and timers run inside the loop's wait (and
+	 * may settle batches); the slots' sockets are stepped after it. */
+	deadline = turn_deadline(r, t->retry_next, t->paused);
+	deadline = pgo_deadline_min(deadline, pgo_floor_turn(r, now));
+	return pgo_deadline_min(deadline, pgo_observe_turn(r, now));
+}
+
+void pgo_relay_turn_step(pgo_relay_t *r)
+{
+	if (!step_slots(r) || r->members.refused)
+		r->turn.fatal = true;
+	pgo_observe_step(r);
+}
+
+void pgo_relay_end_send(pgo_relay_t *r)
+{
+	/* As run_end() goes: the sleeper lock and the floor's probe go
+	 * first. */
+	pgo_wake_close(r);
+	pgo_floor_close(r);
+	for (int i = 0; i < r->nslots && !r->turn.fatal; i++)
+		pgo_shards_leave_send(r, &r->slots[i]);
+}
+
+int pgo_relay_end(pgo_relay_t *r)
+{
+	return run_end(r, r->turn.fatal);
+}
+
+int pgo_relay_run(pgo_relay_t *r)
+{
+	int rc;
+
+	if (r->wal)
+		return pgo_wal_run(r);
+	if (r->shared) {
+		relay_error(r, "a fleet's relay runs in the fleet's loop");
+		return PGO_ERR_INVALID;
 	}
-	return run_end(r, fatal);
+	if (pgo_relay_begin(r, true) != PGO_OK)
+		return PGO_ERR_INVALID;
+	for (;;) {
+		bool over;
+		int64_t deadline =
+			pgo_relay_turn_prepare(r, pgo_now_ms(), &over);
+
+		if (over)
+			break;
+		rc = pgo_loop_run_once(r->loop, deadline);
+		if (rc < 0) {
+			relay_error(r, "poll: %s", strerror(-rc));
+			return PGO_ERR_IO;
+		}
+		pgo_relay_turn_step(r);
+	}
+	return pgo_relay_end(r);
 }

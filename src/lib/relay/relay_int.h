@@ -17,11 +17,14 @@
  *   floor.c   the claim floor, probed on a connection of its own
  *   wal.c     a queue captured through the WAL: the streaming relay
  *             that runs instead of the slots (wal.h)
+ *   fleet.c   many databases on one loop and one sink: a relay each,
+ *             turned in halves (pgo_relay_turn_*), the sink's host
  *
- * Calls point one way, down this list: relay.c wires the others and
- * runs the turns; cycle.c calls claim.c, settle.c, shards.c, floor.c and
- * observe.c; shards.c calls observe.c; floor.c calls claim.c.  Nothing
- * calls back into relay.c or cycle.c: what they share is the handle.
+ * Calls point one way, down this list (fleet.c above relay.c: it runs
+ * its relays' turns and hands cycle.c the sink's done()): relay.c wires
+ * the others and runs the turns; cycle.c calls claim.c, settle.c, shards.c,
+ * floor.c and observe.c; shards.c calls observe.c; floor.c calls claim.c.
+ * Nothing calls back into relay.c or cycle.c: what they share is the handle.
  * The decisions that need no server (the claim SQL, the slot's
  * transitions, what a claim or a lease round changed, the settle plan)
  * are pure functions declared here, tested by tests/unit/test_claim.c,
@@ -110,6 +113,7 @@ typedef struct slot_leases {
 	char leader_epoch[24]; /* strict mode: epoch of the leader lease */
 	int64_t next_round;    /* monotonic ms: the next lease round or beat */
 	bool beating;	       /* its round in flight has the beat */
+	bool leaving;	       /* shutdown: its leave() was sent */
 	bool locking;	       /* ... after the rebalance lock */
 } slot_leases_t;
 
@@ -241,6 +245,23 @@ typedef struct relay_run {
 	int fatal_code;		      /* of the setup refusal that ended it */
 } relay_run_t;
 
+/* A turn of the relay's loop (pgo_relay_turn_*): what its first half
+ * decided for the second, and how the run stands. */
+typedef struct relay_turn {
+	int64_t retry_next; /* the next retry due (0: none) */
+	bool paused;	    /* the sink's outage: no claims this turn */
+	bool fatal;	    /* a fatal error ends the run */
+} relay_turn_t;
+
+/* What a relay of a fleet (fleet.c) shares with the fleet's other
+ * relays: the loop, the sink (the fleet attaches it and is its host),
+ * the metrics and their endpoint; and the name of its database. */
+typedef struct pgo_relay_shared {
+	pgo_loop_t *loop;
+	struct pgo_monitor *mon;
+	const char *database; /* in subjects, labels, the source header */
+} pgo_relay_shared_t;
+
 struct pgo_relay {
 	/* What it relays, fixed at start. */
 	pgo_conf_t *conf;  /* the configuration (reloadable keys change) */
@@ -273,7 +294,39 @@ struct pgo_relay {
 	relay_members_t members; /* membership, the mode check (shards.c) */
 	relay_stats_t stats;	 /* stats line, metrics (observe.c) */
 	relay_run_t run;	 /* stop, reload, how it ended */
+	relay_turn_t turn;	 /* the loop's turn (pgo_relay_turn_*) */
+	/* A fleet's relay: the loop, sink and monitor are the fleet's. */
+	bool shared;
+	char database[PGO_DB_NAME_MAX + 1]; /* its name ("": one database) */
 };
+
+/* relay.c: a relay in a fleet's loop (fleet.c) */
+
+/* A relay of conf's database into sink, on the fleet's loop and metrics
+ * (sh); the sink is the fleet's to attach.  NULL with err filled. */
+pgo_relay_t *pgo_relay_new_shared(pgo_conf_t *conf, pgo_sink_t *sink,
+				  const pgo_relay_shared_t *sh,
+				  pgo_error_t *err);
+/* Before the first turn: the pooler probe (once: PGO_ERR_AGAIN while
+ * the database cannot be reached; wait: until it can, turning the loop),
+ * then the run's timers.  PGO_ERR_INVALID (errmsg set) for a refusal. */
+int pgo_relay_begin(pgo_relay_t *r, bool wait);
+/* The first half of a turn: timers, reload, stop, the slots' scheduling.
+ * Returns the relay's deadline for the loop's wait (0: none), or sets
+ * *over when the run is over (stopped and drained, or fatal). */
+int64_t pgo_relay_turn_prepare(pgo_relay_t *r, int64_t now, bool *over);
+/* The second half, after the loop's wait: every connection stepped. */
+void pgo_relay_turn_step(pgo_relay_t *r);
+/* The run is over: leave the memberships, close the connections.
+ * PGO_OK, or the fatal error's code. */
+int pgo_relay_end(pgo_relay_t *r);
+/* Before pgo_relay_end(): sends the memberships' leave() without
+ * waiting, so that a fleet ending many relays waits once for all. */
+void pgo_relay_end_send(pgo_relay_t *r);
+/* The sink host's health(), for one relay. */
+void pgo_relay_sink_health(void *ctx, int up, const char *reason);
+/* Slots inside a cycle. */
+int pgo_relay_busy(const pgo_relay_t *r);
 
 /* claim.c: SQL texts, parameters and the batch (no I/O) */
 
@@ -460,6 +513,11 @@ void pgo_observe_destroy(pgo_relay_t *r);
 int64_t pgo_observe_turn(pgo_relay_t *r, int64_t now);
 /* After the loop's turn: drives the gauges' connection. */
 void pgo_observe_step(pgo_relay_t *r);
+/* Before a scrape: the counters and the gauges kept in memory. */
+void pgo_observe_collect(void *relay);
+/* /readyz: every claiming connection up and the sink taking events;
+ * false with why. */
+bool pgo_observe_ready(void *relay, char *why, size_t size);
 void pgo_observe_stopping(pgo_relay_t *r);
 /* The sink takes events (not down, no batch refused since). */
 bool pgo_observe_sink_up(const pgo_relay_t *r);
@@ -536,6 +594,10 @@ bool pgo_shards_send(pgo_relay_t *r, slot_t *s);
 void pgo_shards_done(pgo_relay_t *r, slot_t *s);
 /* Shutdown: releases the slot's leases and member row (blocking, short). */
 void pgo_shards_leave(pgo_relay_t *r, slot_t *s);
+/* The same in two steps: the statement sent (false: nothing to leave or
+ * it could not be sent), then its answer waited for. */
+bool pgo_shards_leave_send(pgo_relay_t *r, slot_t *s);
+void pgo_shards_leave_finish(pgo_relay_t *r, slot_t *s);
 
 /* What a lease round changed for a slot (pgo_shards_change()). */
 typedef struct pgo_lease_change {

@@ -482,22 +482,43 @@ void pgo_shards_done(pgo_relay_t *r, slot_t *s)
 	pgo_conn_round_clear(&s->conn);
 }
 
-void pgo_shards_leave(pgo_relay_t *r, slot_t *s)
+bool pgo_shards_leave_send(pgo_relay_t *r, slot_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	const char *params[2] = {v->queue, s->leases.member};
-	PGresult *res;
 
 	/* At shutdown only: a short blocking call on an idle connection,
-	 * so that the others need not wait to see this member gone. */
+	 * so that the others need not wait to see this member gone.  Sent
+	 * here, its answer waited for by pgo_shards_leave_finish(): a
+	 * fleet sends every database's before it waits for any. */
 	if (!member_slot(r, s) || s->conn.state != PGO_CONN_READY ||
 	    !PQexitPipelineMode(s->conn.pg) ||
-	    PQsetnonblocking(s->conn.pg, 0) != 0)
+	    PQsetnonblocking(s->conn.pg, 0) != 0 ||
+	    !PQsendQueryParams(s->conn.pg, "SELECT pgoutbox.leave($1, $2)", 2,
+			       NULL, params, NULL, NULL, 0))
+		return false;
+	s->leases.leaving = true;
+	return true;
+}
+
+void pgo_shards_leave_finish(pgo_relay_t *r, slot_t *s)
+{
+	PGresult *res;
+
+	if (!s->leases.leaving)
 		return;
-	res = PQexecParams(s->conn.pg, "SELECT pgoutbox.leave($1, $2)", 2, NULL,
-			   params, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		pgo_log(PGO_LOG_WARN, r->subject, "member %s: leave: %s",
-			s->leases.member, pgo_pq_msg(s->conn.pg, res));
-	PQclear(res);
+	s->leases.leaving = false;
+	while ((res = PQgetResult(s->conn.pg))) {
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			pgo_log(PGO_LOG_WARN, r->subject,
+				"member %s: leave: %s", s->leases.member,
+				pgo_pq_msg(s->conn.pg, res));
+		PQclear(res);
+	}
+}
+
+void pgo_shards_leave(pgo_relay_t *r, slot_t *s)
+{
+	if (pgo_shards_leave_send(r, s))
+		pgo_shards_leave_finish(r, s);
 }
