@@ -252,7 +252,7 @@ static void sched_refuse(pgo_scheduler_t *s, int code, const char *why)
 static void sched_connect(pgo_scheduler_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(s->conf);
-	char timeout[24], app[80];
+	char timeout[24], app[80], what[512];
 	const char *keys[] = {"connect_timeout", "dbname", "application_name",
 			      NULL};
 	const char *vals[] = {
@@ -298,8 +298,11 @@ static void sched_connect(pgo_scheduler_t *s)
 			" ms)",
 			s->o.grace_ms, s->o.clock_offset_ms);
 	s->connected_once = true;
+	/* Which server: after a failover, the promoted one. */
+	snprintf(what, sizeof(what), "connected again to %s on %s:%s",
+		 PQdb(s->pg), PQhost(s->pg), PQport(s->pg));
 	pgo_outage_up(pgo_outage_of(s->subject), s->subject,
-		      s->down_logged ? "connected again" : NULL);
+		      s->down_logged ? what : NULL);
 	s->down_logged = false;
 	s->backoff = 100;
 }

@@ -86,7 +86,7 @@ int pgo_consume_ensure_pg(pgo_consumer_t *c)
 			      NULL};
 	const char *vals[] = {c->db_url, "pgoutbox consume", "10", NULL};
 	pgo_error_t err;
-	char sql[96];
+	char sql[96], what[512];
 	int rc;
 
 	if (c->pg && PQstatus(c->pg) == CONNECTION_OK)
@@ -137,8 +137,10 @@ int pgo_consume_ensure_pg(pgo_consumer_t *c)
 	c->pg_backoff = BACKOFF_MIN_MS;
 	c->pg_ever = true;
 	c->pending_mode = true; /* anything in flight may have failed */
-	pgo_outage_up(pgo_outage_of(c->subject), c->subject,
-		      "connected to PostgreSQL");
+	/* Which server: after a failover, the promoted one. */
+	snprintf(what, sizeof(what), "connected to %s on %s:%s", PQdb(c->pg),
+		 PQhost(c->pg), PQport(c->pg));
+	pgo_outage_up(pgo_outage_of(c->subject), c->subject, what);
 	return PGO_OK;
 }
 
