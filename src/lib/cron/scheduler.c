@@ -251,22 +251,12 @@ static void sched_refuse(pgo_scheduler_t *s, int code, const char *why)
 
 static void sched_connect(pgo_scheduler_t *s)
 {
-	const struct pgo_conf_values *v = pgo_conf_values(s->conf);
 	char timeout[24], app[80], what[512];
-	const char *keys[] = {"connect_timeout", "dbname", "application_name",
-			      NULL};
-	const char *vals[] = {
-		timeout, v->db_url && *v->db_url ? v->db_url : NULL, app, NULL};
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 	pgo_error_t err;
 
-	snprintf(timeout, sizeof(timeout), "%lld",
-		 (long long)(v->connect_timeout + 999) / 1000);
 	snprintf(app, sizeof(app), "pgoutbox cron %.50s", s->name);
-	if (!vals[1]) {
-		keys[1] = "application_name";
-		vals[1] = app;
-		keys[2] = NULL;
-	}
+	pgo_conn_params(s->conf, app, keys, vals, timeout);
 	s->pg = PQconnectdbParams(keys, vals, 1);
 	/* At start, what no retry fixes stops the scheduler (conn.c's rule);
 	 * after a first session every failure is an outage. */

@@ -8,6 +8,7 @@
  * settings for its own transaction.  Nothing here blocks; a lost
  * server sends the connection to DOWN with an exponential backoff.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -348,41 +349,62 @@ void pgo_conn_drop(pgo_conn_t *c, const char *why)
 		c->backoff = v->reconnect_max;
 }
 
-void pgo_conn_params(const pgo_conf_t *conf, const char *app_name,
-		     const char *keys[8], const char *vals[8], char timeout[24])
+void pgo_conn_params_url(const char *db_url, int64_t connect_timeout_ms,
+			 const char *app_name, const char *keys[PGO_CONN_KEYS],
+			 const char *vals[PGO_CONN_KEYS], char timeout[24])
 {
-	const struct pgo_conf_values *v = pgo_conf_values(conf);
-	static const char *const names[] = {
-		"connect_timeout",  "keepalives",
-		"keepalives_idle",  "keepalives_interval",
-		"keepalives_count", "dbname",
-		"application_name", NULL};
+	static const char *const names[] = {"connect_timeout",
+					    "keepalives",
+					    "keepalives_idle",
+					    "keepalives_interval",
+					    "keepalives_count",
+					    "tcp_user_timeout",
+					    "dbname",
+					    "application_name",
+					    NULL};
+	int i = 0;
 
-	for (int i = 0; i < 8; i++)
+	for (; names[i]; i++)
 		keys[i] = names[i];
+	keys[i] = NULL;
 	snprintf(timeout, 24, "%lld",
-		 (long long)(v->connect_timeout + 999) / 1000);
+		 (long long)(connect_timeout_ms + 999) / 1000);
 	/* Defaults come before dbname so that a URL can override them;
-	 * application_name comes after so that status can find relays. */
+	 * application_name comes after so that status can find relays.
+	 * Keepalives notice an idle connection whose server vanished in
+	 * 10 + 3 x 5 s; tcp_user_timeout one whose bytes sent go
+	 * unacknowledged as long. */
 	vals[0] = timeout;
 	vals[1] = "1";
-	vals[2] = "10";
-	vals[3] = "5";
-	vals[4] = "3";
-	vals[5] = v->db_url && *v->db_url ? v->db_url : NULL;
-	vals[6] = app_name;
-	vals[7] = NULL;
-	if (!vals[5]) {
-		keys[5] = "application_name";
-		vals[5] = app_name;
-		keys[6] = NULL;
+	vals[2] = PGO_CONN_KEEPALIVES_IDLE;
+	vals[3] = PGO_CONN_KEEPALIVES_INTERVAL;
+	vals[4] = PGO_CONN_KEEPALIVES_COUNT;
+	vals[5] = PGO_CONN_TCP_USER_TIMEOUT;
+	vals[6] = db_url && *db_url ? db_url : NULL;
+	vals[7] = app_name;
+	vals[8] = NULL;
+	if (!vals[6]) {
+		keys[6] = "application_name";
+		vals[6] = app_name;
+		keys[7] = NULL;
+		vals[7] = NULL;
 	}
+}
+
+void pgo_conn_params(const pgo_conf_t *conf, const char *app_name,
+		     const char *keys[PGO_CONN_KEYS],
+		     const char *vals[PGO_CONN_KEYS], char timeout[24])
+{
+	const struct pgo_conf_values *v = pgo_conf_values(conf);
+
+	pgo_conn_params_url(v->db_url, v->connect_timeout, app_name, keys, vals,
+			    timeout);
 }
 
 void pgo_conn_kick(pgo_conn_t *c, int64_t now)
 {
 	char timeout[24];
-	const char *keys[8], *vals[8];
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 
 	if (c->state != PGO_CONN_DOWN || now < c->retry_at || c->refused)
 		return;
@@ -834,4 +856,144 @@ pgo_conn_event_t pgo_conn_step(pgo_conn_t *c, short revents)
 		return finish_setup(c);
 	c->state = PGO_CONN_READY;
 	return PGO_CONN_EV_ROUND;
+}
+
+/* --- one request at a time with a deadline (blocking runners) --- */
+
+/* A stop request is seen within this while a wait goes on. */
+#define WAIT_SLICE_MS 100
+/* After a stop request, a reply is still waited for this long: a healthy
+ * server answers a message's statement in time, a hung one is given up. */
+#define STOP_GRACE_MS 500
+
+/* Waits for fd (events) until deadline, or a stop request's grace (from
+ * *stop_by, set at the first sight of it); READY when it polled. */
+static pgo_pq_wait_t wait_fd(int fd, short events, int64_t deadline,
+			     volatile sig_atomic_t *stop, int64_t *stop_by)
+{
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = events};
+		int64_t now = pgo_now_ms(), ms = WAIT_SLICE_MS;
+
+		if (stop && *stop && !*stop_by)
+			*stop_by = now + STOP_GRACE_MS;
+		if (*stop_by && now >= *stop_by)
+			return PGO_PQ_STOPPED;
+		if (deadline && now >= deadline)
+			return PGO_PQ_TIMEOUT;
+		if (deadline && deadline - now < ms)
+			ms = deadline - now;
+		if (*stop_by && *stop_by - now < ms)
+			ms = *stop_by - now;
+		if (poll(&pfd, 1, (int)ms) > 0)
+			return PGO_PQ_READY;
+	}
+}
+
+pgo_pq_wait_t pgo_pq_await(PGconn *pg, int64_t deadline,
+			   volatile sig_atomic_t *stop)
+{
+	int fd = PQsocket(pg);
+	int64_t stop_by = 0;
+
+	if (fd < 0 || PQstatus(pg) == CONNECTION_BAD)
+		return PGO_PQ_LOST;
+	for (;;) {
+		int pending = PQflush(pg);
+		pgo_pq_wait_t w;
+
+		if (pending < 0)
+			return PGO_PQ_LOST;
+		if (!pending && !PQisBusy(pg))
+			return PGO_PQ_READY;
+		w = wait_fd(fd, (short)(POLLIN | (pending ? POLLOUT : 0)),
+			    deadline, stop, &stop_by);
+		if (w != PGO_PQ_READY)
+			return w;
+		if (!PQconsumeInput(pg))
+			return PGO_PQ_LOST;
+	}
+}
+
+PGconn *pgo_pq_connect(const char *const *keys, const char *const *vals,
+		       int64_t deadline, volatile sig_atomic_t *stop,
+		       pgo_pq_wait_t *how)
+{
+	PGconn *pg = PQconnectStartParams(keys, vals, 1);
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+	int64_t stop_by = 0;
+
+	*how = PGO_PQ_LOST;
+	if (!pg || PQstatus(pg) == CONNECTION_BAD)
+		return pg;
+	for (;;) {
+		pgo_pq_wait_t w;
+
+		if (st == PGRES_POLLING_OK) {
+			*how = PGO_PQ_READY;
+			return pg;
+		}
+		if (st == PGRES_POLLING_FAILED)
+			return pg;
+		/* libpq may change the socket (another host of a list). */
+		w = wait_fd(PQsocket(pg),
+			    st == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+			    deadline, stop, &stop_by);
+		if (w != PGO_PQ_READY) {
+			*how = w;
+			return pg;
+		}
+		st = PQconnectPoll(pg);
+	}
+}
+
+PGresult *pgo_pq_exec(PGconn *pg, const char *sql, int n,
+		      const char *const *values, int64_t deadline,
+		      volatile sig_atomic_t *stop, pgo_pq_wait_t *how)
+{
+	PGresult *last = NULL;
+
+	*how = PGO_PQ_LOST;
+	if (!PQsendQueryParams(pg, sql, n, NULL, values, NULL, NULL, 0))
+		return NULL;
+	/* As PQexec(): every result read, the last one kept. */
+	for (;;) {
+		PGresult *r;
+
+		*how = pgo_pq_await(pg, deadline, stop);
+		if (*how != PGO_PQ_READY) {
+			PQclear(last);
+			return NULL;
+		}
+		r = PQgetResult(pg);
+		if (!r)
+			break;
+		PQclear(last);
+		last = r;
+	}
+	if (!last || PQstatus(pg) == CONNECTION_BAD) {
+		PQclear(last);
+		*how = PGO_PQ_LOST;
+		return NULL;
+	}
+	return last;
+}
+
+const char *pgo_pq_wait_why(PGconn *pg, pgo_pq_wait_t how, int64_t limit,
+			    char *buf, size_t len)
+{
+	switch (how) {
+	case PGO_PQ_TIMEOUT:
+		snprintf(buf, len,
+			 "no reply from PostgreSQL within %lld ms (server or "
+			 "network hung)",
+			 (long long)limit);
+		break;
+	case PGO_PQ_STOPPED: snprintf(buf, len, "stopping"); break;
+	default:
+		snprintf(buf, len, "%s",
+			 pg ? pgo_pq_msg(pg, NULL) : "out of memory");
+		break;
+	}
+	return buf;
 }

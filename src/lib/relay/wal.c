@@ -240,7 +240,7 @@ double pgo_wal_lag_seconds(const pgo_relay_t *r)
 
 int pgo_wal_load(pgo_relay_t *r, pgo_error_t *err)
 {
-	const char *keys[10], *vals[10];
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 	char timeout[24];
 	const char *name = pgo_conf_values(r->conf)->queue;
 	PGconn *pg;
