@@ -915,9 +915,10 @@ pgo_pq_wait_t pgo_pq_await(PGconn *pg, int64_t deadline,
 	}
 }
 
-PGconn *pgo_pq_connect(const char *const *keys, const char *const *vals,
-		       int64_t deadline, volatile sig_atomic_t *stop,
-		       pgo_pq_wait_t *how)
+/* One connection attempt, given up at deadline or a stop. */
+static PGconn *connect_one(const char *const *keys, const char *const *vals,
+			   int64_t deadline, volatile sig_atomic_t *stop,
+			   pgo_pq_wait_t *how)
 {
 	PGconn *pg = PQconnectStartParams(keys, vals, 1);
 	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
@@ -935,7 +936,7 @@ PGconn *pgo_pq_connect(const char *const *keys, const char *const *vals,
 		}
 		if (st == PGRES_POLLING_FAILED)
 			return pg;
-		/* libpq may change the socket (another host of a list). */
+		/* libpq may change the socket (another address). */
 		w = wait_fd(PQsocket(pg),
 			    st == PGRES_POLLING_READING ? POLLIN : POLLOUT,
 			    deadline, stop, &stop_by);
@@ -945,6 +946,101 @@ PGconn *pgo_pq_connect(const char *const *keys, const char *const *vals,
 		}
 		st = PQconnectPoll(pg);
 	}
+}
+
+/* Item i of a libpq comma list (a list of one: that one for every i). */
+static const char *list_item(const char *list, int i, char *buf, size_t len)
+{
+	const char *p = list;
+
+	if (!strchr(list, ','))
+		return list;
+	for (; i > 0 && p; i--) {
+		p = strchr(p, ',');
+		if (p)
+			p++;
+	}
+	snprintf(buf, len, "%.*s", p ? (int)strcspn(p, ",") : 0, p ? p : "");
+	return buf;
+}
+
+static int list_len(const char *list)
+{
+	int n = list && *list ? 1 : 0;
+
+	for (; list && *list; list++)
+		n += *list == ',';
+	return n;
+}
+
+static const char *option_of(const PQconninfoOption *o, const char *key,
+			     const char *env)
+{
+	for (; o && o->keyword; o++)
+		if (strcmp(o->keyword, key) == 0 && o->val && *o->val)
+			return o->val;
+	return getenv(env);
+}
+
+PGconn *pgo_pq_connect(const char *const *keys, const char *const *vals,
+		       int64_t per_host_ms, volatile sig_atomic_t *stop,
+		       pgo_pq_wait_t *how)
+{
+	const char *k[PGO_CONN_KEYS + 4], *v[PGO_CONN_KEYS + 4];
+	const char *url = NULL, *host, *addr, *port;
+	char hbuf[256], abuf[64], pbuf[16];
+	PQconninfoOption *opts;
+	PGconn *pg = NULL;
+	int n = 0, hosts;
+
+	for (; keys[n] && n < PGO_CONN_KEYS; n++) {
+		k[n] = keys[n];
+		v[n] = vals[n];
+		if (strcmp(keys[n], "dbname") == 0)
+			url = vals[n];
+	}
+	/* A list of hosts is tried one at a time, each within per_host_ms,
+	 * as libpq's connect_timeout does in PQconnectdb (PQconnectPoll
+	 * has no timeout): a host gone without a word must not hold the
+	 * attempt up forever, nor keep it from the next host. */
+	opts = url ? PQconninfoParse(url, NULL) : NULL;
+	host = option_of(opts, "host", "PGHOST");
+	addr = option_of(opts, "hostaddr", "PGHOSTADDR");
+	port = option_of(opts, "port", "PGPORT");
+	hosts = list_len(host) > list_len(addr) ? list_len(host)
+						: list_len(addr);
+	if (hosts <= 1) {
+		PQconninfoFree(opts);
+		return connect_one(keys, vals,
+				   per_host_ms ? pgo_now_ms() + per_host_ms : 0,
+				   stop, how);
+	}
+	for (int i = 0; i < hosts; i++) {
+		int m = n;
+
+		if (host && *host) {
+			k[m] = "host";
+			v[m++] = list_item(host, i, hbuf, sizeof(hbuf));
+		}
+		if (addr && *addr) {
+			k[m] = "hostaddr";
+			v[m++] = list_item(addr, i, abuf, sizeof(abuf));
+		}
+		if (port && *port) {
+			k[m] = "port";
+			v[m++] = list_item(port, i, pbuf, sizeof(pbuf));
+		}
+		k[m] = NULL;
+		v[m] = NULL;
+		PQfinish(pg);
+		pg = connect_one(k, v,
+				 per_host_ms ? pgo_now_ms() + per_host_ms : 0,
+				 stop, how);
+		if (*how == PGO_PQ_READY || *how == PGO_PQ_STOPPED)
+			break;
+	}
+	PQconninfoFree(opts);
+	return pg;
 }
 
 PGresult *pgo_pq_exec(PGconn *pg, const char *sql, int n,

@@ -243,11 +243,13 @@ typedef enum pgo_pq_wait {
 /* Sends what libpq holds and waits until PQgetResult() would not block. */
 pgo_pq_wait_t pgo_pq_await(PGconn *pg, int64_t deadline,
 			   volatile sig_atomic_t *stop);
-/* PQconnectdbParams (expand_dbname 1) that gives up at deadline or a
- * stop: the connection, *how READY when it is up; otherwise the failed
- * or unfinished one (PQfinish it; NULL: out of memory) and why. */
+/* PQconnectdbParams (expand_dbname 1) that gives up on a host after
+ * per_host_ms (0: never) or at a stop, and tries the hosts of a list
+ * (host=a,b) one at a time as libpq does: the connection, *how READY when
+ * it is up; otherwise the last attempt's failed or unfinished connection
+ * (PQfinish it; NULL: out of memory) and why. */
 PGconn *pgo_pq_connect(const char *const *keys, const char *const *vals,
-		       int64_t deadline, volatile sig_atomic_t *stop,
+		       int64_t per_host_ms, volatile sig_atomic_t *stop,
 		       pgo_pq_wait_t *how);
 /* PQexecParams (text values) with a deadline: the last result, as
  * PQexec() (the caller clears it), *how READY; NULL and why otherwise,

@@ -132,9 +132,8 @@ int pgo_consume_ensure_pg(pgo_consumer_t *c)
 	/* The relay's defaults (keepalives...), which the URL overrides. */
 	pgo_conn_params_url(c->db_url, c->pg_connect_timeout_ms,
 			    "pgoutbox consume", keys, vals, timeout);
-	c->pg = pgo_pq_connect(keys, vals,
-			       pgo_now_ms() + c->pg_connect_timeout_ms,
-			       &c->stop, &how);
+	c->pg = pgo_pq_connect(keys, vals, c->pg_connect_timeout_ms, &c->stop,
+			       &how);
 	if (how == PGO_PQ_STOPPED) {
 		PQfinish(c->pg);
 		c->pg = NULL;
