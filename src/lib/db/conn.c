@@ -537,11 +537,8 @@ bool pgo_conn_expire(pgo_conn_t *c, int64_t now, int64_t limit)
 
 	if (!due || now < due)
 		return false;
-	snprintf(why, sizeof(why),
-		 "no reply from PostgreSQL within %lld ms (server or network "
-		 "hung)",
-		 (long long)limit);
-	pgo_conn_drop(c, why);
+	pgo_conn_drop(c, pgo_pq_wait_why(NULL, PGO_PQ_TIMEOUT, limit, why,
+					 sizeof(why)));
 	return true;
 }
 
