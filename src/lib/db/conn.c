@@ -401,14 +401,74 @@ void pgo_conn_params(const pgo_conf_t *conf, const char *app_name,
 			    timeout);
 }
 
+/* Item i of a libpq comma list (a list of one: that one for every i). */
+static const char *list_item(const char *list, int i, char *buf, size_t len)
+{
+	const char *p = list;
+
+	if (!strchr(list, ','))
+		return list;
+	for (; i > 0 && p; i--) {
+		p = strchr(p, ',');
+		if (p)
+			p++;
+	}
+	snprintf(buf, len, "%.*s", p ? (int)strcspn(p, ",") : 0, p ? p : "");
+	return buf;
+}
+
+static int list_len(const char *list)
+{
+	int n = list && *list ? 1 : 0;
+
+	for (; list && *list; list++)
+		n += *list == ',';
+	return n;
+}
+
+static const char *option_of(const PQconninfoOption *o, const char *key,
+			     const char *env)
+{
+	for (; o && o->keyword; o++)
+		if (strcmp(o->keyword, key) == 0 && o->val && *o->val)
+			return o->val;
+	return getenv(env);
+}
+
+/* The hosts of a connection's settings (url's, else the PG*
+ * variables): host, hostaddr and port as libpq's comma lists (borrowed
+ * from *opts: PQconninfoFree it), and how many hosts they name. */
+static int host_lists(const char *url, PQconninfoOption **opts,
+		      const char **host, const char **addr, const char **port)
+{
+	*opts = url && *url ? PQconninfoParse(url, NULL) : NULL;
+	*host = option_of(*opts, "host", "PGHOST");
+	*addr = option_of(*opts, "hostaddr", "PGHOSTADDR");
+	*port = option_of(*opts, "port", "PGPORT");
+	return list_len(*host) > list_len(*addr) ? list_len(*host)
+						 : list_len(*addr);
+}
+
 void pgo_conn_kick(pgo_conn_t *c, int64_t now)
 {
 	char timeout[24];
 	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 
+	const struct pgo_conf_values *v = pgo_conf_values(c->conf);
+	PQconninfoOption *opts;
+	const char *host, *addr, *port;
+
 	if (c->state != PGO_CONN_DOWN || now < c->retry_at || c->refused)
 		return;
 	pgo_conn_params(c->conf, c->setup->app_name, keys, vals, timeout);
+	/* PQconnectPoll has no connect_timeout: one host's attempt is given
+	 * up here (pgo_conn_expire).  A list is left to libpq, which moves
+	 * to the next host only when one fails: a deadline would restart it
+	 * at the first host, and never reach the next. */
+	c->connect_by = host_lists(v->db_url, &opts, &host, &addr, &port) <= 1
+				? now + v->connect_timeout
+				: 0;
+	PQconninfoFree(opts);
 	c->pg = PQconnectStartParams(keys, vals, 1);
 	if (!c->pg) {
 		pgo_conn_drop(c, "out of memory");
@@ -524,6 +584,8 @@ int pgo_conn_send(pgo_conn_t *c)
 
 int64_t pgo_conn_round_deadline(const pgo_conn_t *c, int64_t limit)
 {
+	if (c->state == PGO_CONN_CONNECTING)
+		return c->connect_by;
 	if (limit <= 0 ||
 	    (c->state != PGO_CONN_BUSY && c->state != PGO_CONN_SETUP))
 		return 0;
@@ -537,8 +599,14 @@ bool pgo_conn_expire(pgo_conn_t *c, int64_t now, int64_t limit)
 
 	if (!due || now < due)
 		return false;
-	pgo_conn_drop(c, pgo_pq_wait_why(NULL, PGO_PQ_TIMEOUT, limit, why,
-					 sizeof(why)));
+	if (c->state == PGO_CONN_CONNECTING)
+		snprintf(why, sizeof(why),
+			 "no answer to connecting within %lld ms (server or "
+			 "network hung)",
+			 (long long)pgo_conf_values(c->conf)->connect_timeout);
+	else
+		pgo_pq_wait_why(NULL, PGO_PQ_TIMEOUT, limit, why, sizeof(why));
+	pgo_conn_drop(c, why);
 	return true;
 }
 
@@ -945,40 +1013,6 @@ static PGconn *connect_one(const char *const *keys, const char *const *vals,
 	}
 }
 
-/* Item i of a libpq comma list (a list of one: that one for every i). */
-static const char *list_item(const char *list, int i, char *buf, size_t len)
-{
-	const char *p = list;
-
-	if (!strchr(list, ','))
-		return list;
-	for (; i > 0 && p; i--) {
-		p = strchr(p, ',');
-		if (p)
-			p++;
-	}
-	snprintf(buf, len, "%.*s", p ? (int)strcspn(p, ",") : 0, p ? p : "");
-	return buf;
-}
-
-static int list_len(const char *list)
-{
-	int n = list && *list ? 1 : 0;
-
-	for (; list && *list; list++)
-		n += *list == ',';
-	return n;
-}
-
-static const char *option_of(const PQconninfoOption *o, const char *key,
-			     const char *env)
-{
-	for (; o && o->keyword; o++)
-		if (strcmp(o->keyword, key) == 0 && o->val && *o->val)
-			return o->val;
-	return getenv(env);
-}
-
 PGconn *pgo_pq_connect(const char *const *keys, const char *const *vals,
 		       int64_t per_host_ms, volatile sig_atomic_t *stop,
 		       pgo_pq_wait_t *how)
@@ -1000,12 +1034,7 @@ PGconn *pgo_pq_connect(const char *const *keys, const char *const *vals,
 	 * as libpq's connect_timeout does in PQconnectdb (PQconnectPoll
 	 * has no timeout): a host gone without a word must not hold the
 	 * attempt up forever, nor keep it from the next host. */
-	opts = url ? PQconninfoParse(url, NULL) : NULL;
-	host = option_of(opts, "host", "PGHOST");
-	addr = option_of(opts, "hostaddr", "PGHOSTADDR");
-	port = option_of(opts, "port", "PGPORT");
-	hosts = list_len(host) > list_len(addr) ? list_len(host)
-						: list_len(addr);
+	hosts = host_lists(url, &opts, &host, &addr, &port);
 	if (hosts <= 1) {
 		PQconninfoFree(opts);
 		return connect_one(keys, vals,

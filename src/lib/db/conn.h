@@ -127,6 +127,7 @@ typedef struct pgo_conn {
 	bool need_flush;     /* queued bytes not yet sent: wait for POLLOUT */
 	int64_t retry_at;    /* DOWN: when to try again (monotonic ms) */
 	int64_t sent_at;     /* SETUP, BUSY: when the round was sent */
+	int64_t connect_by;  /* CONNECTING: when to give up (0: never) */
 	int64_t backoff;     /* current reconnect backoff, ms */
 	int64_t backoff_max; /* ceiling, ms */
 	int notifies;	     /* notifications received since last taken */
@@ -191,10 +192,12 @@ PGresult *pgo_conn_take(pgo_conn_t *c, int i);
 void pgo_conn_round_clear(pgo_conn_t *c);
 
 /* When the round in flight (or the setup) has waited limit ms for its
- * reply (0: none in flight, or no limit). */
+ * reply (0: none in flight, or no limit); while connecting to a single
+ * host, when database.connect_timeout has passed. */
 int64_t pgo_conn_round_deadline(const pgo_conn_t *c, int64_t limit);
 /* Drops the connection when that deadline has passed: the server, or
  * the path to it, hangs (a stalled proxy the kernel keeps ACKing).
+ * limit only concerns rounds: a connect's deadline is always applied.
  * Returns true if it did. */
 bool pgo_conn_expire(pgo_conn_t *c, int64_t now, int64_t limit);
 
