@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(gcc clang make meson ninja-build pkg-config python3 libpq-dev
-	libjansson-dev libcmocka-dev postgresql postgresql-client
+	libjansson-dev libcmocka-dev postgresql postgresql-client postgresql-15-auto-failover
 	procps iproute2 libhiredis-dev redis-server redis-tools libmsgpack-dev libssl-dev
 	libnats-dev nats-server librabbitmq-dev rabbitmq-server librdkafka-dev kcat libcurl4-openssl-dev openssl pgbouncer
 	libmicrohttpd-dev libsystemd-dev prometheus chromium

@@ -97,6 +97,7 @@ static struct {
 	const char *from;			       /* a new group's start */
 	const char *dedup_window;		       /* inbox claims kept */
 	const char *exit_after_commit;		       /* fault drills */
+	const char *request_timeout;		       /* a reply from PG */
 } opt;
 
 static const char *const flags[] = {
@@ -138,6 +139,10 @@ static const cli_opt_t opts[] = {
 	{"--dedup-window", "INTERVAL",
 	 "inbox claims kept this long (default '7 days')", &opt.dedup_window,
 	 NULL},
+	{"--request-timeout", "DURATION",
+	 "give up on a database reply after this: reconnect, retry the "
+	 "message (default database.statement_timeout + 10s, 0 = never)",
+	 &opt.request_timeout, NULL},
 	{"--exit-after-commit", "N",
 	 "fault drills: exit 3 right after the Nth commit, before its "
 	 "XACK",
@@ -158,16 +163,24 @@ static const cli_cmd_t cmd = {
 		   "between\nCOMMIT and XACK redelivers the message; the "
 		   "inbox drops it.  The database comes\nfrom --db or "
 		   "DATABASE_URL; the inbox partitions are maintained "
-		   "hourly.\nSIGTERM finishes the message at hand and "
-		   "exits 0 with a stats line.",
+		   "hourly.\nThe connection has the relay's TCP "
+		   "keepalives (10s idle, 3 probes 5s apart),\n"
+		   "tcp_user_timeout=25000 and database.connect_timeout; "
+		   "keywords in the URL\noverride them.  SIGTERM finishes "
+		   "the message at hand (a database that does not\n"
+		   "answer within 0.5s rolls it back) and exits 0 with a "
+		   "stats line.",
 	.opts = opts,
 	.flags = flags,
 };
 
 /* The consumer's options from the flags and the configuration; false
  * (the error printed) when one is malformed. */
-static bool consumer_opts(const pgo_conf_t *conf, pgo_consumer_opts_t *o)
+static bool consumer_opts(const pgo_conf_t *conf, pgo_consumer_opts_t *o,
+			  int64_t *connect_ms, int64_t *request_ms)
 {
+	*connect_ms = PGO_CONSUME_CONNECT_TIMEOUT_MS;
+	*request_ms = -1;
 	pgo_consumer_opts_init(o, sizeof(*o));
 	o->db_url = pgo_conf_get(conf, "database.url");
 	o->redis_url = pgo_conf_get(conf, "sink.redis_url");
@@ -196,7 +209,11 @@ static bool consumer_opts(const pgo_conf_t *conf, pgo_consumer_opts_t *o)
 			  &o->redis_connect_timeout_ms) ||
 	    !duration_opt("database.statement_timeout",
 			  pgo_conf_get(conf, "database.statement_timeout"),
-			  &o->statement_timeout_ms))
+			  &o->statement_timeout_ms) ||
+	    !duration_opt("database.connect_timeout",
+			  pgo_conf_get(conf, "database.connect_timeout"),
+			  connect_ms) ||
+	    !duration_opt("--request-timeout", opt.request_timeout, request_ms))
 		return false;
 	if (o->claim_idle_ms < 1) {
 		cli_error("consume", "--claim-idle must be positive");
@@ -239,6 +256,7 @@ int cmd_consume(int argc, char **argv)
 	pgo_consumer_opts_t o;
 	pgo_consumer_t *c;
 	pgo_error_t err;
+	int64_t connect_ms, request_ms;
 	bool done;
 	cli_t cli;
 	int rc;
@@ -247,7 +265,7 @@ int cmd_consume(int argc, char **argv)
 	rc = cli_parse(&cli, &cmd, argc, argv, &done);
 	if (rc != EXIT_OK || done)
 		return rc;
-	if (!consumer_opts(cli.conf, &o)) {
+	if (!consumer_opts(cli.conf, &o, &connect_ms, &request_ms)) {
 		cli_free(&cli);
 		return EXIT_USAGE;
 	}
@@ -259,6 +277,7 @@ int cmd_consume(int argc, char **argv)
 		cli_free(&cli);
 		return EXIT_USAGE;
 	}
+	pgo_consumer_set_pg_timeouts(c, connect_ms, request_ms);
 	rc = consume(c);
 	pgo_consumer_destroy(c);
 	cli_free(&cli);

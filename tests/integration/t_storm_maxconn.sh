@@ -5,6 +5,10 @@
 # clients") logged once every few seconds, not at every attempt; then it
 # resumes: /readyz 200, every acknowledged event delivered in order and
 # every job done (the producer kept its session and wrote throughout).
+# Seen failing with the rate limit off (conn.c's pgo_outage_failed and
+# pgo_outage_up logging every attempt): relay0 wrote 45 lines in the
+# 30 s; with /readyz blind to PostgreSQL (relay/observe.c's ready()):
+# no 503 within 10 s.
 . "$(dirname "$0")/../lib.sh"
 PG_PORT= pg_start "$T_TMP/pg" fsync=off max_connections=60
 trap 'cleanup_pids; pg_stop' EXIT

@@ -3,6 +3,10 @@
 # /readyz is 503 while the server is down and 200 once it is back; every
 # acknowledged event is delivered in per-key order and every job done
 # (the sql ones once); no cron tick fired twice; the log stays short.
+# A relay writes 13-15 log lines for the 3 restarts (limit 49); with the
+# rate limit off (conn.c's pgo_outage_failed and pgo_outage_up logging
+# every attempt) 78-101.  Seen failing that way, and with /readyz blind
+# to PostgreSQL (relay/observe.c's ready()): no 503 within 10 s.
 . "$(dirname "$0")/../lib.sh"
 PG_PORT= pg_start "$T_TMP/pg" fsync=off
 trap 'cleanup_pids; pg_stop' EXIT
@@ -39,5 +43,5 @@ lines=$(fleet_loglines)
 note "log lines: $(echo $lines)"
 while read -r f n; do
 	[ "$f" = cron.log ] && continue # a line per fired tick
-	[ "$n" -lt 100 ] || { tail -n 20 "$T_TMP/$f" >&2; fail "$f: $n log lines for 3 restarts"; }
+	[ "$n" -lt 50 ] || { tail -n 20 "$T_TMP/$f" >&2; fail "$f: $n log lines for 3 restarts (limit 49)"; }
 done <<<"$lines"

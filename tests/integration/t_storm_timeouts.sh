@@ -4,6 +4,10 @@
 # own settings where they have some and work within the DBA's where not.
 # Under load for 20 s: nothing lost, the sql jobs once, no cron tick
 # fired twice, every process alive, /readyz 200.
+# Seen failing with pgoutbox keeping none of its own timeouts (the
+# relay's settings_sql, its wake session's SET statement_timeout = 0,
+# the workers' SET statement_timeout): the relays' heartbeats and lease
+# rounds canceled by the DBA's 20 ms, 134-137 log lines each.
 . "$(dirname "$0")/../lib.sh"
 PG_PORT= pg_start "$T_TMP/pg" fsync=off
 trap 'cleanup_pids; pg_stop' EXIT

@@ -4,7 +4,9 @@
  * libpq's own check of the connection settings, without a server.
  * Table-driven.  And the one rule for logging an outage (pgo_outage_t):
  * a storm of failures and reconnections within its first seconds is two
- * lines.
+ * lines.  The defaults every session gets (keepalives, timeouts) and
+ * that the URL overrides them; the deadline and the stop of a blocking
+ * runner's connect, against a socket that accepts and never answers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +16,11 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include "base/time.h"
 #include "db/conn.h"
 #include "pgoutbox.h"
 
@@ -209,6 +215,169 @@ static void test_outage_storm(void **state)
 	pgo_log_set(NULL, NULL, PGO_LOG_ERROR);
 }
 
+/* What libpq made of the keywords pgo_conn_params_url() built for url:
+ * keyword's value in the connection's options ("" when unset). */
+static char option_text[64][2][256];
+static int options;
+
+static void conn_options(const char *url)
+{
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
+	char timeout[24];
+	PGconn *pg;
+	PQconninfoOption *opt;
+
+	pgo_conn_params_url(url, 10000, "pgoutbox test", keys, vals, timeout);
+	pg = PQconnectStartParams(keys, vals, 1);
+	assert_non_null(pg);
+	opt = PQconninfo(pg);
+	assert_non_null(opt);
+	options = 0;
+	for (PQconninfoOption *o = opt; o->keyword && options < 64; o++) {
+		snprintf(option_text[options][0], 256, "%s", o->keyword);
+		snprintf(option_text[options][1], 256, "%s",
+			 o->val ? o->val : "");
+		options++;
+	}
+	PQconninfoFree(opt);
+	PQfinish(pg);
+}
+
+static const char *option(const char *keyword)
+{
+	for (int i = 0; i < options; i++)
+		if (strcmp(option_text[i][0], keyword) == 0)
+			return option_text[i][1];
+	fail_msg("no option %s", keyword);
+	return NULL;
+}
+
+static void test_params(void **state)
+{
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
+	char timeout[24];
+	int dbname = -1, keepalives = -1, app = -1;
+
+	(void)state;
+	unsetenv("PGCONNECT_TIMEOUT");
+	/* The defaults come before the URL, application_name after. */
+	pgo_conn_params_url("dbname=app", 2500, "a", keys, vals, timeout);
+	for (int i = 0; keys[i]; i++) {
+		if (strcmp(keys[i], "dbname") == 0)
+			dbname = i;
+		else if (strcmp(keys[i], "keepalives_idle") == 0)
+			keepalives = i;
+		else if (strcmp(keys[i], "application_name") == 0)
+			app = i;
+	}
+	assert_true(keepalives >= 0 && keepalives < dbname && dbname < app);
+	assert_string_equal(timeout, "3"); /* seconds, rounded up */
+	/* What libpq makes of them: the defaults... */
+	conn_options("host=/nonexistent/pgo port=1 dbname=app");
+	assert_string_equal(option("connect_timeout"), "10");
+	assert_string_equal(option("keepalives"), "1");
+	assert_string_equal(option("keepalives_idle"), "10");
+	assert_string_equal(option("keepalives_interval"), "5");
+	assert_string_equal(option("keepalives_count"), "3");
+	assert_string_equal(option("tcp_user_timeout"), "25000");
+	assert_string_equal(option("application_name"), "pgoutbox test");
+	/* ...which the URL's own values override, in either form. */
+	conn_options("host=/nonexistent/pgo port=1 dbname=app "
+		     "connect_timeout=3 keepalives_idle=60 "
+		     "tcp_user_timeout=1000");
+	assert_string_equal(option("connect_timeout"), "3");
+	assert_string_equal(option("keepalives_idle"), "60");
+	assert_string_equal(option("tcp_user_timeout"), "1000");
+	assert_string_equal(option("keepalives_interval"), "5");
+	conn_options("postgresql:///app?host=/nonexistent/pgo&port=1"
+		     "&keepalives=0&connect_timeout=7");
+	assert_string_equal(option("keepalives"), "0");
+	assert_string_equal(option("connect_timeout"), "7");
+	assert_string_equal(option("keepalives_count"), "3");
+	/* No URL: libpq's environment, with the same defaults. */
+	pgo_conn_params_url(NULL, 10000, "a", keys, vals, timeout);
+	for (int i = 0; keys[i]; i++)
+		assert_string_not_equal(keys[i], "dbname");
+	conn_options(NULL);
+	assert_string_equal(option("keepalives_idle"), "10");
+	assert_string_equal(option("application_name"), "pgoutbox test");
+}
+
+/* A listening socket nobody accepts on: the kernel completes the
+ * handshake, the startup packet is never answered (a hung server). */
+static int mute_server(char port[8])
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 4), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	snprintf(port, 8, "%d", ntohs(a.sin_port));
+	return fd;
+}
+
+static void test_connect_deadline(void **state)
+{
+	const char *keys[] = {"host",	 "port",       "dbname",
+			      "sslmode", "gssencmode", NULL};
+	const char *vals[] = {"127.0.0.1", NULL,      "x",
+			      "disable",   "disable", NULL};
+	volatile sig_atomic_t stop = 0;
+	char port[8];
+	int fd = mute_server(port);
+	int64_t t0;
+	pgo_pq_wait_t how;
+	PGconn *pg;
+
+	(void)state;
+	vals[1] = port;
+	/* The deadline ends the wait, not TCP's timeouts. */
+	t0 = pgo_now_ms();
+	pg = pgo_pq_connect(keys, vals, 300, &stop, &how);
+	assert_int_equal(how, PGO_PQ_TIMEOUT);
+	assert_in_range(pgo_now_ms() - t0, 300, 1500);
+	PQfinish(pg);
+	/* A stop request ends it within its half-second grace. */
+	stop = 1;
+	t0 = pgo_now_ms();
+	pg = pgo_pq_connect(keys, vals, 0, &stop, &how);
+	assert_int_equal(how, PGO_PQ_STOPPED);
+	assert_in_range(pgo_now_ms() - t0, 400, 1500);
+	PQfinish(pg);
+	/* A list: the mute host is given up after its 300 ms and the next
+	 * one tried (refused here, at once), as libpq's connect_timeout. */
+	{
+		char url[200], closed[8];
+		int fd2 = mute_server(closed);
+		const char *k2[] = {"dbname", NULL};
+		const char *v2[] = {url, NULL};
+
+		close(fd2); /* nobody listens there now */
+		snprintf(url, sizeof(url),
+			 "host=127.0.0.1,127.0.0.1 port=%s,%s dbname=x "
+			 "sslmode=disable gssencmode=disable",
+			 port, closed);
+		stop = 0;
+		t0 = pgo_now_ms();
+		pg = pgo_pq_connect(k2, v2, 300, &stop, &how);
+		assert_int_equal(how, PGO_PQ_LOST);
+		assert_string_equal(PQport(pg), closed);
+		assert_in_range(pgo_now_ms() - t0, 300, 1500);
+		PQfinish(pg);
+	}
+	/* Refused outright: lost, at once. */
+	close(fd);
+	t0 = pgo_now_ms();
+	pg = pgo_pq_connect(keys, vals, 5000, NULL, &how);
+	assert_int_equal(how, PGO_PQ_LOST);
+	assert_true(pgo_now_ms() - t0 < 1000);
+	PQfinish(pg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +385,8 @@ int main(void)
 		cmocka_unit_test(test_nothing_configured),
 		cmocka_unit_test(test_settings),
 		cmocka_unit_test(test_outage_storm),
+		cmocka_unit_test(test_params),
+		cmocka_unit_test(test_connect_deadline),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -179,6 +179,13 @@ struct pgo_scheduler {
 /* The connection was lost (why): closed, the zones forgotten, the next
  * connect scheduled with backoff. */
 void pgo_sched_down(pgo_scheduler_t *s, const char *why);
+/* pgo_pq_run() on the scheduler's connection with a deadline
+ * (database.statement_timeout + 10 s, none without one) and the stop
+ * request (db/conn.h's pgo_pq_exec): no reply in time drops the
+ * connection (pgo_sched_down, s->pg NULL after); NULL and err on any
+ * failure. */
+PGresult *pgo_sched_run(pgo_scheduler_t *s, const char *what, const char *sql,
+			int n, const char *const *params, pgo_error_t *err);
 /* Handles one schedule (row of the pass's query, read at dbnow): finds
  * its due ticks by the database clock, applies the missed-tick policy and
  * fires them through the compare-and-set.  Returns the schedule's next

@@ -117,15 +117,15 @@ static void fire(pgo_scheduler_t *s, const sched_row_t *row,
 	params[4] = d.reasons.data;
 	r = d.ticks.oom || d.fire.oom || d.reasons.oom
 		    ? NULL
-		    : pgo_pq_run(s->pg, "firing",
-				 "SELECT pgoutbox.cron_fire($1, $2::bigint, "
-				 "$3::bigint[], $4::boolean[], $5::text[])",
-				 5, params, &err);
+		    : pgo_sched_run(s, "firing",
+				    "SELECT pgoutbox.cron_fire($1, $2::bigint, "
+				    "$3::bigint[], $4::boolean[], $5::text[])",
+				    5, params, &err);
 	arrays_free(&d);
 	if (!r) {
 		pgo_log(PGO_LOG_WARN, s->subject, "schedule %s: %s", row->name,
 			err.msg);
-		if (PQstatus(s->pg) == CONNECTION_BAD)
+		if (s->pg && PQstatus(s->pg) == CONNECTION_BAD)
 			pgo_sched_down(s, err.msg);
 		return;
 	}
@@ -153,11 +153,11 @@ static void start(pgo_scheduler_t *s, const char *name)
 	const char *p[1] = {name};
 	pgo_error_t err;
 
-	PQclear(pgo_pq_run(s->pg, "starting a schedule",
-			   "UPDATE pgoutbox.cron_schedules SET last_tick = "
-			   "date_trunc('second', now()) WHERE name = $1 AND "
-			   "last_tick IS NULL",
-			   1, p, &err));
+	PQclear(pgo_sched_run(s, "starting a schedule",
+			      "UPDATE pgoutbox.cron_schedules SET last_tick = "
+			      "date_trunc('second', now()) WHERE name = $1 AND "
+			      "last_tick IS NULL",
+			      1, p, &err));
 }
 
 /* The first tick after the row's last one, into *next, with the
@@ -181,7 +181,7 @@ static int first_tick(pgo_scheduler_t *s, const sched_row_t *row, int64_t now_s,
 		return PGO_OK;
 	pgo_log(PGO_LOG_ERROR, s->subject, "schedule %s: %s", row->name,
 		err.msg);
-	if (PQstatus(s->pg) == CONNECTION_BAD)
+	if (s->pg && PQstatus(s->pg) == CONNECTION_BAD)
 		pgo_sched_down(s, err.msg);
 	return PGO_ERR_INVALID;
 }

@@ -252,33 +252,38 @@ static void sched_refuse(pgo_scheduler_t *s, int code, const char *why)
 static void sched_connect(pgo_scheduler_t *s)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(s->conf);
-	char timeout[24], app[80];
-	const char *keys[] = {"connect_timeout", "dbname", "application_name",
-			      NULL};
-	const char *vals[] = {
-		timeout, v->db_url && *v->db_url ? v->db_url : NULL, app, NULL};
+	char timeout[24], app[80], what[512];
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 	pgo_error_t err;
+	pgo_pq_wait_t how;
 
-	snprintf(timeout, sizeof(timeout), "%lld",
-		 (long long)(v->connect_timeout + 999) / 1000);
 	snprintf(app, sizeof(app), "pgoutbox cron %.50s", s->name);
-	if (!vals[1]) {
-		keys[1] = "application_name";
-		vals[1] = app;
-		keys[2] = NULL;
+	pgo_conn_params(s->conf, app, keys, vals, timeout);
+	s->pg = pgo_pq_connect(keys, vals, v->connect_timeout, &s->stop, &how);
+	if (how == PGO_PQ_STOPPED) {
+		PQfinish(s->pg);
+		s->pg = NULL;
+		return;
 	}
-	s->pg = PQconnectdbParams(keys, vals, 1);
 	/* At start, what no retry fixes stops the scheduler (conn.c's rule);
 	 * after a first session every failure is an outage. */
-	if (s->pg && PQstatus(s->pg) != CONNECTION_OK && !s->connected_once &&
+	if (how == PGO_PQ_LOST && s->pg && !s->connected_once &&
 	    pgo_conn_start_refusal(s->conf, pgo_pq_msg(s->pg, NULL), true,
 				   &err) != PGO_OK) {
 		sched_refuse(s, err.code, err.msg);
 		return;
 	}
-	if (!s->pg || PQstatus(s->pg) != CONNECTION_OK) {
-		pgo_sched_down(s, s->pg ? pgo_pq_msg(s->pg, NULL)
-					: "out of memory");
+	if (how != PGO_PQ_READY) {
+		char why[512];
+
+		if (how == PGO_PQ_TIMEOUT)
+			snprintf(why, sizeof(why),
+				 "no answer to connecting within %lld ms "
+				 "(server or network hung)",
+				 (long long)v->connect_timeout);
+		else
+			pgo_pq_wait_why(s->pg, how, 0, why, sizeof(why));
+		pgo_sched_down(s, why);
 		return;
 	}
 	if (pgo_schema_check(s->pg, &err) != PGO_OK) {
@@ -298,10 +303,51 @@ static void sched_connect(pgo_scheduler_t *s)
 			" ms)",
 			s->o.grace_ms, s->o.clock_offset_ms);
 	s->connected_once = true;
+	/* Which server: after a failover, the promoted one. */
+	snprintf(what, sizeof(what), "connected again to %s on %s:%s",
+		 PQdb(s->pg), PQhost(s->pg), PQport(s->pg));
 	pgo_outage_up(pgo_outage_of(s->subject), s->subject,
-		      s->down_logged ? "connected again" : NULL);
+		      s->down_logged ? what : NULL);
 	s->down_logged = false;
 	s->backoff = 100;
+}
+
+PGresult *pgo_sched_run(pgo_scheduler_t *s, const char *what, const char *sql,
+			int n, const char *const *params, pgo_error_t *err)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(s->conf);
+	int64_t limit = v->statement_timeout
+				? v->statement_timeout + PGO_SECONDS(10)
+				: 0;
+	pgo_pq_wait_t how;
+	char why[256];
+	PGresult *res;
+	ExecStatusType st;
+
+	res = pgo_pq_exec(s->pg, sql, n, params,
+			  limit ? pgo_now_ms() + limit : 0, &s->stop, &how);
+	if (!res) {
+		/* No reply (a hung server or path), a stop, or the connection
+		 * lost: down, and made again with backoff. */
+		pgo_error_set(
+			err, PGO_ERR_DB, 1, "%s: %s", what,
+			pgo_pq_wait_why(s->pg, how, limit, why, sizeof(why)));
+		if (how == PGO_PQ_STOPPED) {
+			PQfinish(s->pg);
+			s->pg = NULL;
+		} else {
+			pgo_sched_down(s, err->msg);
+		}
+		return NULL;
+	}
+	st = PQresultStatus(res);
+	if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+		pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(s->pg, res),
+			      "%s: %s", what, pgo_pq_msg(s->pg, res));
+		PQclear(res);
+		return NULL;
+	}
+	return res;
 }
 
 /* Drops the history partitions (UTC days) older than history_keep_ms and
@@ -314,8 +360,8 @@ static void expire_history(pgo_scheduler_t *s)
 	PGresult *r;
 
 	snprintf(keep, sizeof(keep), "%" PRId64, s->o.history_keep_ms);
-	r = pgo_pq_run(
-		s->pg, "expiring history",
+	r = pgo_sched_run(
+		s, "expiring history",
 		"SELECT created, dropped FROM pgoutbox.cron_history_maintain("
 		"CASE WHEN $1::bigint > 0 THEN $1::bigint * interval "
 		"'1 millisecond' END)",
@@ -347,15 +393,16 @@ static int64_t pass(pgo_scheduler_t *s, int64_t now)
 		sched_connect(s);
 	if (!s->pg)
 		return s->retry_at - now;
-	res = pgo_pq_run(
-		s->pg, "reading schedules",
+	res = pgo_sched_run(
+		s, "reading schedules",
 		"SELECT extract(epoch FROM now())::float8, name, expr, tz, "
 		"extract(epoch FROM last_tick)::bigint, missed, "
 		"catch_up_max FROM pgoutbox.cron_schedules WHERE enabled "
 		"ORDER BY name",
 		0, NULL, &err);
 	if (!res) {
-		pgo_sched_down(s, err.msg);
+		if (s->pg)
+			pgo_sched_down(s, err.msg);
 		return s->retry_at - pgo_now_ms();
 	}
 	for (int i = 0; i < PQntuples(res) && s->pg; i++) {

@@ -8,6 +8,7 @@
  * settings for its own transaction.  Nothing here blocks; a lost
  * server sends the connection to DOWN with an exponential backoff.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -348,45 +349,126 @@ void pgo_conn_drop(pgo_conn_t *c, const char *why)
 		c->backoff = v->reconnect_max;
 }
 
-void pgo_conn_params(const pgo_conf_t *conf, const char *app_name,
-		     const char *keys[8], const char *vals[8], char timeout[24])
+void pgo_conn_params_url(const char *db_url, int64_t connect_timeout_ms,
+			 const char *app_name, const char *keys[PGO_CONN_KEYS],
+			 const char *vals[PGO_CONN_KEYS], char timeout[24])
 {
-	const struct pgo_conf_values *v = pgo_conf_values(conf);
-	static const char *const names[] = {
-		"connect_timeout",  "keepalives",
-		"keepalives_idle",  "keepalives_interval",
-		"keepalives_count", "dbname",
-		"application_name", NULL};
+	static const char *const names[] = {"connect_timeout",
+					    "keepalives",
+					    "keepalives_idle",
+					    "keepalives_interval",
+					    "keepalives_count",
+					    "tcp_user_timeout",
+					    "dbname",
+					    "application_name",
+					    NULL};
+	int i = 0;
 
-	for (int i = 0; i < 8; i++)
+	for (; names[i]; i++)
 		keys[i] = names[i];
+	keys[i] = NULL;
 	snprintf(timeout, 24, "%lld",
-		 (long long)(v->connect_timeout + 999) / 1000);
+		 (long long)(connect_timeout_ms + 999) / 1000);
 	/* Defaults come before dbname so that a URL can override them;
-	 * application_name comes after so that status can find relays. */
+	 * application_name comes after so that status can find relays.
+	 * Keepalives notice an idle connection whose server vanished in
+	 * 10 + 3 x 5 s; tcp_user_timeout one whose bytes sent go
+	 * unacknowledged as long. */
 	vals[0] = timeout;
 	vals[1] = "1";
-	vals[2] = "10";
-	vals[3] = "5";
-	vals[4] = "3";
-	vals[5] = v->db_url && *v->db_url ? v->db_url : NULL;
-	vals[6] = app_name;
-	vals[7] = NULL;
-	if (!vals[5]) {
-		keys[5] = "application_name";
-		vals[5] = app_name;
-		keys[6] = NULL;
+	vals[2] = PGO_CONN_KEEPALIVES_IDLE;
+	vals[3] = PGO_CONN_KEEPALIVES_INTERVAL;
+	vals[4] = PGO_CONN_KEEPALIVES_COUNT;
+	vals[5] = PGO_CONN_TCP_USER_TIMEOUT;
+	vals[6] = db_url && *db_url ? db_url : NULL;
+	vals[7] = app_name;
+	vals[8] = NULL;
+	if (!vals[6]) {
+		keys[6] = "application_name";
+		vals[6] = app_name;
+		keys[7] = NULL;
+		vals[7] = NULL;
 	}
+}
+
+void pgo_conn_params(const pgo_conf_t *conf, const char *app_name,
+		     const char *keys[PGO_CONN_KEYS],
+		     const char *vals[PGO_CONN_KEYS], char timeout[24])
+{
+	const struct pgo_conf_values *v = pgo_conf_values(conf);
+
+	pgo_conn_params_url(v->db_url, v->connect_timeout, app_name, keys, vals,
+			    timeout);
+}
+
+/* Item i of a libpq comma list (a list of one: that one for every i). */
+static const char *list_item(const char *list, int i, char *buf, size_t len)
+{
+	const char *p = list;
+
+	if (!strchr(list, ','))
+		return list;
+	for (; i > 0 && p; i--) {
+		p = strchr(p, ',');
+		if (p)
+			p++;
+	}
+	snprintf(buf, len, "%.*s", p ? (int)strcspn(p, ",") : 0, p ? p : "");
+	return buf;
+}
+
+static int list_len(const char *list)
+{
+	int n = list && *list ? 1 : 0;
+
+	for (; list && *list; list++)
+		n += *list == ',';
+	return n;
+}
+
+static const char *option_of(const PQconninfoOption *o, const char *key,
+			     const char *env)
+{
+	for (; o && o->keyword; o++)
+		if (strcmp(o->keyword, key) == 0 && o->val && *o->val)
+			return o->val;
+	return getenv(env);
+}
+
+/* The hosts of a connection's settings (url's, else the PG*
+ * variables): host, hostaddr and port as libpq's comma lists (borrowed
+ * from *opts: PQconninfoFree it), and how many hosts they name. */
+static int host_lists(const char *url, PQconninfoOption **opts,
+		      const char **host, const char **addr, const char **port)
+{
+	*opts = url && *url ? PQconninfoParse(url, NULL) : NULL;
+	*host = option_of(*opts, "host", "PGHOST");
+	*addr = option_of(*opts, "hostaddr", "PGHOSTADDR");
+	*port = option_of(*opts, "port", "PGPORT");
+	return list_len(*host) > list_len(*addr) ? list_len(*host)
+						 : list_len(*addr);
 }
 
 void pgo_conn_kick(pgo_conn_t *c, int64_t now)
 {
 	char timeout[24];
-	const char *keys[8], *vals[8];
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
+
+	const struct pgo_conf_values *v = pgo_conf_values(c->conf);
+	PQconninfoOption *opts;
+	const char *host, *addr, *port;
 
 	if (c->state != PGO_CONN_DOWN || now < c->retry_at || c->refused)
 		return;
 	pgo_conn_params(c->conf, c->setup->app_name, keys, vals, timeout);
+	/* PQconnectPoll has no connect_timeout: one host's attempt is given
+	 * up here (pgo_conn_expire).  A list is left to libpq, which moves
+	 * to the next host only when one fails: a deadline would restart it
+	 * at the first host, and never reach the next. */
+	c->connect_by = host_lists(v->db_url, &opts, &host, &addr, &port) <= 1
+				? now + v->connect_timeout
+				: 0;
+	PQconninfoFree(opts);
 	c->pg = PQconnectStartParams(keys, vals, 1);
 	if (!c->pg) {
 		pgo_conn_drop(c, "out of memory");
@@ -502,6 +584,8 @@ int pgo_conn_send(pgo_conn_t *c)
 
 int64_t pgo_conn_round_deadline(const pgo_conn_t *c, int64_t limit)
 {
+	if (c->state == PGO_CONN_CONNECTING)
+		return c->connect_by;
 	if (limit <= 0 ||
 	    (c->state != PGO_CONN_BUSY && c->state != PGO_CONN_SETUP))
 		return 0;
@@ -515,10 +599,13 @@ bool pgo_conn_expire(pgo_conn_t *c, int64_t now, int64_t limit)
 
 	if (!due || now < due)
 		return false;
-	snprintf(why, sizeof(why),
-		 "no reply from PostgreSQL within %lld ms (server or network "
-		 "hung)",
-		 (long long)limit);
+	if (c->state == PGO_CONN_CONNECTING)
+		snprintf(why, sizeof(why),
+			 "no answer to connecting within %lld ms (server or "
+			 "network hung)",
+			 (long long)pgo_conf_values(c->conf)->connect_timeout);
+	else
+		pgo_pq_wait_why(NULL, PGO_PQ_TIMEOUT, limit, why, sizeof(why));
 	pgo_conn_drop(c, why);
 	return true;
 }
@@ -834,4 +921,201 @@ pgo_conn_event_t pgo_conn_step(pgo_conn_t *c, short revents)
 		return finish_setup(c);
 	c->state = PGO_CONN_READY;
 	return PGO_CONN_EV_ROUND;
+}
+
+/* --- one request at a time with a deadline (blocking runners) --- */
+
+/* A stop request is seen within this while a wait goes on. */
+#define WAIT_SLICE_MS 100
+/* After a stop request, a reply is still waited for this long: a healthy
+ * server answers a message's statement in time, a hung one is given up. */
+#define STOP_GRACE_MS 500
+
+/* Waits for fd (events) until deadline, or a stop request's grace (from
+ * *stop_by, set at the first sight of it); READY when it polled. */
+static pgo_pq_wait_t wait_fd(int fd, short events, int64_t deadline,
+			     volatile sig_atomic_t *stop, int64_t *stop_by)
+{
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = events};
+		int64_t now = pgo_now_ms(), ms = WAIT_SLICE_MS;
+
+		if (stop && *stop && !*stop_by)
+			*stop_by = now + STOP_GRACE_MS;
+		if (*stop_by && now >= *stop_by)
+			return PGO_PQ_STOPPED;
+		if (deadline && now >= deadline)
+			return PGO_PQ_TIMEOUT;
+		if (deadline && deadline - now < ms)
+			ms = deadline - now;
+		if (*stop_by && *stop_by - now < ms)
+			ms = *stop_by - now;
+		if (poll(&pfd, 1, (int)ms) > 0)
+			return PGO_PQ_READY;
+	}
+}
+
+pgo_pq_wait_t pgo_pq_await(PGconn *pg, int64_t deadline,
+			   volatile sig_atomic_t *stop)
+{
+	int fd = PQsocket(pg);
+	int64_t stop_by = 0;
+
+	if (fd < 0 || PQstatus(pg) == CONNECTION_BAD)
+		return PGO_PQ_LOST;
+	for (;;) {
+		int pending = PQflush(pg);
+		pgo_pq_wait_t w;
+
+		if (pending < 0)
+			return PGO_PQ_LOST;
+		if (!pending && !PQisBusy(pg))
+			return PGO_PQ_READY;
+		w = wait_fd(fd, (short)(POLLIN | (pending ? POLLOUT : 0)),
+			    deadline, stop, &stop_by);
+		if (w != PGO_PQ_READY)
+			return w;
+		if (!PQconsumeInput(pg))
+			return PGO_PQ_LOST;
+	}
+}
+
+/* One connection attempt, given up at deadline or a stop. */
+static PGconn *connect_one(const char *const *keys, const char *const *vals,
+			   int64_t deadline, volatile sig_atomic_t *stop,
+			   pgo_pq_wait_t *how)
+{
+	PGconn *pg = PQconnectStartParams(keys, vals, 1);
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+	int64_t stop_by = 0;
+
+	*how = PGO_PQ_LOST;
+	if (!pg || PQstatus(pg) == CONNECTION_BAD)
+		return pg;
+	for (;;) {
+		pgo_pq_wait_t w;
+
+		if (st == PGRES_POLLING_OK) {
+			*how = PGO_PQ_READY;
+			return pg;
+		}
+		if (st == PGRES_POLLING_FAILED)
+			return pg;
+		/* libpq may change the socket (another address). */
+		w = wait_fd(PQsocket(pg),
+			    st == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+			    deadline, stop, &stop_by);
+		if (w != PGO_PQ_READY) {
+			*how = w;
+			return pg;
+		}
+		st = PQconnectPoll(pg);
+	}
+}
+
+PGconn *pgo_pq_connect(const char *const *keys, const char *const *vals,
+		       int64_t per_host_ms, volatile sig_atomic_t *stop,
+		       pgo_pq_wait_t *how)
+{
+	const char *k[PGO_CONN_KEYS + 4], *v[PGO_CONN_KEYS + 4];
+	const char *url = NULL, *host, *addr, *port;
+	char hbuf[256], abuf[64], pbuf[16];
+	PQconninfoOption *opts;
+	PGconn *pg = NULL;
+	int n = 0, hosts;
+
+	for (; keys[n] && n < PGO_CONN_KEYS; n++) {
+		k[n] = keys[n];
+		v[n] = vals[n];
+		if (strcmp(keys[n], "dbname") == 0)
+			url = vals[n];
+	}
+	/* A list of hosts is tried one at a time, each within per_host_ms,
+	 * as libpq's connect_timeout does in PQconnectdb (PQconnectPoll
+	 * has no timeout): a host gone without a word must not hold the
+	 * attempt up forever, nor keep it from the next host. */
+	hosts = host_lists(url, &opts, &host, &addr, &port);
+	if (hosts <= 1) {
+		PQconninfoFree(opts);
+		return connect_one(keys, vals,
+				   per_host_ms ? pgo_now_ms() + per_host_ms : 0,
+				   stop, how);
+	}
+	for (int i = 0; i < hosts; i++) {
+		int m = n;
+
+		if (host && *host) {
+			k[m] = "host";
+			v[m++] = list_item(host, i, hbuf, sizeof(hbuf));
+		}
+		if (addr && *addr) {
+			k[m] = "hostaddr";
+			v[m++] = list_item(addr, i, abuf, sizeof(abuf));
+		}
+		if (port && *port) {
+			k[m] = "port";
+			v[m++] = list_item(port, i, pbuf, sizeof(pbuf));
+		}
+		k[m] = NULL;
+		v[m] = NULL;
+		PQfinish(pg);
+		pg = connect_one(k, v,
+				 per_host_ms ? pgo_now_ms() + per_host_ms : 0,
+				 stop, how);
+		if (*how == PGO_PQ_READY || *how == PGO_PQ_STOPPED)
+			break;
+	}
+	PQconninfoFree(opts);
+	return pg;
+}
+
+PGresult *pgo_pq_exec(PGconn *pg, const char *sql, int n,
+		      const char *const *values, int64_t deadline,
+		      volatile sig_atomic_t *stop, pgo_pq_wait_t *how)
+{
+	PGresult *last = NULL;
+
+	*how = PGO_PQ_LOST;
+	if (!PQsendQueryParams(pg, sql, n, NULL, values, NULL, NULL, 0))
+		return NULL;
+	/* As PQexec(): every result read, the last one kept. */
+	for (;;) {
+		PGresult *r;
+
+		*how = pgo_pq_await(pg, deadline, stop);
+		if (*how != PGO_PQ_READY) {
+			PQclear(last);
+			return NULL;
+		}
+		r = PQgetResult(pg);
+		if (!r)
+			break;
+		PQclear(last);
+		last = r;
+	}
+	if (!last || PQstatus(pg) == CONNECTION_BAD) {
+		PQclear(last);
+		*how = PGO_PQ_LOST;
+		return NULL;
+	}
+	return last;
+}
+
+const char *pgo_pq_wait_why(PGconn *pg, pgo_pq_wait_t how, int64_t limit,
+			    char *buf, size_t len)
+{
+	switch (how) {
+	case PGO_PQ_TIMEOUT:
+		snprintf(buf, len,
+			 "no reply from PostgreSQL within %lld ms (server or "
+			 "network hung)",
+			 (long long)limit);
+		break;
+	case PGO_PQ_STOPPED: snprintf(buf, len, "stopping"); break;
+	default:
+		snprintf(buf, len, "%s",
+			 pg ? pgo_pq_msg(pg, NULL) : "out of memory");
+		break;
+	}
+	return buf;
 }

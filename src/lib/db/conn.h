@@ -127,6 +127,7 @@ typedef struct pgo_conn {
 	bool need_flush;     /* queued bytes not yet sent: wait for POLLOUT */
 	int64_t retry_at;    /* DOWN: when to try again (monotonic ms) */
 	int64_t sent_at;     /* SETUP, BUSY: when the round was sent */
+	int64_t connect_by;  /* CONNECTING: when to give up (0: never) */
 	int64_t backoff;     /* current reconnect backoff, ms */
 	int64_t backoff_max; /* ceiling, ms */
 	int notifies;	     /* notifications received since last taken */
@@ -145,13 +146,25 @@ typedef struct pgo_conn {
 
 void pgo_conn_init(pgo_conn_t *c, const pgo_conf_t *conf,
 		   const pgo_conn_setup_t *setup);
-/* The connection keywords and values of every pgoutbox session (timeouts,
- * keepalives, database.url, application_name), NULL-terminated, for
- * PQconnectStartParams/PQconnectdbParams with expand_dbname 1; timeout is
- * room for the connect_timeout text. */
+/* The connection keywords and values of every pgoutbox session, for
+ * PQconnectStartParams/PQconnectdbParams with expand_dbname 1,
+ * NULL-terminated: connect_timeout, keepalives (idle 10 s, then 3 probes
+ * 5 s apart) and tcp_user_timeout (25 s), then database.url (which
+ * overrides any of them: libpq takes the last value of a keyword), then
+ * application_name.  timeout is room for the connect_timeout text. */
+#define PGO_CONN_KEYS		     12 /* room for one more, and NULL */
+#define PGO_CONN_KEEPALIVES_IDLE     "10"
+#define PGO_CONN_KEEPALIVES_INTERVAL "5"
+#define PGO_CONN_KEEPALIVES_COUNT    "3"
+#define PGO_CONN_TCP_USER_TIMEOUT    "25000" /* ms */
 void pgo_conn_params(const pgo_conf_t *conf, const char *app_name,
-		     const char *keys[8], const char *vals[8],
-		     char timeout[24]);
+		     const char *keys[PGO_CONN_KEYS],
+		     const char *vals[PGO_CONN_KEYS], char timeout[24]);
+/* The same for a runner that holds only the URL (NULL or "": libpq's
+ * defaults) and its connect timeout (ms). */
+void pgo_conn_params_url(const char *db_url, int64_t connect_timeout_ms,
+			 const char *app_name, const char *keys[PGO_CONN_KEYS],
+			 const char *vals[PGO_CONN_KEYS], char timeout[24]);
 /* Closes the connection (if any) and frees the round's results. */
 void pgo_conn_close(pgo_conn_t *c);
 /* Starts connecting if DOWN and retry_at has passed. */
@@ -179,10 +192,12 @@ PGresult *pgo_conn_take(pgo_conn_t *c, int i);
 void pgo_conn_round_clear(pgo_conn_t *c);
 
 /* When the round in flight (or the setup) has waited limit ms for its
- * reply (0: none in flight, or no limit). */
+ * reply (0: none in flight, or no limit); while connecting to a single
+ * host, when database.connect_timeout has passed. */
 int64_t pgo_conn_round_deadline(const pgo_conn_t *c, int64_t limit);
 /* Drops the connection when that deadline has passed: the server, or
  * the path to it, hangs (a stalled proxy the kernel keeps ACKing).
+ * limit only concerns rounds: a connect's deadline is always applied.
  * Returns true if it did. */
 bool pgo_conn_expire(pgo_conn_t *c, int64_t now, int64_t limit);
 
@@ -212,6 +227,43 @@ int pgo_conn_start_refusal(const pgo_conf_t *conf, const char *why,
  * libpq's defaults). */
 int pgo_conn_url_refusal(const char *db_url, const char *why, bool check_url,
 			 pgo_error_t *err);
+
+/* --- one request at a time with a deadline (blocking runners) --- */
+
+/* For a runner that does one thing at a time (consume): libpq used
+ * without blocking, so that a server or a path that hangs (a host gone
+ * without a word, a stalled proxy the kernel keeps ACKing) costs at most
+ * the deadline, and a stop request ends a wait within half a second (a
+ * healthy server's reply still taken meanwhile).  Deadlines are
+ * monotonic ms (pgo_now_ms()), 0 for none; stop may be NULL. */
+typedef enum pgo_pq_wait {
+	PGO_PQ_READY = 0, /* done (a result can be read without blocking) */
+	PGO_PQ_LOST,	  /* the connection failed (PQerrorMessage says) */
+	PGO_PQ_TIMEOUT,	  /* the deadline passed first */
+	PGO_PQ_STOPPED	  /* *stop was set first */
+} pgo_pq_wait_t;
+
+/* Sends what libpq holds and waits until PQgetResult() would not block. */
+pgo_pq_wait_t pgo_pq_await(PGconn *pg, int64_t deadline,
+			   volatile sig_atomic_t *stop);
+/* PQconnectdbParams (expand_dbname 1) that gives up on a host after
+ * per_host_ms (0: never) or at a stop, and tries the hosts of a list
+ * (host=a,b) one at a time as libpq does: the connection, *how READY when
+ * it is up; otherwise the last attempt's failed or unfinished connection
+ * (PQfinish it; NULL: out of memory) and why. */
+PGconn *pgo_pq_connect(const char *const *keys, const char *const *vals,
+		       int64_t per_host_ms, volatile sig_atomic_t *stop,
+		       pgo_pq_wait_t *how);
+/* PQexecParams (text values) with a deadline: the last result, as
+ * PQexec() (the caller clears it), *how READY; NULL and why otherwise,
+ * the connection then unusable (drop it). */
+PGresult *pgo_pq_exec(PGconn *pg, const char *sql, int n,
+		      const char *const *values, int64_t deadline,
+		      volatile sig_atomic_t *stop, pgo_pq_wait_t *how);
+/* What went wrong, for the log: libpq's message, or "no reply from
+ * PostgreSQL within limit ms (...)", or "stopping".  Returns buf. */
+const char *pgo_pq_wait_why(PGconn *pg, pgo_pq_wait_t how, int64_t limit,
+			    char *buf, size_t len);
 
 /* --- pooler.c --- */
 

@@ -55,7 +55,7 @@ static PGconn *open_conn(const pgo_conf_t *conf, const char *app_name,
 			 pgo_error_t *err)
 {
 	char timeout[24];
-	const char *keys[8], *vals[8];
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 	PGconn *c;
 
 	pgo_conn_params(conf, app_name, keys, vals, timeout);

@@ -15,4 +15,16 @@ struct pgo_consumer;
 int pgo_consumer_monitor(struct pgo_consumer *c, const pgo_conf_t *conf,
 			 pgo_error_t *err);
 
+/* The consumer's PostgreSQL timeouts (pgoutbox.h's options hold none, so
+ * that its layout stays 0.2.0's): a connection attempt gives up after
+ * connect_ms (default PGO_CONSUME_CONNECT_TIMEOUT_MS; database.url's
+ * connect_timeout is libpq's per host), a request without its reply after
+ * request_ms (0: never; -1, the default: the statement timeout plus
+ * PGO_CONSUME_REQUEST_MARGIN_MS, or never without a statement timeout);
+ * then the connection is dropped and the message comes again. */
+#define PGO_CONSUME_CONNECT_TIMEOUT_MS 10000
+#define PGO_CONSUME_REQUEST_MARGIN_MS  10000
+void pgo_consumer_set_pg_timeouts(struct pgo_consumer *c, int64_t connect_ms,
+				  int64_t request_ms);
+
 #endif /* PGO_CONSUME_H */

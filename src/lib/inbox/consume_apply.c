@@ -59,10 +59,17 @@ static int handle_sql(pgo_consumer_t *c, const pgo_inbox_msg_t *m, char *why,
 		      size_t len)
 {
 	const char *params[1] = {m->payload};
-	PGresult *res = PQexecParams(c->pg, c->sql_call, 1, NULL, params, NULL,
-				     NULL, 0);
+	pgo_pq_wait_t how;
+	PGresult *res = pgo_pq_exec(c->pg, c->sql_call, 1, params,
+				    pgo_consume_deadline(c), &c->stop, &how);
 	int rc = PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : -1;
 
+	if (!res) {
+		/* roll_back() sees the connection gone. */
+		pgo_consume_pg_failed(c, how);
+		snprintf(why, len, "no reply from PostgreSQL");
+		return -1;
+	}
 	if (rc != 0)
 		snprintf(why, len, "%s", pgo_pq_msg(c->pg, res));
 	PQclear(res);
@@ -147,11 +154,22 @@ static int handle_exec(pgo_consumer_t *c, const pgo_inbox_msg_t *m, char *why,
 /* Ends the transaction with ROLLBACK, telling a lost connection apart. */
 static outcome_t roll_back(pgo_consumer_t *c)
 {
+	pgo_pq_wait_t how;
+	PGresult *res;
+
+	if (!c->pg)
+		return DB_LOST; /* dropped already (and said why) */
 	if (PQstatus(c->pg) != CONNECTION_OK) {
 		pgo_consume_pg_lost(c, "connection lost");
 		return DB_LOST;
 	}
-	PQclear(PQexec(c->pg, "ROLLBACK"));
+	res = pgo_pq_exec(c->pg, "ROLLBACK", 0, NULL, pgo_consume_deadline(c),
+			  &c->stop, &how);
+	if (!res) {
+		pgo_consume_pg_failed(c, how);
+		return DB_LOST;
+	}
+	PQclear(res);
 	if (PQstatus(c->pg) != CONNECTION_OK) {
 		pgo_consume_pg_lost(c, "connection lost");
 		return DB_LOST;
@@ -201,6 +219,7 @@ outcome_t pgo_consume_handle_one_sql(pgo_consumer_t *c,
 	const char *payload[1] = {m->payload};
 	char why[512] = "";
 	int fresh = 0, idx = 0, failed_at = -1, nulls = 0;
+	int64_t deadline = pgo_consume_deadline(c);
 
 	if (!PQenterPipelineMode(c->pg) ||
 	    !PQsendQueryParams(c->pg, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) ||
@@ -216,8 +235,18 @@ outcome_t pgo_consume_handle_one_sql(pgo_consumer_t *c,
 		return DB_LOST;
 	}
 	for (;;) {
-		PGresult *r = PQgetResult(c->pg);
+		pgo_pq_wait_t how = pgo_pq_await(c->pg, deadline, &c->stop);
+		PGresult *r;
 		ExecStatusType st;
+
+		/* A hung server or path: the transaction rolls back with the
+		 * session, the message comes again (the inbox drops it if its
+		 * COMMIT did go through). */
+		if (how != PGO_PQ_READY) {
+			pgo_consume_pg_failed(c, how);
+			return DB_LOST;
+		}
+		r = PQgetResult(c->pg);
 
 		if (!r) {
 			/* One NULL ends each statement; two in a row: the
@@ -270,6 +299,7 @@ outcome_t pgo_consume_handle_one_sql(pgo_consumer_t *c,
 outcome_t pgo_consume_handle_one(pgo_consumer_t *c, const pgo_inbox_msg_t *m)
 {
 	pgo_error_t err;
+	pgo_pq_wait_t how;
 	char why[512] = "";
 	int fresh = 0, rc;
 	PGresult *res;
@@ -278,9 +308,14 @@ outcome_t pgo_consume_handle_one(pgo_consumer_t *c, const pgo_inbox_msg_t *m)
 		return roll_back(c);
 	char key[256];
 
-	if (pgo_inbox_claim(c->pg, c->group,
-			    pgo_consume_inbox_key(m, key, sizeof(key)), &fresh,
-			    &err) != PGO_OK) {
+	if (pgo_inbox_claim_within(c->pg, c->group,
+				   pgo_consume_inbox_key(m, key, sizeof(key)),
+				   &fresh, &err, pgo_consume_deadline(c),
+				   &c->stop, &how) != PGO_OK) {
+		if (how != PGO_PQ_READY) {
+			pgo_consume_pg_failed(c, how);
+			return DB_LOST;
+		}
 		pgo_log(PGO_LOG_WARN, c->subject, "%s", err.msg);
 		c->stats.failed++;
 		return roll_back(c);
@@ -293,6 +328,8 @@ outcome_t pgo_consume_handle_one(pgo_consumer_t *c, const pgo_inbox_msg_t *m)
 			rc = handle_exec(c, m, why, sizeof(why));
 		else
 			rc = handle_sql(c, m, why, sizeof(why));
+		if (rc != 0 && !c->pg)
+			return DB_LOST; /* no reply: dropped, said why */
 		if (rc != 0) {
 			pgo_log(PGO_LOG_WARN, c->subject,
 				"event %s (entry %s): handler failed: %s",
@@ -302,7 +339,14 @@ outcome_t pgo_consume_handle_one(pgo_consumer_t *c, const pgo_inbox_msg_t *m)
 			return roll_back(c);
 		}
 	}
-	res = PQexec(c->pg, "COMMIT");
+	res = pgo_pq_exec(c->pg, "COMMIT", 0, NULL, pgo_consume_deadline(c),
+			  &c->stop, &how);
+	if (!res) {
+		/* Committed or not: the message comes again, and the inbox
+		 * tells. */
+		pgo_consume_pg_failed(c, how);
+		return DB_LOST;
+	}
 	if (PQresultStatus(res) != PGRES_COMMAND_OK ||
 	    PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
 		pgo_log(PGO_LOG_WARN, c->subject, "event %s: COMMIT failed: %s",

@@ -1,8 +1,11 @@
 /*
- * consume_db.c — the consumer's PostgreSQL session: one blocking libpq
- * connection (the consumer handles one message at a time), connected with
- * backoff, its schema and its --sql function checked, the inbox's
- * partitions maintained.
+ * consume_db.c — the consumer's PostgreSQL session: one libpq connection
+ * used one request at a time (the consumer handles one message at a time)
+ * but never waiting without a deadline: the connect gives up after the
+ * connect timeout, each request after the request timeout (db/conn.h's
+ * pgo_pq_*), and a stop request ends either within 100 ms.  Connected
+ * with backoff and the relay's TCP keepalives, its schema and its --sql
+ * function checked, the inbox's partitions maintained.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -26,12 +29,39 @@ void pgo_consume_pg_lost(pgo_consumer_t *c, const char *why)
 	c->pg_backoff = pgo_consume_next_backoff(c->pg_backoff);
 }
 
+int64_t pgo_consume_deadline(const pgo_consumer_t *c)
+{
+	return c->request_timeout_ms ? pgo_now_ms() + c->request_timeout_ms : 0;
+}
+
+void pgo_consume_pg_failed(pgo_consumer_t *c, pgo_pq_wait_t how)
+{
+	char why[512];
+
+	if (how == PGO_PQ_STOPPED) {
+		/* Stopping: the transaction in flight rolls back with the
+		 * session, its message comes again. */
+		PQfinish(c->pg);
+		c->pg = NULL;
+		return;
+	}
+	pgo_consume_pg_lost(c,
+			    pgo_pq_wait_why(c->pg, how, c->request_timeout_ms,
+					    why, sizeof(why)));
+}
+
 /* Runs a command that returns no rows; false on failure (logged). */
 bool pgo_consume_pg_cmd(pgo_consumer_t *c, const char *sql)
 {
-	PGresult *res = PQexec(c->pg, sql);
+	pgo_pq_wait_t how;
+	PGresult *res = pgo_pq_exec(c->pg, sql, 0, NULL,
+				    pgo_consume_deadline(c), &c->stop, &how);
 	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 
+	if (!res) {
+		pgo_consume_pg_failed(c, how);
+		return false;
+	}
 	if (!ok)
 		pgo_log(PGO_LOG_WARN, c->subject, "%s: %s", sql,
 			pgo_pq_msg(c->pg, res));
@@ -47,16 +77,21 @@ bool pgo_consume_pg_cmd(pgo_consumer_t *c, const char *sql)
 static int check_function(pgo_consumer_t *c)
 {
 	const char *params[2] = {c->sql_sig, c->sql_name};
+	pgo_pq_wait_t how;
 	PGresult *res;
 
 	if (!c->sql_name)
 		return PGO_OK;
-	res = PQexecParams(c->pg,
-			   "SELECT to_regprocedure($1) IS NOT NULL, "
-			   "(SELECT string_agg(p.oid::regprocedure::text, ', ' "
-			   "ORDER BY 1) FROM pg_catalog.pg_proc p "
-			   "WHERE p.proname = $2)",
-			   2, NULL, params, NULL, NULL, 0);
+	res = pgo_pq_exec(c->pg,
+			  "SELECT to_regprocedure($1) IS NOT NULL, "
+			  "(SELECT string_agg(p.oid::regprocedure::text, ', ' "
+			  "ORDER BY 1) FROM pg_catalog.pg_proc p "
+			  "WHERE p.proname = $2)",
+			  2, params, pgo_consume_deadline(c), &c->stop, &how);
+	if (!res) {
+		pgo_consume_pg_failed(c, how);
+		return PGO_ERR_AGAIN;
+	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
 		pgo_consume_pg_lost(c, pgo_pq_msg(c->pg, res));
 		PQclear(res);
@@ -82,11 +117,10 @@ static int check_function(pgo_consumer_t *c)
  * inbox (fatal). */
 int pgo_consume_ensure_pg(pgo_consumer_t *c)
 {
-	const char *keys[] = {"dbname", "application_name", "connect_timeout",
-			      NULL};
-	const char *vals[] = {c->db_url, "pgoutbox consume", "10", NULL};
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 	pgo_error_t err;
-	char sql[96];
+	pgo_pq_wait_t how;
+	char sql[96], what[512], timeout[24];
 	int rc;
 
 	if (c->pg && PQstatus(c->pg) == CONNECTION_OK)
@@ -95,9 +129,18 @@ int pgo_consume_ensure_pg(pgo_consumer_t *c)
 		pgo_consume_pg_lost(c, pgo_pq_msg(c->pg, NULL));
 	if (pgo_now_ms() < c->pg_retry_at)
 		return PGO_ERR_AGAIN;
-	c->pg = PQconnectdbParams(keys, vals, 1);
+	/* The relay's defaults (keepalives...), which the URL overrides. */
+	pgo_conn_params_url(c->db_url, c->pg_connect_timeout_ms,
+			    "pgoutbox consume", keys, vals, timeout);
+	c->pg = pgo_pq_connect(keys, vals, c->pg_connect_timeout_ms, &c->stop,
+			       &how);
+	if (how == PGO_PQ_STOPPED) {
+		PQfinish(c->pg);
+		c->pg = NULL;
+		return PGO_ERR_AGAIN;
+	}
 	/* At start, what no retry fixes stops here (conn.c's rule). */
-	if (c->pg && PQstatus(c->pg) != CONNECTION_OK && !c->pg_ever &&
+	if (how == PGO_PQ_LOST && c->pg && !c->pg_ever &&
 	    pgo_conn_url_refusal(c->db_url, pgo_pq_msg(c->pg, NULL), true,
 				 &err) != PGO_OK) {
 		snprintf(c->errmsg, sizeof(c->errmsg), "%s", err.msg);
@@ -105,10 +148,18 @@ int pgo_consume_ensure_pg(pgo_consumer_t *c)
 		c->pg = NULL;
 		return PGO_ERR_INVALID;
 	}
-	if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
+	if (how != PGO_PQ_READY) {
+		char why[512];
+
+		if (how == PGO_PQ_TIMEOUT)
+			snprintf(why, sizeof(why),
+				 "no answer to connecting within %" PRId64
+				 " ms (server or network hung)",
+				 c->pg_connect_timeout_ms);
+		else
+			pgo_pq_wait_why(c->pg, how, 0, why, sizeof(why));
 		pgo_outage_failed(pgo_outage_of(c->subject), c->subject, false,
-				  c->pg ? pgo_pq_msg(c->pg, NULL)
-					: "out of memory");
+				  why);
 		PQfinish(c->pg);
 		c->pg = NULL;
 		c->pg_retry_at = pgo_now_ms() + c->pg_backoff;
@@ -137,8 +188,10 @@ int pgo_consume_ensure_pg(pgo_consumer_t *c)
 	c->pg_backoff = BACKOFF_MIN_MS;
 	c->pg_ever = true;
 	c->pending_mode = true; /* anything in flight may have failed */
-	pgo_outage_up(pgo_outage_of(c->subject), c->subject,
-		      "connected to PostgreSQL");
+	/* Which server: after a failover, the promoted one. */
+	snprintf(what, sizeof(what), "connected to %s on %s:%s", PQdb(c->pg),
+		 PQhost(c->pg), PQport(c->pg));
+	pgo_outage_up(pgo_outage_of(c->subject), c->subject, what);
 	return PGO_OK;
 }
 

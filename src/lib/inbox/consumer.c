@@ -259,6 +259,7 @@ pgo_consumer_t *pgo_consumer_new(const pgo_consumer_opts_t *opts,
 	c->redis_timeout_ms = o->redis_timeout_ms;
 	c->connect_timeout_ms = o->redis_connect_timeout_ms;
 	c->statement_timeout_ms = o->statement_timeout_ms;
+	pgo_consumer_set_pg_timeouts(c, PGO_CONSUME_CONNECT_TIMEOUT_MS, -1);
 	c->count = o->count;
 	c->max_attempts = o->max_attempts;
 	c->exit_after_commit = o->exit_after_commit;
@@ -344,6 +345,19 @@ int pgo_consumer_monitor(pgo_consumer_t *c, const pgo_conf_t *conf,
 					      "group", c->group, "outcome",
 					      outcome[i], NULL));
 	return PGO_OK;
+}
+
+void pgo_consumer_set_pg_timeouts(pgo_consumer_t *c, int64_t connect_ms,
+				  int64_t request_ms)
+{
+	c->pg_connect_timeout_ms = connect_ms;
+	/* Longer than a statement may run, so that only a hang hits it. */
+	if (request_ms < 0)
+		request_ms = c->statement_timeout_ms
+				     ? c->statement_timeout_ms +
+					       PGO_CONSUME_REQUEST_MARGIN_MS
+				     : 0;
+	c->request_timeout_ms = request_ms;
 }
 
 void pgo_consumer_request_stop(pgo_consumer_t *c)

@@ -17,6 +17,7 @@
 #include <signal.h>
 
 #include "loop/proc.h"
+#include "db/conn.h"
 #include "inbox/consume.h"
 #include "loop/loop.h"
 #include "metrics/metrics.h"
@@ -46,6 +47,8 @@ struct pgo_consumer {
 	void *handler_ctx;
 	int64_t exec_timeout_ms, claim_idle_ms, block_ms, maintain_every_ms,
 		redis_timeout_ms, connect_timeout_ms, statement_timeout_ms;
+	int64_t pg_connect_timeout_ms; /* a PostgreSQL connection attempt */
+	int64_t request_timeout_ms;    /* a reply from PostgreSQL (0: none) */
 	int count, max_attempts, exit_after_commit;
 	char sql_call[160];  /* SELECT "schema"."func"($1::jsonb) */
 	char sql_gated[224]; /* the same, run only for a fresh claim */
@@ -112,8 +115,16 @@ int64_t pgo_consume_retry_ms(int fail_count);
 /* Drops the PostgreSQL connection (logged with why) and schedules the
  * next connect with backoff. */
 void pgo_consume_pg_lost(pgo_consumer_t *c, const char *why);
-/* Runs a command that returns no rows; false on failure (logged). */
+/* Runs a command that returns no rows; false on failure (logged; a
+ * connection that failed, hung past the request timeout or was cut short
+ * by a stop is dropped). */
 bool pgo_consume_pg_cmd(pgo_consumer_t *c, const char *sql);
+/* The deadline of a request sent now (0: none). */
+int64_t pgo_consume_deadline(const pgo_consumer_t *c);
+/* A request ended without its reply (how, pgo_pq_wait_t): the connection
+ * is dropped, logged as an outage (pgo_consume_pg_lost) unless a stop cut
+ * it short. */
+void pgo_consume_pg_failed(pgo_consumer_t *c, pgo_pq_wait_t how);
 /* Connects when needed.  Returns PGO_OK when connected, PGO_ERR_AGAIN to
  * wait for the backoff, PGO_ERR_SCHEMA when the database lacks the inbox
  * or PGO_ERR_INVALID when the --sql function does not exist (fatal,
@@ -121,6 +132,15 @@ bool pgo_consume_pg_cmd(pgo_consumer_t *c, const char *sql);
 int pgo_consume_ensure_pg(pgo_consumer_t *c);
 /* The inbox's partitions, every maintain interval. */
 void pgo_consume_maybe_maintain(pgo_consumer_t *c);
+
+/* --- inbox.c --- */
+
+/* pgo_inbox_claim() with a deadline and a stop flag (pgo_pq_exec()):
+ * when its query got no reply, PGO_ERR_DB and *how says why. */
+int pgo_inbox_claim_within(PGconn *conn, const char *consumer,
+			   const char *message_id, int *fresh, pgo_error_t *err,
+			   int64_t deadline, volatile sig_atomic_t *stop,
+			   pgo_pq_wait_t *how);
 
 /* --- consume_redis.c --- */
 

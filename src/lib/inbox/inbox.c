@@ -8,14 +8,30 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "db/conn.h"
+#include "inbox/consumer_int.h"
 #include "pgoutbox.h"
 
 int pgo_inbox_claim(PGconn *conn, const char *consumer, const char *message_id,
 		    int *fresh, pgo_error_t *err)
 {
+	pgo_pq_wait_t how;
+
+	return pgo_inbox_claim_within(conn, consumer, message_id, fresh, err, 0,
+				      NULL, &how);
+}
+
+int pgo_inbox_claim_within(PGconn *conn, const char *consumer,
+			   const char *message_id, int *fresh, pgo_error_t *err,
+			   int64_t deadline, volatile sig_atomic_t *stop,
+			   pgo_pq_wait_t *how)
+{
 	const char *params[2] = {consumer, message_id};
 	PGresult *res;
 	int rc = PGO_OK;
+	char why[128];
+
+	*how = PGO_PQ_READY;
 
 	if (fresh)
 		*fresh = 0;
@@ -30,8 +46,13 @@ int pgo_inbox_claim(PGconn *conn, const char *consumer, const char *message_id,
 				     "pgo_inbox_claim must run inside the "
 				     "transaction that applies the message "
 				     "(BEGIN first)");
-	res = PQexecParams(conn, "SELECT pgoutbox.inbox_claim($1, $2)", 2, NULL,
-			   params, NULL, NULL, 0);
+	res = pgo_pq_exec(conn, "SELECT pgoutbox.inbox_claim($1, $2)", 2,
+			  params, deadline, stop, how);
+	if (!res)
+		return pgo_error_set(
+			err, PGO_ERR_DB, 1, "inbox claim of %.100s: %s",
+			message_id,
+			pgo_pq_wait_why(conn, *how, 0, why, sizeof(why)));
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
 		rc = pgo_error_set(err, PGO_ERR_DB, pgo_pq_retriable(conn, res),
 				   "inbox claim of %.100s: %s", message_id,

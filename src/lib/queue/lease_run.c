@@ -185,6 +185,16 @@ static int64_t lease_wake_at(const pgo_worker_t *w, const lease_loop_t *l,
 	return deadline;
 }
 
+/* How long a round (claim, heartbeat, completion: short statements under
+ * statement_timeout) may wait for its reply before the server or the
+ * path to it counts as hung, as the relay's rounds (0: no limit). */
+static int64_t lease_round_limit(const pgo_worker_t *w)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(w->conf);
+
+	return v->statement_timeout ? v->statement_timeout + w->o.lease_ms : 0;
+}
+
 /* Steps the connections after the turn: a round's result goes to its
  * operation, a connection lost with one in flight hands it back. */
 static void lease_step(pgo_worker_t *w)
@@ -193,6 +203,12 @@ static void lease_step(pgo_worker_t *w)
 		pgo_conn_t *c = &w->lconns[i];
 		pgo_conn_event_t ev =
 			pgo_worker_step_conn(w, c, &w->lrevents[i]);
+
+		/* No reply in time: drop the connection (the turn waits at
+		 * most MAX_WAIT_MS, so this is seen within a second). */
+		if (ev == PGO_CONN_EV_NONE &&
+		    pgo_conn_expire(c, pgo_now_ms(), lease_round_limit(w)))
+			ev = PGO_CONN_EV_LOST;
 
 		if (ev == PGO_CONN_EV_FATAL) {
 			w->stop = 2;

@@ -79,22 +79,12 @@ int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	char timeout[24];
-	const char *keys[] = {"connect_timeout", "dbname", "application_name",
-			      NULL};
-	const char *vals[] = {timeout,
-			      v->db_url && *v->db_url ? v->db_url : NULL,
-			      r->app_name, NULL};
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 	const char *name = v->queue;
 	PGconn *pg;
 	PGresult *res;
 
-	snprintf(timeout, sizeof(timeout), "%lld",
-		 (long long)(v->connect_timeout + 999) / 1000);
-	if (!vals[1]) {
-		keys[1] = "application_name";
-		vals[1] = r->app_name;
-		keys[2] = NULL;
-	}
+	pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
 	pg = PQconnectdbParams(keys, vals, 1);
 	/* The relay's first connection: what no retry fixes (conn.c's
 	 * rule) is refused here, before anything else is said. */

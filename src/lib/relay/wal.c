@@ -125,7 +125,7 @@ static bool dead_letter(pgo_relay_t *r, const size_t *idx, size_t n)
 	bool ok;
 
 	if (!w->dead_pg || PQstatus(w->dead_pg) != CONNECTION_OK) {
-		const char *keys[10], *vals[10];
+		const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 		char timeout[24];
 
 		PQfinish(w->dead_pg);
@@ -347,7 +347,7 @@ double pgo_wal_lag_seconds(const pgo_relay_t *r)
 
 int pgo_wal_load(pgo_relay_t *r, pgo_error_t *err)
 {
-	const char *keys[10], *vals[10];
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 	char timeout[24];
 	const char *name = pgo_conf_values(r->conf)->queue;
 	PGconn *pg;
