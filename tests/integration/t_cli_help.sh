@@ -19,7 +19,7 @@ expect_err() {
 grep -q -- '--grace' "$T_TMP/cron.help" || fail "cron --help lacks --grace"
 ! grep -q -- '--clock-offset' "$T_TMP/cron.help" || fail "cron --help shows --clock-offset"
 expect_err 2 '--clock-offset "soon"' "$PGO_BIN" cron run --clock-offset soon
-if "$PGO_BIN" --help | grep -q '^  consume '; then
+if grep -q '^  consume ' <<<"$("$PGO_BIN" --help)"; then
 	"$PGO_BIN" consume --help >"$T_TMP/consume.help"
 	grep -q -- '--dedup-window' "$T_TMP/consume.help" || fail "consume --help lacks --dedup-window"
 	! grep -q -- '--exit-after-commit' "$T_TMP/consume.help" || fail "consume --help shows --exit-after-commit"
@@ -34,7 +34,7 @@ q "CREATE TABLE app_outbox (id bigserial PRIMARY KEY, aggregatetype text NOT NUL
    aggregateid text, type text NOT NULL DEFAULT '', payload jsonb NOT NULL)"
 printf '%s\n' "$DATABASE_URL" >"$T_TMP/db.url"
 for c in adopt unadopt; do
-	"$PGO_BIN" "$c" --help | grep -q -- '--db-file' || fail "$c --help lacks --db-file"
+	grep -q -- '--db-file' <<<"$("$PGO_BIN" "$c" --help)" || fail "$c --help lacks --db-file"
 done
 (unset DATABASE_URL; "$PGO_BIN" adopt public.app_outbox --name app --db-file "$T_TMP/db.url") \
 	>"$T_TMP/adopt.out" 2>&1 || fail "adopt --db-file: $(cat "$T_TMP/adopt.out")"

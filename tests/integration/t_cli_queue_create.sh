@@ -14,7 +14,7 @@ expect() {
 	grep -qF -- "$msg" "$T_TMP/stdout" "$T_TMP/stderr" || fail "$*: no '$msg': $(cat "$T_TMP/stdout" "$T_TMP/stderr")"
 }
 
-"$PGO_BIN" queue create --help | grep -q -- '--if-not-exists' || fail "queue --help lacks --if-not-exists"
+grep -q -- '--if-not-exists' <<<"$("$PGO_BIN" queue create --help)" || fail "queue --help lacks --if-not-exists"
 # New: created as without the flag.
 expect 0 'work queue jobs created (table pgoutbox.jobs, 64 shards)' "$PGO_BIN" queue create jobs --if-not-exists
 expect 0 'outbox queue events created (table pgoutbox.events, 16 shards)' \

@@ -132,4 +132,4 @@ for cmd in consume inbox; do
 	"$PGO_BIN" "$cmd" --help >"$T_TMP/help" || fail "$cmd --help exited non-zero"
 	grep -q "usage: pgoutbox $cmd" "$T_TMP/help" || fail "$cmd --help has no usage line"
 done
-"$PGO_BIN" --help | grep -q consume || fail "pgoutbox --help does not list consume"
+grep -q consume <<<"$("$PGO_BIN" --help)" || fail "pgoutbox --help does not list consume"
