@@ -85,6 +85,19 @@ rc=0
 [ "$rc" = 1 ] || fail "status --json with a database down exited $rc"
 check_json "$T_TMP/down.json" t_down
 
+# --watch --json: an object a line, through the failure; SIGINT ends it
+# with 0.
+"$PGO_BIN" status --watch --json "${FLEET[@]}" --db "$DOWN" >"$T_TMP/watch.json" 2>"$T_TMP/watch.err" &
+w=$!; PIDS+=("$w")
+wait_until 20 '[ "$(wc -l <"$T_TMP/watch.json")" -ge 2 ]'
+kill -INT "$w"
+rc=0; wait "$w" || rc=$?
+[ "$rc" = 0 ] || fail "status --watch exited $rc after SIGINT: $(cat "$T_TMP/watch.err")"
+head -2 "$T_TMP/watch.json" | while read -r line; do
+	printf '%s\n' "$line" >"$T_TMP/line.json"
+	check_json "$T_TMP/line.json" t_down
+done
+
 # The same fleet as [database NAME] sections, a password in one URL.
 cat >"$T_TMP/fleet.ini" <<EOF
 [database]
