@@ -85,6 +85,14 @@ rc=0
 [ "$rc" = 1 ] || fail "status --json with a database down exited $rc"
 check_json "$T_TMP/down.json" t_down
 
+# No such database: refused for good, exit 2 too.
+rc=0
+"$PGO_BIN" status "${FLEET[@]}" --db "$(pg_url t_fleet_status_none)" >"$T_TMP/none.txt" 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "status with no such database exited $rc: $(tail -3 "$T_TMP/none.txt")"
+grep -A1 -x "database t_fleet_status_none, queue outbox" "$T_TMP/none.txt" | grep -q "ERROR: .*t_fleet_status_none" ||
+	fail "no ERROR row for the database that does not exist: $(cat "$T_TMP/none.txt")"
+check_text "$T_TMP/none.txt"
+
 # --watch --json: an object a line, through the failure; SIGINT ends it
 # with 0.
 "$PGO_BIN" status --watch --json "${FLEET[@]}" --db "$DOWN" >"$T_TMP/watch.json" 2>"$T_TMP/watch.err" &
