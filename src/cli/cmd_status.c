@@ -2,7 +2,8 @@
  * cmd_status.c — `pgoutbox status`: the operator's view of a queue, as
  * text or (--json) one JSON object; --watch writes it again every second
  * (text: the screen cleared first, like watch(1); JSON: one object a line)
- * until SIGINT or SIGTERM.
+ * until SIGINT or SIGTERM.  Given a fleet (--db more than once, or
+ * [database NAME] sections), the view of every database, by name.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,46 @@ static void on_stop(int sig)
 	stop_watch = 1;
 }
 
+/* Waits a second, or less if a signal comes. */
+static void pause_watch(void)
+{
+	struct timespec one = {1, 0};
+
+	nanosleep(&one, NULL);
+}
+
+/* The fleet's status: every database's, a failing one's error row; the
+ * others are still reported, and --watch goes on through failures. */
+static int fleet_status(cli_t *cli, bool json, bool watch)
+{
+	pgo_status_fleet_t *s;
+	pgo_error_t err;
+	int rc;
+
+	s = pgo_status_fleet_new(cli->conf, &err);
+	if (!s) {
+		cli_error("status", "%s", err.msg);
+		return cli_exit_code(err.code);
+	}
+	do {
+		if (watch && !json)
+			fputs("\033[H\033[2J", stdout); /* home, clear */
+		rc = pgo_status_fleet_write(
+			s, pgo_conf_get(cli->conf, "relay.queue"), json, stdout,
+			&stop_watch, &err);
+		fflush(stdout);
+		if (watch && !stop_watch)
+			pause_watch();
+	} while (watch && !stop_watch);
+	pgo_status_fleet_destroy(s);
+	if (watch)
+		return EXIT_OK;
+	if (rc != PGO_OK)
+		cli_error("status", "%s", err.msg);
+	/* Down: 1; not migrated or refused: 2, the graver. */
+	return cli_exit_code(rc);
+}
+
 int cmd_status(int argc, char **argv)
 {
 	bool json = false, watch = false, done;
@@ -38,11 +79,22 @@ int cmd_status(int argc, char **argv)
 	};
 	const cli_cmd_t cmd = {
 		.name = "status",
-		.usage = "usage: pgoutbox status [--db URL] [--queue NAME] "
+		.usage = "usage: pgoutbox status [--db URL]... [--queue NAME] "
 			 "[--json] [--watch]",
 		.summary = "Shows pending events per topic with the age of the "
 			   "oldest, dead letters, and\nthe relays connected "
 			   "now.",
+		.details = "A fleet (--db given more than once, or [database "
+			   "NAME] sections of the\n--config file, as for "
+			   "`pgoutbox relay`): each database's report headed "
+			   "by\nits name, then a \"fleet:\" line; with "
+			   "--json one object whose \"databases\"\narray "
+			   "holds each database's object with its "
+			   "\"database\" name.  A database\nthat fails gets "
+			   "an ERROR row (JSON: its \"error\"), the others "
+			   "are still\nshown, and status exits 1 (2 when one "
+			   "is not migrated or refuses the\nconnection for "
+			   "good: no such database, authentication).",
 		.opts = opts,
 		.flags = flags,
 	};
@@ -55,6 +107,15 @@ int cmd_status(int argc, char **argv)
 	rc = cli_parse(&cli, &cmd, argc, argv, &done);
 	if (rc != EXIT_OK || done)
 		return rc;
+	if (pgo_conf_database_count(cli.conf) > 0) {
+		if (watch) {
+			sigaction(SIGINT, &sa, NULL);
+			sigaction(SIGTERM, &sa, NULL);
+		}
+		rc = fleet_status(&cli, json, watch);
+		cli_free(&cli);
+		return rc;
+	}
 	conn = cli_connect(cli.conf, "pgoutbox status");
 	if (!conn) {
 		cli_free(&cli);
@@ -80,12 +141,8 @@ int cmd_status(int argc, char **argv)
 		fflush(stdout);
 		if (rc != PGO_OK)
 			break;
-		if (watch) {
-			struct timespec one = {1, 0};
-
-			/* A signal cuts the sleep short. */
-			nanosleep(&one, NULL);
-		}
+		if (watch)
+			pause_watch();
 	} while (watch && !stop_watch);
 	PQfinish(conn);
 	cli_free(&cli);

@@ -815,6 +815,81 @@ static void test_fleet_databases(void **state)
 	pgo_conf_destroy(conf);
 }
 
+/* How a fleet's databases are named (pgo_conf_databases_named, as the
+ * relay and `status` name them): --db flags by their dbnames when those
+ * are usable and different, else db1, db2, ...; sections by NAME;
+ * sections and flags not both; a section without url refused. */
+static void test_fleet_names(void **state)
+{
+	static const struct {
+		const char *file;    /* [database NAME] sections, or NULL */
+		const char *urls[4]; /* --db flags, NULL-ended */
+		const char *names;   /* "a b c", or NULL for an error */
+		const char *error;   /* a part of the error */
+	} cases[] = {
+		{NULL, {"dbname=a", "postgres://h/b", NULL}, "a b", NULL},
+		{NULL,
+		 {"dbname=a host=x", "dbname=a host=y", NULL},
+		 "db1 db2",
+		 NULL},
+		{NULL, {"host=x", "dbname=b", NULL}, "db1 db2", NULL},
+		{NULL, {"dbname=a.b", "dbname=c", NULL}, "db1 db2", NULL},
+		{NULL,
+		 {"dbname=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		  "dbname=c", NULL},
+		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa c",
+		 NULL},
+		{"[database eu]\nurl = dbname=x\n[database us]\nurl = "
+		 "dbname=x\n",
+		 {NULL},
+		 "eu us",
+		 NULL},
+		{"[database eu]\nurl = dbname=x\n",
+		 {"dbname=y", NULL},
+		 NULL,
+		 "not both"},
+		{"[database eu]\n", {NULL}, NULL, "[database eu] has no url"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		pgo_conf_t *conf = pgo_conf_new();
+		pgo_conf_db_t named[4];
+		pgo_error_t err;
+		char got[256] = "";
+		int rc;
+
+		if (cases[i].file)
+			assert_int_equal(
+				pgo_conf_load_file(
+					conf,
+					write_file("names.ini", cases[i].file)),
+				PGO_OK);
+		for (int u = 0; cases[i].urls[u]; u++)
+			assert_int_equal(pgo_conf_add_database(conf, NULL,
+							       cases[i].urls[u],
+							       "--db"),
+					 PGO_OK);
+		rc = pgo_conf_databases_named(conf, named, &err);
+		if (!cases[i].names) {
+			if (rc != PGO_ERR_CONFIG ||
+			    !strstr(err.msg, cases[i].error))
+				fail_msg("case %zu: rc %d, %s", i, rc,
+					 rc ? err.msg : "");
+			pgo_conf_destroy(conf);
+			continue;
+		}
+		assert_int_equal(rc, PGO_OK);
+		for (size_t d = 0; d < pgo_conf_database_count(conf); d++)
+			snprintf(got + strlen(got), sizeof(got) - strlen(got),
+				 "%s%s", d ? " " : "", named[d].name);
+		if (strcmp(got, cases[i].names) != 0)
+			fail_msg("case %zu: names \"%s\", want \"%s\"", i, got,
+				 cases[i].names);
+		pgo_conf_destroy(conf);
+	}
+}
+
 /* Reading stops at the first error: keys before it stay set, keys after
  * it are not read. */
 static void test_file_stops_at_error(void **state)
@@ -2035,6 +2110,7 @@ int main(void)
 		cmocka_unit_test(test_file_good),
 		cmocka_unit_test(test_file_errors),
 		cmocka_unit_test(test_fleet_databases),
+		cmocka_unit_test(test_fleet_names),
 		cmocka_unit_test(test_file_stops_at_error),
 		cmocka_unit_test(test_file_unreadable),
 		cmocka_unit_test(test_file_carriage_return),

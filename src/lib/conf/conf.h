@@ -154,6 +154,21 @@ struct pgo_conf_values {
  * (from_file may be NULL).  false past the last. */
 bool pgo_conf_database(const pgo_conf_t *conf, size_t i, const char **name,
 		       const char **url, bool *from_file);
+/* A database of the fleet as its relay, its log lines, metric labels,
+ * events' source header and `status` name it. */
+typedef struct pgo_conf_db {
+	char name[PGO_DB_NAME_MAX + 1]; /* a section's, or a --db's own */
+	const char *url;		/* conf's: valid until it reloads */
+	bool from_file;			/* a [database NAME] section */
+} pgo_conf_db_t;
+
+/* The fleet's databases, named, into dbs[pgo_conf_database_count()]: a
+ * section by its NAME; --db flags by their URLs' dbnames when each has
+ * a usable one of its own, else db1, db2, ... in the order given.
+ * PGO_OK, or PGO_ERR_CONFIG (err says it) for a section without url or
+ * sections and --db flags both. */
+int pgo_conf_databases_named(const pgo_conf_t *conf, pgo_conf_db_t *dbs,
+			     pgo_error_t *err);
 /* The configuration database url's relay runs with: base's sources read
  * again (file, envp, flags) with database.url = url as a flag (where
  * names it), validated; no fleet databases.  NULL with err filled. */

@@ -8,6 +8,7 @@
  * database.url set to the database's URL as a flag would set it: so it
  * outranks every other source, and reload (SIGHUP) keeps it.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,69 @@ int pgo_conf_database_line(pgo_conf_t *conf, const char *name, const char *key,
 			     "of a fleet takes only url; the other keys are "
 			     "the whole fleet's, in [database] and [relay])",
 			     where, name, key);
+}
+
+/* The dbname of a URL or conninfo ("" when it names none). */
+static void url_dbname(const char *url, char *buf, size_t size)
+{
+	PQconninfoOption *opts = PQconninfoParse(url, NULL);
+
+	buf[0] = '\0';
+	for (PQconninfoOption *o = opts; o && o->keyword; o++)
+		if (strcmp(o->keyword, "dbname") == 0 && o->val)
+			snprintf(buf, size, "%s", o->val);
+	PQconninfoFree(opts);
+}
+
+/* Names the databases given by --db: their dbname when each has one of
+ * its own (and a usable one), else db1, db2, ... */
+static void name_flags(pgo_conf_db_t *dbs, size_t n)
+{
+	bool unique = true;
+
+	for (size_t i = 0; i < n && unique; i++) {
+		pgo_conf_db_t *d = &dbs[i];
+
+		url_dbname(d->url, d->name, sizeof(d->name));
+		if (!d->url[0] || !name_ok(d->name))
+			unique = false;
+		for (size_t j = 0; j < i && unique; j++)
+			if (strcmp(dbs[j].name, d->name) == 0)
+				unique = false;
+	}
+	if (unique)
+		return;
+	for (size_t i = 0; i < n; i++)
+		snprintf(dbs[i].name, sizeof(dbs[i].name), "db%zu", i + 1);
+}
+
+int pgo_conf_databases_named(const pgo_conf_t *conf, pgo_conf_db_t *dbs,
+			     pgo_error_t *err)
+{
+	bool files = false, flags = false;
+
+	for (size_t i = 0; i < conf->ndbs; i++) {
+		const struct conf_db *c = &conf->dbs[i];
+
+		if (c->from_file && !*c->url)
+			return pgo_error_set(err, PGO_ERR_CONFIG, 0,
+					     "[database %s] has no url",
+					     c->name);
+		files |= c->from_file;
+		flags |= !c->from_file;
+		snprintf(dbs[i].name, sizeof(dbs[i].name), "%s",
+			 c->name ? c->name : "");
+		dbs[i].url = c->url;
+		dbs[i].from_file = c->from_file;
+	}
+	if (files && flags)
+		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
+				     "the fleet's databases are [database "
+				     "NAME] sections of the file or --db "
+				     "flags given more than once, not both");
+	if (flags)
+		name_flags(dbs, conf->ndbs);
+	return PGO_OK;
 }
 
 size_t pgo_conf_database_count(const pgo_conf_t *conf)

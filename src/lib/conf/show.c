@@ -7,6 +7,7 @@
  * (base/mask.c, or the one their key names) whenever they are written.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "conf/conf_int.h"
@@ -40,24 +41,68 @@ void pgo_conf_describe_origin(const struct key_state *st, char *buf,
 
 /* --- show and reference --- */
 
-/* Writes one key as `config show` does: its help, then "name = value"
- * (masked) and, in a column, where the value came from. */
-static void show_key(const pgo_conf_t *conf, size_t i, FILE *out, pgo_buf_t *b)
+/* "name = value" and, in a column, where the value came from. */
+static void show_value(FILE *out, const char *name, const char *value,
+		       const char *origin)
 {
 	enum { ORIGIN_COLUMN = 36 };
-	const pgo_conf_key_t *k = pgo_conf_keys[i];
-	const struct key_state *st = &conf->state[i];
-	char origin[600];
-	int len;
+	int len = fprintf(out, "%s = %s", name, value);
 
-	pgo_conf_describe_origin(st, origin, sizeof(origin));
-	fprintf(out, "; %s\n", k->help);
-	len = fprintf(out, "%s = %s", k->name,
-		      pgo_conf_display(k, st->text, b));
 	if (len < 0)
 		len = 0;
 	fprintf(out, "%*s; %s\n",
 		len < ORIGIN_COLUMN - 3 ? ORIGIN_COLUMN - len : 3, "", origin);
+}
+
+/* Writes one key as `config show` does: its help, then "name = value"
+ * (masked) and, in a column, where the value came from. */
+static void show_key(const pgo_conf_t *conf, size_t i, FILE *out, pgo_buf_t *b)
+{
+	const pgo_conf_key_t *k = pgo_conf_keys[i];
+	const struct key_state *st = &conf->state[i];
+	char origin[600];
+
+	pgo_conf_describe_origin(st, origin, sizeof(origin));
+	fprintf(out, "; %s\n", k->help);
+	show_value(out, k->name, pgo_conf_display(k, st->text, b), origin);
+}
+
+/* The fleet's databases (docs/fleet.md) as [database NAME] sections,
+ * named as the relay names them, each url masked as database.url is. */
+static void show_databases(const pgo_conf_t *conf, FILE *out, pgo_buf_t *b)
+{
+	const pgo_conf_key_t *url =
+		pgo_conf_keys[pgo_conf_find_key("database.url")];
+	pgo_conf_db_t *named;
+	pgo_error_t err;
+	char origin[600];
+
+	if (!conf->ndbs)
+		return;
+	if (!(named = calloc(conf->ndbs, sizeof(*named)))) {
+		fprintf(out, "\n; the fleet's databases: out of memory\n");
+		return;
+	}
+	if (pgo_conf_databases_named(conf, named, &err) != PGO_OK) {
+		fprintf(out, "\n; the fleet's databases: %s\n", err.msg);
+		for (size_t i = 0; i < conf->ndbs; i++)
+			snprintf(named[i].name, sizeof(named[i].name), "%s",
+				 conf->dbs[i].name ? conf->dbs[i].name : "?");
+	}
+	for (size_t i = 0; i < conf->ndbs; i++) {
+		const struct conf_db *d = &conf->dbs[i];
+
+		snprintf(origin, sizeof(origin), "%s %s",
+			 d->from_file ? "file" : "flag",
+			 d->where ? d->where : "?");
+		fprintf(out, "\n[database %s]\n", named[i].name);
+		if (!d->from_file)
+			fprintf(out, "; given by --db, named by its dbname "
+				     "(or its place)\n");
+		show_value(out, "url", pgo_conf_display(url, d->url, b),
+			   origin);
+	}
+	free(named);
 }
 
 /* Every key by section, or (defaults given) those whose value differs
@@ -72,6 +117,11 @@ static void show_keys(const pgo_conf_t *conf, const pgo_conf_t *defaults,
 	for (size_t i = 0; i < pgo_conf_nkeys; i++) {
 		const pgo_conf_key_t *k = pgo_conf_keys[i];
 
+		/* The fleet's sections follow the [database] keys. */
+		if (i &&
+		    strcmp(pgo_conf_keys[i - 1]->section, "database") == 0 &&
+		    strcmp(k->section, "database") != 0)
+			show_databases(conf, out, &b);
 		if (defaults &&
 		    strcmp(conf->state[i].text, defaults->state[i].text) == 0)
 			continue;

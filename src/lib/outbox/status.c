@@ -16,6 +16,10 @@
  * The facts are read once (collect()) and written either as text for a
  * person (`pgoutbox status`) or as one JSON object for scripts (`status
  * --json`), so the two cannot tell different stories.
+ *
+ * A fleet's status (docs/fleet.md) is every database's report headed by
+ * its name, a database that fails (down, not migrated) an error row, the
+ * others still reported.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,8 @@
 #include "outbox/status.h"
 #include "base/buf.h"
 #include "base/error.h"
+#include "conf/conf.h"
+#include "db/conn.h"
 #include "pgoutbox.h"
 
 /* Every result the report needs, in the order it is written. */
@@ -424,11 +430,16 @@ static void text_shards(const facts_t *f, FILE *out)
 	}
 }
 
-static void write_text(const facts_t *f, const char *queue, FILE *out)
+/* The report as text; a fleet's database (database: its name) heads it
+ * with its name. */
+static void write_text(const facts_t *f, const char *database,
+		       const char *queue, FILE *out)
 {
 	const PGresult *res = f->topics;
 	char warning[256];
 
+	if (database)
+		fprintf(out, "database %s, ", database);
 	fprintf(out, "queue %s\n", queue);
 	if (PQntuples(res) == 0)
 		fprintf(out, "  pending: none\n");
@@ -706,7 +717,10 @@ static void json_slot(pgo_buf_t *b, bool *first, const facts_t *f,
 	}
 }
 
-static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
+/* The report as one JSON object (no newline); a fleet's database
+ * (database: its name) has "database" and "error": null first. */
+static void write_json(const facts_t *f, const char *database,
+		       const char *queue, pgo_buf_t *b)
 {
 	static const char *const topic_cols[] = {
 		"topic", "pending", "oldest_seconds", "delayed", "retried"};
@@ -731,6 +745,11 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 	long long total = 0;
 
 	pgo_buf_puts(b, "{");
+	if (database) {
+		j_str(b, &first, "database", database);
+		j_key(b, &first, "error");
+		pgo_buf_puts(b, "null");
+	}
 	j_str(b, &first, "queue", queue);
 	for (int i = 0; i < PQntuples(f->topics); i++)
 		total += atoll(PQgetvalue(f->topics, i, 1));
@@ -757,7 +776,23 @@ static void write_json(const facts_t *f, const char *queue, pgo_buf_t *b)
 	json_warnings(b, &first, f, queue);
 	json_rows(b, &first, "relay_connections", f->relays, relay_cols,
 		  relay_num, 5);
-	pgo_buf_puts(b, "}\n");
+	pgo_buf_puts(b, "}");
+}
+
+/* The facts of queue on conn, its schema checked first: PGO_OK, or the
+ * error with f cleared. */
+static int read_facts(PGconn *conn, const char *queue, facts_t *f,
+		      pgo_error_t *err)
+{
+	int rc = pgo_ident_check(queue, err);
+
+	if (rc == PGO_OK)
+		rc = pgo_schema_check(conn, err);
+	if (rc == PGO_OK)
+		rc = collect(conn, queue, f, err);
+	if (rc != PGO_OK)
+		facts_clear(f);
+	return rc;
 }
 
 int pgo_status_write(PGconn *conn, const char *queue, bool json, FILE *out,
@@ -768,22 +803,15 @@ int pgo_status_write(PGconn *conn, const char *queue, bool json, FILE *out,
 
 	if (!queue)
 		queue = "outbox";
-	rc = pgo_ident_check(queue, err);
+	rc = read_facts(conn, queue, &f, err);
 	if (rc != PGO_OK)
 		return rc;
-	rc = pgo_schema_check(conn, err);
-	if (rc != PGO_OK)
-		return rc;
-	rc = collect(conn, queue, &f, err);
-	if (rc != PGO_OK) {
-		facts_clear(&f);
-		return rc;
-	}
 	if (json) {
 		pgo_buf_t b;
 
 		pgo_buf_init(&b);
-		write_json(&f, queue, &b);
+		write_json(&f, NULL, queue, &b);
+		pgo_buf_puts(&b, "\n");
 		if (b.oom)
 			rc = pgo_error_set(err, PGO_ERR_NOMEM, 1,
 					   "status: out of memory");
@@ -791,12 +819,223 @@ int pgo_status_write(PGconn *conn, const char *queue, bool json, FILE *out,
 			fwrite(b.data, 1, b.len, out);
 		pgo_buf_free(&b);
 	} else {
-		write_text(&f, queue, out);
+		write_text(&f, NULL, queue, out);
 	}
 	facts_clear(&f);
 	if (rc == PGO_OK)
 		pgo_error_clear(err);
 	return rc;
+}
+
+/* --- a fleet: every database's report, or its error --- */
+
+/* A database of the fleet. */
+typedef struct status_db {
+	char name[PGO_DB_NAME_MAX + 1]; /* as its relay names it */
+	char *url;			/* owned */
+	PGconn *conn; /* NULL: not connected yet, or lost (tried again) */
+} status_db_t;
+
+struct pgo_status_fleet {
+	status_db_t *dbs;	 /* in the order configured */
+	size_t n;		 /* how many */
+	int64_t connect_timeout; /* ms per host: database.connect_timeout */
+};
+
+pgo_status_fleet_t *pgo_status_fleet_new(const pgo_conf_t *conf,
+					 pgo_error_t *err)
+{
+	size_t n = pgo_conf_database_count(conf);
+	pgo_conf_db_t *named = calloc(n ? n : 1, sizeof(*named));
+	pgo_status_fleet_t *s = calloc(1, sizeof(*s));
+	int rc = PGO_OK;
+
+	if (!named || !s || !(s->dbs = calloc(n ? n : 1, sizeof(*s->dbs)))) {
+		free(named);
+		pgo_status_fleet_destroy(s);
+		pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
+		return NULL;
+	}
+	if (!n)
+		rc = pgo_error_set(err, PGO_ERR_INVALID, 0,
+				   "status: the configuration has no fleet");
+	if (rc == PGO_OK)
+		rc = pgo_conf_databases_named(conf, named, err);
+	for (size_t i = 0; rc == PGO_OK && i < n; i++) {
+		status_db_t *d = &s->dbs[i];
+
+		snprintf(d->name, sizeof(d->name), "%s", named[i].name);
+		if (!(d->url = strdup(named[i].url)))
+			rc = pgo_error_set(err, PGO_ERR_NOMEM, 1,
+					   "out of memory");
+		s->n++;
+	}
+	free(named);
+	if (rc != PGO_OK) {
+		pgo_status_fleet_destroy(s);
+		return NULL;
+	}
+	s->connect_timeout = pgo_conf_values(conf)->connect_timeout;
+	return s;
+}
+
+void pgo_status_fleet_destroy(pgo_status_fleet_t *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++) {
+		PQfinish(s->dbs[i].conn);
+		free(s->dbs[i].url);
+	}
+	free(s->dbs);
+	free(s);
+}
+
+/* Connects d, each host given up after the connect timeout: PGO_OK, or
+ * the error (PGO_ERR_CONFIG when no retry can fix it, as at a relay's
+ * start: no such database or role, authentication refused). */
+static int db_connect(const pgo_status_fleet_t *s, status_db_t *d,
+		      volatile sig_atomic_t *stop, pgo_error_t *err)
+{
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
+	char timeout[24], why[512];
+	pgo_pq_wait_t how;
+
+	pgo_conn_params_url(d->url, s->connect_timeout, "pgoutbox status", keys,
+			    vals, timeout);
+	d->conn = pgo_pq_connect(keys, vals, s->connect_timeout, stop, &how);
+	if (how == PGO_PQ_READY)
+		return PGO_OK;
+	if (!d->conn)
+		return pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
+	pgo_pq_wait_why(d->conn, how, s->connect_timeout, why, sizeof(why));
+	PQfinish(d->conn);
+	d->conn = NULL;
+	if (how == PGO_PQ_LOST &&
+	    pgo_conn_url_refusal(d->url, why, false, err) != PGO_OK)
+		return err->code;
+	return pgo_error_set(err, PGO_ERR_DB, 1,
+			     "cannot connect to PostgreSQL: %s", why);
+}
+
+/* Database d's report, text to out or a JSON object into b, its pending
+ * events added to *pending: PGO_OK, or the error (nothing written; a
+ * connection lost is dropped, to be made again next time). */
+static int db_report(const pgo_status_fleet_t *s, status_db_t *d,
+		     const char *queue, bool json, FILE *out, pgo_buf_t *b,
+		     long long *pending, volatile sig_atomic_t *stop,
+		     pgo_error_t *err)
+{
+	facts_t f = {0};
+	int rc = PGO_OK;
+
+	if (!d->conn)
+		rc = db_connect(s, d, stop, err);
+	if (rc == PGO_OK)
+		rc = read_facts(d->conn, queue, &f, err);
+	if (rc != PGO_OK) {
+		if (d->conn && PQstatus(d->conn) == CONNECTION_BAD) {
+			PQfinish(d->conn);
+			d->conn = NULL;
+		}
+		return rc;
+	}
+	for (int i = 0; i < PQntuples(f.topics); i++)
+		*pending += atoll(PQgetvalue(f.topics, i, 1));
+	if (json)
+		write_json(&f, d->name, queue, b);
+	else
+		write_text(&f, d->name, queue, out);
+	facts_clear(&f);
+	return PGO_OK;
+}
+
+/* Whether a failure is one that no retry fixes (the CLI exits 2). */
+static bool grave(int code)
+{
+	return code == PGO_ERR_CONFIG || code == PGO_ERR_SCHEMA ||
+	       code == PGO_ERR_INVALID;
+}
+
+int pgo_status_fleet_write(pgo_status_fleet_t *s, const char *queue, bool json,
+			   FILE *out, volatile sig_atomic_t *stop,
+			   pgo_error_t *err)
+{
+	pgo_buf_t rows, failed, top;
+	long long pending = 0;
+	size_t nfailed = 0;
+	int worst = PGO_OK;
+
+	if (!queue)
+		queue = "outbox";
+	pgo_buf_init(&rows);
+	pgo_buf_init(&failed);
+	pgo_buf_init(&top);
+	for (size_t i = 0; i < s->n; i++) {
+		status_db_t *d = &s->dbs[i];
+		pgo_error_t e;
+		int rc;
+
+		if (json)
+			pgo_buf_puts(&rows, i ? "," : "");
+		else if (i)
+			fputc('\n', out);
+		rc = db_report(s, d, queue, json, out, &rows, &pending, stop,
+			       &e);
+		if (rc == PGO_OK)
+			continue;
+		if (worst == PGO_OK || (grave(rc) && !grave(worst)))
+			worst = rc;
+		pgo_buf_printf(&failed, "%s%s", nfailed++ ? ", " : "", d->name);
+		if (json) {
+			bool first = true;
+
+			pgo_buf_puts(&rows, "{");
+			j_str(&rows, &first, "database", d->name);
+			j_str(&rows, &first, "error", e.msg);
+			j_str(&rows, &first, "queue", queue);
+			pgo_buf_puts(&rows, "}");
+		} else {
+			fprintf(out, "database %s, queue %s\n  ERROR: %s\n",
+				d->name, queue, e.msg);
+		}
+	}
+	if (json) {
+		bool first = true;
+
+		pgo_buf_puts(&top, "{");
+		j_str(&top, &first, "queue", queue);
+		j_key(&top, &first, "pending_total");
+		pgo_buf_printf(&top, "%lld", pending);
+		j_key(&top, &first, "databases_failed");
+		pgo_buf_printf(&top, "%zu", nfailed);
+		j_key(&top, &first, "databases");
+		pgo_buf_puts(&top, "[");
+		pgo_buf_puts(&top, rows.oom ? "" : rows.data ? rows.data : "");
+		pgo_buf_puts(&top, "]}\n");
+		if (!rows.oom && !top.oom)
+			fwrite(top.data, 1, top.len, out);
+	} else if (!failed.oom) {
+		fprintf(out, "\nfleet: %zu database%s, %lld pending", s->n,
+			s->n == 1 ? "" : "s", pending);
+		if (nfailed)
+			fprintf(out, " in the %zu that answered; FAILED: %s",
+				s->n - nfailed, failed.data);
+		fputc('\n', out);
+	}
+	if (rows.oom || failed.oom || top.oom)
+		worst = pgo_error_set(err, PGO_ERR_NOMEM, 1,
+				      "status: out of memory");
+	else if (nfailed)
+		pgo_error_set(err, worst, !grave(worst),
+			      "%zu of %zu databases failed: %s", nfailed, s->n,
+			      failed.data);
+	else
+		pgo_error_clear(err);
+	pgo_buf_free(&rows);
+	pgo_buf_free(&failed);
+	pgo_buf_free(&top);
+	return worst;
 }
 
 int pgo_status_print(PGconn *conn, const char *queue, FILE *out,

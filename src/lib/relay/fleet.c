@@ -149,52 +149,6 @@ static bool fleet_ready(void *arg, char *why, size_t size)
 
 /* --- the databases --- */
 
-/* The dbname of a URL or conninfo ("" when it names none). */
-static void url_dbname(const char *url, char *buf, size_t size)
-{
-	PQconninfoOption *opts = PQconninfoParse(url, NULL);
-
-	buf[0] = '\0';
-	for (PQconninfoOption *o = opts; o && o->keyword; o++)
-		if (strcmp(o->keyword, "dbname") == 0 && o->val)
-			snprintf(buf, size, "%s", o->val);
-	PQconninfoFree(opts);
-}
-
-static bool name_char(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || c == '_' || c == '-';
-}
-
-/* Names the databases given by --db: their dbname when each has one of
- * its own (and a usable one), else db1, db2, ... */
-static void name_flags(pgo_fleet_t *f, const char **urls)
-{
-	bool unique = true;
-
-	for (size_t i = 0; i < f->n && unique; i++) {
-		fleet_db_t *d = &f->dbs[i];
-
-		if (d->name[0])
-			continue;
-		url_dbname(urls[i], d->name, sizeof(d->name));
-		if (!d->name[0] || strlen(urls[i]) == 0)
-			unique = false;
-		for (const char *c = d->name; *c && unique; c++)
-			if (!name_char(*c))
-				unique = false;
-		for (size_t j = 0; j < i && unique; j++)
-			if (strcmp(f->dbs[j].name, d->name) == 0)
-				unique = false;
-	}
-	if (unique)
-		return;
-	for (size_t i = 0; i < f->n; i++)
-		snprintf(f->dbs[i].name, sizeof(f->dbs[i].name), "db%zu",
-			 i + 1);
-}
-
 /* Database d's configuration (url) and relay; PGO_OK or the error. */
 static int make_relay(pgo_fleet_t *f, fleet_db_t *d, const char *url,
 		      pgo_error_t *err)
@@ -216,44 +170,27 @@ static int make_relay(pgo_fleet_t *f, fleet_db_t *d, const char *url,
 static int make_dbs(pgo_fleet_t *f, pgo_error_t *err)
 {
 	size_t n = pgo_conf_database_count(f->conf);
-	const char **urls = calloc(n ? n : 1, sizeof(*urls));
-	bool files = false, flags = false;
+	pgo_conf_db_t *named = calloc(n ? n : 1, sizeof(*named));
 
 	f->dbs = calloc(n ? n : 1, sizeof(*f->dbs));
-	if (!urls || !f->dbs) {
-		free(urls);
+	if (!named || !f->dbs) {
+		free(named);
 		return pgo_error_set(err, PGO_ERR_NOMEM, 1, "out of memory");
 	}
 	f->n = n;
+	if (pgo_conf_databases_named(f->conf, named, err) != PGO_OK) {
+		free(named);
+		return err->code;
+	}
 	for (size_t i = 0; i < n; i++) {
-		const char *name;
-		bool from_file;
-
-		pgo_conf_database(f->conf, i, &name, &urls[i], &from_file);
-		if (from_file && !*urls[i]) {
-			free(urls);
-			return pgo_error_set(err, PGO_ERR_CONFIG, 0,
-					     "[database %s] has no url", name);
-		}
-		files |= from_file;
-		flags |= !from_file;
 		snprintf(f->dbs[i].name, sizeof(f->dbs[i].name), "%s",
-			 name ? name : "");
+			 named[i].name);
+		f->from_file = named[i].from_file;
 	}
-	if (files && flags) {
-		free(urls);
-		return pgo_error_set(err, PGO_ERR_CONFIG, 0,
-				     "the fleet's databases are [database "
-				     "NAME] sections of the file or --db "
-				     "flags given more than once, not both");
-	}
-	if (flags)
-		name_flags(f, urls);
-	f->from_file = files;
 	for (size_t i = 0; i < n; i++)
-		if (make_relay(f, &f->dbs[i], urls[i], err) != PGO_OK)
+		if (make_relay(f, &f->dbs[i], named[i].url, err) != PGO_OK)
 			break;
-	free(urls);
+	free(named);
 	return n && f->dbs[n - 1].relay ? PGO_OK : err->code;
 }
 
