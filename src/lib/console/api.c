@@ -204,7 +204,7 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 		"(SELECT count(*) FROM pgoutbox.shard_leases l WHERE l.queue = "
 		"q.name AND l.owner IS NOT NULL) AS leases "
 		"FROM pgoutbox.queues q ORDER BY q.name <> 'outbox', q.name";
-	char why[512], from[160], sql[512];
+	char why[512], from[160], sql[1024];
 	unsigned status = 200;
 	PGresult *qs, *res;
 	int shown = 0;
@@ -228,13 +228,23 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 		if (pgo_ident_check(name, NULL) != PGO_OK)
 			continue; /* not one create_queue() or adopt made */
 		items_from(name, PQgetvalue(qs, i, 1), from, sizeof(from));
+		/* Bounded: at most CONSOLE_COUNT_CAP + 1 rows, the first by
+		 * the primary key (an index scan), so a deep backlog costs
+		 * PostgreSQL no more than a cap's worth a request.  An
+		 * adopted queue's rows come from a function: not bounded. */
 		snprintf(sql, sizeof(sql),
-			 "SELECT count(*) AS pending, count(*) FILTER (WHERE "
-			 "run_at > now()) AS scheduled, count(*) FILTER "
-			 "(WHERE attempts > 0) AS retrying, "
+			 "SELECT least(count(*), %d) AS pending, count(*) "
+			 "FILTER (WHERE run_at > now()) AS scheduled, count(*) "
+			 "FILTER (WHERE attempts > 0) AS retrying, "
 			 "coalesce(round(extract(epoch FROM now() - "
-			 "min(created_at)), 1), 0) AS oldest_s FROM %s",
-			 from);
+			 "min(created_at)), 1), 0) AS oldest_s, count(*) > %d "
+			 "AS capped FROM (SELECT run_at, attempts, created_at "
+			 "FROM %s%s LIMIT %d) s",
+			 CONSOLE_COUNT_CAP, CONSOLE_COUNT_CAP, from,
+			 strcmp(PQgetvalue(qs, i, 1), "adopted") == 0
+				 ? ""
+				 : " ORDER BY id",
+			 CONSOLE_COUNT_CAP + 1);
 		res = console_query(c, sql, 0, NULL, why, sizeof(why));
 		pgo_buf_puts(b, shown++ ? ",{\"name\":" : "{\"name\":");
 		pgo_buf_json_str(b, name);
@@ -249,9 +259,12 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 			pgo_buf_printf(
 				b,
 				",\"pending\":%s,\"scheduled\":%s,"
-				"\"retrying\":%s,\"oldest_s\":%s}",
+				"\"retrying\":%s,\"oldest_s\":%s,"
+				"\"pending_capped\":%s}",
 				PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
-				PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3));
+				PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3),
+				*PQgetvalue(res, 0, 4) == 't' ? "true"
+							      : "false");
 			PQclear(res);
 		} else {
 			pgo_buf_puts(b, ",\"error\":");

@@ -44,6 +44,12 @@ typedef struct session {
 #define SAMPLES	       (15 * 60 / SAMPLE_EVERY_S)
 #define SAMPLE_QUEUES  32
 
+/* The overview and the sampler read at most this many rows of a queue
+ * table (its first, by the primary key): their work is bounded however
+ * deep the backlog.  Below it the counts are exact; at it the overview
+ * says "pending_capped" (the page shows "≥ 10,000"). */
+#define CONSOLE_COUNT_CAP 10000
+
 /* One queue at one instant: its id sequence (what was ever enqueued),
  * what is pending, its dead letters; how long its oldest due item has
  * been due (pgoutbox_oldest_due_event_age_seconds); a WAL queue's slot

@@ -246,8 +246,12 @@ async function overview() {
   banner('');
   stamp();
   const totals = d.queues.reduce((a, q) => {
-    a.pending += Number(q.pending) || 0; a.dead += Number(q.dead) || 0; return a;
-  }, { pending: 0, dead: 0 });
+    a.pending += Number(q.pending) || 0; a.dead += Number(q.dead) || 0;
+    a.capped = a.capped || q.pending_capped === true; return a;
+  }, { pending: 0, dead: 0, capped: false });
+  /* A queue's counts stop at the server's cap (pending_capped): past it
+   * they are lower bounds, shown as "≥ 10,000". */
+  const atLeast = (n, capped) => capped ? '≥ ' + Number(n).toLocaleString('en-US') : n;
   const xs = d.series.xmin_s || [];
   const xminHeld = xs.length ? xs[xs.length - 1] : 0;
   const wal = Object.keys(d.series.queues || {}).filter(n => d.series.queues[n].slot_bytes);
@@ -266,7 +270,7 @@ async function overview() {
   main.replaceChildren(
     el('h1', {}, 'Overview'),
     el('div', { className: 'cards' },
-      el('div', { className: 'card' }, el('div', { className: 'v', id: 'total-pending' }, totals.pending), el('div', { className: 'k' }, 'pending in all queues')),
+      el('div', { className: 'card' }, el('div', { className: 'v', id: 'total-pending' }, atLeast(totals.pending, totals.capped)), el('div', { className: 'k' }, 'pending in all queues')),
       el('div', { className: 'card' }, el('div', { className: 'v', id: 'total-dead' }, totals.dead), el('div', { className: 'k' }, 'dead letters')),
       el('div', { className: 'card' }, el('div', { className: 'v', id: 'relays-alive' }, relays), el('div', { className: 'k' }, 'relays connected')),
       el('div', { className: 'card' }, el('div', { className: 'v', id: 'workers-alive' }, workers), el('div', { className: 'k' }, 'workers connected')),
@@ -281,9 +285,9 @@ async function overview() {
     table([
       { label: 'Queue', get: q => el('a', { href: '#/queue/' + encodeURIComponent(q.name) }, q.name) },
       { label: 'Kind', key: 'kind' },
-      { label: 'Pending', key: 'pending', num: true, cls: 'pending' },
-      { label: 'Scheduled', key: 'scheduled', num: true },
-      { label: 'Retrying', key: 'retrying', num: true },
+      { label: 'Pending', get: q => atLeast(q.pending, q.pending_capped), num: true, cls: 'pending' },
+      { label: 'Scheduled', get: q => atLeast(q.scheduled, q.pending_capped), num: true },
+      { label: 'Retrying', get: q => atLeast(q.retrying, q.pending_capped), num: true },
       { label: 'Oldest pending', get: q => q.pending > 0 ? age(q.oldest_s) : '—', num: true },
       { label: 'Dead letters', key: 'dead', num: true, cls: 'dead' },
       { label: 'Relay members', key: 'members', num: true },
