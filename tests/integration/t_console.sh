@@ -119,6 +119,20 @@ code=$(curl -s -o "$T_TMP/login.json" -w '%{http_code}' --data "who=alice&token=
 [ "$code" = 429 ] || fail "login after 5 wrong tokens: $code $(cat "$T_TMP/login.json")"
 note "a foreign Host, a cross-origin POST and a 6th guess are refused"
 
+# A deep queue costs the overview a bounded read: past 10,000 rows its
+# pending is shown as at least 10,000 (pending_capped), a small one exact.
+"$PGO_BIN" queue create deep >/dev/null
+q "SELECT count(pgoutbox.enqueue('deep', '{}'::jsonb)) FROM generate_series(1, 10050)" >/dev/null
+curl -sf -H "Host: localhost:$CPORT" "$C/api/overview" >"$T_TMP/deep.json" || fail "overview with a deep queue"
+python3 - "$T_TMP/deep.json" <<'PY' || fail "the deep queue's overview: $(cat "$T_TMP/deep.json")"
+import json, sys
+qs = {q["name"]: q for q in json.load(open(sys.argv[1]))["queues"]}
+deep, jobs = qs["deep"], qs["jobs"]
+assert deep["pending"] == 10000 and deep["pending_capped"] is True, deep
+assert jobs["pending_capped"] is False, jobs
+PY
+note "a queue of 10,050 jobs: the overview read 10,000 rows and says at least 10,000"
+
 # The token was written in no log line.
 grep -q "$(cat "$T_TMP/token")" "$T_TMP/console.log" && fail "the console logged its token"
 # The console stops on SIGTERM, exit 0.
