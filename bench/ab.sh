@@ -8,7 +8,8 @@
 #   bench/ab.sh /path/to/old/build build 3
 # AB_ONLY=WORD runs the workloads whose label holds it; AB_WARM=1 drains
 # with relays connected before the fill (--warm: their start is not timed);
-# AB_BENCH=PATH runs that pgoutbox-bench for both (an old one lacks --warm);
+# AB_BENCH=PATH runs that pgoutbox-bench for both (an old one lacks --warm
+# and the work workload: a plain work queue, no controls, no groups);
 # AB_STEADY_RATE=N offers N events/s in the steady workload (40,000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,7 @@ W=(
 	"send-listening|enqueue --mode send --clients 1 --seconds 5 --warmup 1 --relay-cmd '@PGO@ relay --sink stdout'"
 	"send8-listening|enqueue --mode send --clients 8 --seconds 5 --warmup 1 --relay-cmd '@PGO@ relay --sink stdout'"
 	"latency-8p|latency --rate 40000 --producers 8 --seconds 10 --warmup 1 --grace 5 --relay-cmd '@PGO@ relay --sink stdout'"
+	"work-plain|work --queue benchjobs --events 100000 --relays 1 --repeat 1 --timeout 60 --relay-cmd '@PGO@ worker --sql pgoutbox_bench_job --concurrency 2 --batch 100 --queue benchjobs'"
 	"steady|latency --rate ${AB_STEADY_RATE:-40000} --producers 2 --per-tx 100 --insert --window 5 --seconds 30 --warmup 1 --grace 30 --relay-cmd '@PGO@ relay --sink stdout --batch 1000 --in-flight 2'"
 )
 : >"$TMP/all.jsonl"
@@ -68,7 +70,7 @@ import json, sys, statistics
 v = {}
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    if r["metric"] in ("events_per_s", "rate_achieved", "p50_ms", "p99_ms", "p99_ms_worst_window"):
+    if r["metric"] in ("events_per_s", "jobs_per_s", "rate_achieved", "p50_ms", "p99_ms", "p99_ms_worst_window"):
         v.setdefault((r["label"], r["metric"]), {}).setdefault(r["side"], []).append(r["value"])
 print("| workload | metric | A (median) | B (median) | B/A |")
 print("|---|---|---:|---:|---:|")

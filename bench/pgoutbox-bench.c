@@ -13,6 +13,8 @@
  *               a fixed (open-loop) rate of send() transactions
  *   drain       how fast R relays empty a backlog of N events
  *   notify-rtt  the LISTEN/NOTIFY round trip (the wake-up floor)
+ *   work        how fast `pgoutbox worker` processes empty a work queue of
+ *               N jobs, plain or spread over groups with a group limit
  *
  * Threads only drive several connections at once: each thread owns its
  * connection (and producer), as the library is single-threaded.  Every
@@ -93,6 +95,8 @@ typedef struct opts {
 	long producers;	       /* latency: producer threads sharing the rate */
 	long relays;	       /* drain: relay processes */
 	long count;	       /* notify-rtt: measured round trips */
+	long groups;	       /* work: group keys the jobs are spread over */
+	long group_cap;	       /* work --groups: group_concurrency, 0: fair */
 	long per_tx;	       /* latency: events per producer transaction */
 	long repeat;	       /* drain: runs; the median is reported */
 	double seconds;	       /* measured duration */
@@ -129,6 +133,10 @@ static void usage(FILE *out)
 		"  history    --history N --events N --relay-cmd CMD "
 		"[--repeat 1]\n"
 		"  notify-rtt --count N\n"
+		"  work       --events N --relay-cmd CMD (a worker) "
+		"[--relays 1] [--repeat 1]\n"
+		"             [--queue benchjobs] [--groups G "
+		"[--group-concurrency N]] [--timeout 300]\n"
 		"latency also takes --window S (figures per window of S "
 		"seconds: the steady\nworkload), --hold-xmin [--after S] "
 		"(a REPEATABLE READ snapshot held for\n--seconds, then S more "
@@ -140,6 +148,15 @@ static void usage(FILE *out)
 		"by "
 		"--rss) starts the relays\nbefore the fill and times the drain "
 		"from relays already connected to\ntheir sink.\n"
+		"work fills the work queue --queue (benchjobs, created if "
+		"missing) with --events\njobs in one INSERT, then times "
+		"--relays worker processes (--relay-cmd, e.g.\n`pgoutbox "
+		"worker --queue benchjobs --sql pgoutbox_bench_job`: a no-op "
+		"handler\ncreated here) until it is empty.  --groups G "
+		"spreads the jobs over G group\nkeys and sets the queue's "
+		"group_concurrency to --group-concurrency N (0, the\n"
+		"default: fair => true); without --groups the queue must have "
+		"no controls.\n"
 		"drain --shard-db URL (repeated) fills each of those databases "
 		"with --events\n/ shards instead (a relay fleet drains them, "
 		"its --relay-cmd names them).\n"
@@ -240,6 +257,8 @@ static bool parse_opts(opts_t *o, int argc, char **argv)
 		{"after", required_argument, NULL, 'A'},
 		{"queue", required_argument, NULL, 'q'},
 		{"shard-db", required_argument, NULL, 'D'},
+		{"groups", required_argument, NULL, 'G'},
+		{"group-concurrency", required_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
 	double v;
@@ -290,6 +309,18 @@ static bool parse_opts(opts_t *o, int argc, char **argv)
 			if (!parse_num("after", optarg, 0, &o->after))
 				return false;
 			break;
+		case 'C':
+			if (!parse_num("group-concurrency", optarg, 0, &v))
+				return false;
+			if (v != floor(v) || v > 1e9) {
+				fprintf(stderr,
+					"%s: --group-concurrency: expected an "
+					"integer, got \"%s\"\n",
+					prog, optarg);
+				return false;
+			}
+			o->group_cap = (long)v;
+			break;
 		case 'h': usage(stdout); exit(0);
 		case 's':
 			if (!parse_num("seconds", optarg, 0.01, &o->seconds))
@@ -320,6 +351,7 @@ static bool parse_opts(opts_t *o, int argc, char **argv)
 		case 'K':
 		case 'P':
 		case 'H':
+		case 'G':
 			if (!parse_num(flag, optarg, 1, &v))
 				return false;
 			if (v != floor(v) || v > 1e9) {
@@ -345,6 +377,8 @@ static bool parse_opts(opts_t *o, int argc, char **argv)
 				o->repeat = (long)v;
 			else if (c == 'H')
 				o->history = (long)v;
+			else if (c == 'G')
+				o->groups = (long)v;
 			else
 				o->count = (long)v;
 			break;
@@ -526,9 +560,9 @@ static void report_close(report_t *r)
 	r->json = NULL;
 }
 
-/* The relay command as a parameter, without the directory of its
+/* A relay's (or worker's) command as a parameter, without the directory of its
  * program, so that runs from different build trees compare. */
-static void param_relay(report_t *r, const char *cmd)
+static void param_cmd(report_t *r, const char *key, const char *cmd)
 {
 	size_t word = strcspn(cmd, " \t"), n = 0;
 	const char *base = cmd;
@@ -549,7 +583,12 @@ static void param_relay(report_t *r, const char *cmd)
 		flags[n++] = *c;
 	}
 	flags[n] = '\0';
-	param_str(r, "relay", flags);
+	param_str(r, key, flags);
+}
+
+static void param_relay(report_t *r, const char *cmd)
+{
+	param_cmd(r, "relay", cmd);
 }
 
 /* Prints one figure and appends it as a JSON line. */
@@ -2523,6 +2562,270 @@ static int cmd_drain(const opts_t *o)
 	return ok ? 0 : 1;
 }
 
+/* --- work --- */
+
+/* A work queue's jobs: --events jobs of the driver's payload, spread over
+ * --groups group keys (g0, g1, ...) when given, drained by --relays
+ * `pgoutbox worker` processes (--relay-cmd).  The queue is the one named
+ * by --queue (default benchjobs), created when missing; the handler the
+ * worker command names is expected to be pgoutbox_bench_job(jsonb), the
+ * no-op created here, so that what is timed is the queue's own cost. */
+#define WORK_QUEUE "benchjobs"
+
+/* The queue's name, checked by queue_sql(), so it can be a literal. */
+static const char *work_queue(const opts_t *o)
+{
+	return o->queue ? o->queue : WORK_QUEUE;
+}
+
+/* Creates the queue and the no-op handler; with --groups, sets the
+ * queue's group limit (--group-concurrency N, 0: fair claims without a
+ * limit).  Without --groups the queue must have no controls at all: the
+ * plain claim path is the one measured (and a schema older than the
+ * controls has none to look at). */
+static bool work_setup(const opts_t *o, PGconn *c)
+{
+	const char *q = work_queue(o);
+	char sql[512];
+	PGresult *res;
+	bool ok;
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT pgoutbox.create_queue('%s') WHERE NOT EXISTS "
+		 "(SELECT 1 FROM pgoutbox.queues WHERE name = '%s')",
+		 q, q);
+	if (!db_exec(c, sql) ||
+	    !db_exec(c, "CREATE OR REPLACE FUNCTION "
+			"public.pgoutbox_bench_job(p jsonb) RETURNS void "
+			"LANGUAGE sql AS 'SELECT NULL::void'"))
+		return false;
+	if (o->groups) {
+		if (o->group_cap > 0)
+			snprintf(sql, sizeof(sql),
+				 "SELECT pgoutbox.set_queue('%s', "
+				 "group_concurrency => %ld)",
+				 q, o->group_cap);
+		else
+			snprintf(sql, sizeof(sql),
+				 "SELECT pgoutbox.set_queue('%s', "
+				 "group_concurrency => 0, fair => true)",
+				 q);
+		return db_exec(c, sql);
+	}
+	snprintf(sql, sizeof(sql),
+		 "SELECT EXISTS (SELECT 1 FROM pgoutbox.queue_controls "
+		 "WHERE queue = '%s')",
+		 q);
+	/* A schema older than the controls has no such table. */
+	res = PQexec(c, "SELECT to_regclass('pgoutbox.queue_controls') IS "
+			"NOT NULL");
+	ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+	if (!ok)
+		fprintf(stderr, "%s: %s", prog, PQerrorMessage(c));
+	else if (PQgetvalue(res, 0, 0)[0] == 't') {
+		PQclear(res);
+		res = PQexec(c, sql);
+		ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+		if (!ok)
+			fprintf(stderr, "%s: %s", prog, PQerrorMessage(c));
+		else if (PQgetvalue(res, 0, 0)[0] == 't') {
+			fprintf(stderr,
+				"%s: queue %s has controls (pause, limits, "
+				"fair): the plain workload needs a queue "
+				"without\n",
+				prog, q);
+			ok = false;
+		}
+	}
+	PQclear(res);
+	return ok;
+}
+
+/* True once the queue holds no committed job (its primary key's first
+ * entry: cheap while dead rows pile up); -1 on error (printed). */
+static int work_empty(PGconn *c, const char *q)
+{
+	char sql[160];
+	PGresult *res;
+	int empty = -1;
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT NOT EXISTS (SELECT 1 FROM pgoutbox.%s ORDER BY id "
+		 "LIMIT 1)",
+		 q);
+	res = PQexec(c, sql);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		empty = PQgetvalue(res, 0, 0)[0] == 't';
+	else
+		fprintf(stderr, "%s: polling the queue: %s", prog,
+			PQerrorMessage(c));
+	PQclear(res);
+	return empty;
+}
+
+/* One run: VACUUM, fill the queue in one INSERT ... SELECT (the bulk path
+ * docs/queue.md names), ANALYZE, start the workers and time them until
+ * the queue is empty.  Seconds, or -1 on failure (printed); *cpu_s: the
+ * workers' CPU seconds, -1 unknown. */
+static double work_once(const opts_t *o, PGconn *c, const corpus_t *cp,
+			int null_fd, double *cpu_s)
+{
+	const char *q = work_queue(o);
+	child_t workers[MAX_RELAYS] = {{0}};
+	const char *params[3];
+	char n[32], groups[32], sql[512];
+	int64_t t0, t1 = 0, deadline;
+	PGresult *res;
+	int empty = 0;
+	bool ok;
+
+	*cpu_s = -1;
+	snprintf(n, sizeof(n), "%ld", o->events);
+	snprintf(groups, sizeof(groups), "%ld", o->groups);
+	params[0] = cp->payload;
+	params[1] = n;
+	params[2] = groups;
+	snprintf(sql, sizeof(sql), "VACUUM pgoutbox.%s", q);
+	ok = (empty = work_empty(c, q)) > 0 && db_exec(c, sql);
+	if (!empty)
+		fprintf(stderr, "%s: queue %s is not empty before the fill\n",
+			prog, q);
+	if (!ok)
+		return -1;
+	/* Without --groups the statement names no group_key: it runs on a
+	 * schema older than the groups too. */
+	if (o->groups)
+		snprintf(sql, sizeof(sql),
+			 "INSERT INTO pgoutbox.%s (payload, group_key) "
+			 "SELECT $1::jsonb, 'g' || (g %% $3::int) "
+			 "FROM generate_series(1, $2::int) g",
+			 q);
+	else
+		snprintf(sql, sizeof(sql),
+			 "INSERT INTO pgoutbox.%s (payload) SELECT $1::jsonb "
+			 "FROM generate_series(1, $2::int) g",
+			 q);
+	res = PQexecParams(c, sql, o->groups ? 3 : 2, NULL, params, NULL, NULL,
+			   0);
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	if (!ok)
+		fprintf(stderr, "%s: filling %s: %s", prog, q,
+			PQerrorMessage(c));
+	PQclear(res);
+	snprintf(sql, sizeof(sql), "ANALYZE pgoutbox.%s", q);
+	if (!ok || !db_exec(c, sql))
+		return -1;
+	t0 = now_ns();
+	deadline = t0 + (int64_t)(o->timeout * NSEC);
+	for (long i = 0; ok && i < o->relays; i++)
+		ok = child_start(&workers[i], o->relay_cmd, null_fd,
+				 o->relay_log);
+	empty = 0;
+	while (ok && !empty) {
+		sleep_until(now_ns() + DRAIN_POLL_NS);
+		empty = work_empty(c, q);
+		t1 = now_ns();
+		if (empty < 0)
+			ok = false;
+		for (long i = 0; ok && !empty && i < o->relays; i++)
+			if (!child_alive(&workers[i])) {
+				fprintf(stderr,
+					"%s: worker %d exited during the run "
+					"(see --relay-log)\n",
+					prog, (int)workers[i].pid);
+				ok = false;
+			}
+		if (ok && !empty && t1 > deadline) {
+			fprintf(stderr,
+				"%s: the queue was not empty after %g s\n",
+				prog, o->timeout);
+			ok = false;
+		}
+	}
+	if (ok)
+		*cpu_s = relays_cpu_s(workers, o->relays);
+	if (!children_stop(workers, o->relays))
+		ok = false;
+	return ok ? (double)(t1 - t0) / NSEC : -1;
+}
+
+static int cmd_work(const opts_t *o)
+{
+	corpus_t *cp = NULL;
+	PGconn *c = NULL;
+	double *secs = NULL;
+	double cpu =
+		0; /* the workers' CPU seconds over every run; -1 unknown */
+	report_t rep;
+	char label[96];
+	int null_fd = -1;
+	bool ok;
+
+	if (o->events <= 0 || !o->relay_cmd || o->relays > MAX_RELAYS) {
+		fprintf(stderr,
+			"%s: work needs --events N, --relay-cmd CMD (a "
+			"worker) and at most %d --relays\n",
+			prog, MAX_RELAYS);
+		return 2;
+	}
+	snprintf(label, sizeof(label), "work x%ld", o->relays);
+	if (!report_open(&rep, o, "work", label))
+		return 1;
+	param_long(&rep, "jobs", o->events);
+	param_str(&rep, "work_queue", work_queue(o));
+	param_long(&rep, "workers", o->relays);
+	param_long(&rep, "repeat", o->repeat);
+	if (o->groups) {
+		param_long(&rep, "groups", o->groups);
+		param_long(&rep, "group_concurrency", o->group_cap);
+	}
+	param_cmd(&rep, "worker", o->relay_cmd);
+	relay_env(o);
+	cp = corpus_new(o->payload_bytes);
+	secs = malloc((size_t)o->repeat * sizeof(*secs));
+	c = cp && secs ? db_connect(o->db) : NULL;
+	ok = c != NULL && work_setup(o, c);
+	if (ok && (null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0) {
+		fprintf(stderr, "%s: /dev/null: %s\n", prog, strerror(errno));
+		ok = false;
+	}
+	for (long i = 0; ok && i < o->repeat; i++) {
+		double cpu_s;
+
+		secs[i] = work_once(o, c, cp, null_fd, &cpu_s);
+		ok = secs[i] > 0;
+		cpu = cpu >= 0 && cpu_s >= 0 ? cpu + cpu_s : -1;
+		if (ok && o->repeat > 1)
+			printf("  %-30s run %ld: %.3f s, %.0f jobs/s\n",
+			       rep.label, i + 1, secs[i],
+			       (double)o->events / secs[i]);
+	}
+	if (ok) {
+		double median;
+
+		qsort(secs, (size_t)o->repeat, sizeof(*secs), cmp_double);
+		median = secs[(o->repeat - 1) / 2];
+		metric(&rep, "jobs_per_s", (double)o->events / median, "jobs/s",
+		       0);
+		metric(&rep, "seconds", median, "s", 3);
+		/* The worker processes' own CPU (from their start: they
+		 * connect after the fill); the claims and the handler run in
+		 * PostgreSQL, whose backends this does not count. */
+		if (cpu >= 0)
+			metric(&rep, "worker_cpu_us_per_job",
+			       cpu * 1e6 /
+				       ((double)o->events * (double)o->repeat),
+			       "us", 1);
+	}
+	if (null_fd >= 0)
+		close(null_fd);
+	PQfinish(c);
+	free(secs);
+	corpus_destroy(cp);
+	report_close(&rep);
+	return ok ? 0 : 1;
+}
+
 /* --- history --- */
 
 /* Drains --events `repeat` times (VACUUM first, as autovacuum would have
@@ -2756,7 +3059,8 @@ int main(int argc, char **argv)
 		int (*run)(const opts_t *o);
 	} cmds[] = {{"fill", cmd_fill},	      {"enqueue", cmd_enqueue},
 		    {"latency", cmd_latency}, {"drain", cmd_drain},
-		    {"history", cmd_history}, {"notify-rtt", cmd_notify_rtt}};
+		    {"history", cmd_history}, {"notify-rtt", cmd_notify_rtt},
+		    {"work", cmd_work}};
 	opts_t o;
 
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 ||

@@ -9,6 +9,8 @@ run, on the same machine:
   enqueue send / send-quiet   events/s over plain INSERT, same clients
   enqueue bulk                events/s over plain COPY of 100 (insert100)
   drain                       events/s over insert100, 1 client
+  work                        jobs/s over insert100, 1 client; with
+                              groups: over the plain queue's jobs/s
   latency p50 / p99           over the NOTIFY round trip p50 / p99
   latency rate_achieved       over the rate offered (open loop)
   steady / held-xmin          delivered events/s over the rate offered;
@@ -45,6 +47,19 @@ def held(p):
 def describe(workload, p):
     """The parameters column: what was run, in words."""
     relay = p.get("relay", "")
+    if workload == "work":
+        worker = p.get("worker", "")
+        flags = worker.split(" worker", 1)[1] if " worker" in worker \
+            else worker
+        flags = " ".join(flags.replace("--queue %s" % p["work_queue"],
+                                       "").split())
+        groups = ", %d groups, %s" % (p["groups"], (
+            "group_concurrency %d" % p["group_concurrency"]
+            if p["group_concurrency"] else "fair")) if p.get("groups") \
+            else ", no groups or controls"
+        return "%d jobs%s, %d worker%s, %s (median of %d)" % (
+            p["jobs"], groups, p["workers"],
+            "" if p["workers"] == 1 else "s", flags, p.get("repeat", 1))
     if workload == "enqueue":
         clients = p["clients"]
         poll = re.search(r"--poll-interval (\S+)", relay)
@@ -117,6 +132,8 @@ def fmt_value(v, unit):
         return "%.3f" % v
     if unit == "ratio":
         return "%.3f" % v
+    if unit == "us":
+        return "%.1f" % v
     return "{:,.0f}".format(v)
 
 
@@ -348,6 +365,21 @@ def chart_data(rows, outdir):
                         "dead_tuples")], 1 if w["held"] else 0))
 
 
+def plain_work(rows, rnd, p):
+    """The plain queue's jobs/s beside a groups run: the same jobs,
+    workers and worker flags (the queue aside), same round."""
+    def flags(q):
+        return q["worker"].replace("--queue %s" % q["work_queue"], "")
+    for r in rows:
+        q = r["params"]
+        if r["workload"] == "work" and r["metric"] == "jobs_per_s" and \
+                not q.get("groups") and round_of(r) == rnd and \
+                q["jobs"] == p["jobs"] and q["workers"] == p["workers"] \
+                and flags(q) == flags(p):
+            return r["value"]
+    return None
+
+
 def main():
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
     if len(sys.argv) == 4 and sys.argv[2] == "--chart-data":
@@ -397,6 +429,13 @@ def main():
                              "enqueue", m, rnd, mode="insert100",
                              clients=p["clients"])
         elif w == "drain" and m == "events_per_s":
+            limit = insert100
+        elif w == "work" and m == "jobs_per_s" and p.get("groups"):
+            limit = plain_work(rows, rnd, p)
+            if limit and v is not None:
+                ratio = "%.2f of plain" % (v / limit)
+                limit = None
+        elif w == "work" and m == "jobs_per_s":
             limit = insert100
         elif w in ("steady", "held-xmin") and m in (
                 "delivered_per_s", "rate_achieved") and v is not None:

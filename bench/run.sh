@@ -90,6 +90,16 @@ URL=$(pg_url bench)
 WALQ=benchwal
 "$PGO" queue create "$WALQ" --capture wal --db "$URL" >>"$TMP/migrate.log" 2>&1 ||
 	{ cat "$TMP/migrate.log" >&2; exit 1; }
+# The work queues of the work workloads (docs/queue.md): benchjobs plain
+# (no controls), benchgroups with its jobs in $WORK_GROUPS groups and a group
+# limit (group_concurrency 1: each group's jobs one after the other).
+# pgoutbox-bench work fills them and creates the no-op handler
+# pgoutbox_bench_job(jsonb) their --sql workers run.
+WORK_GROUPS=100
+for q in benchjobs benchgroups; do
+	"$PGO" queue create "$q" --db "$URL" >>"$TMP/migrate.log" 2>&1 ||
+		{ cat "$TMP/migrate.log" >&2; exit 1; }
+done
 PG_VERSION=$(psql -XAtq "$URL" -c "SHOW server_version")
 
 RUN_ID=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -108,6 +118,8 @@ else
 	STEADY=60 AFTER=20 WINDOW=5 HISTORY=10000000 HDRAIN=100000 HOLD=60
 fi
 DRAIN_RELAY="$RELAY --batch 1000 --in-flight 2"
+# One worker process, 2 connections (the host's cores), batches of 100.
+WORKER="$PGO worker --sql pgoutbox_bench_job --concurrency 2 --batch 100"
 WAL_DRAIN_RELAY="$WAL_RELAY --batch 1000"
 # A relay fleet (docs/fleet.md): 3 databases drained by one process, and
 # the memory of one process serving $IDLE idle databases (3 in --quick).
@@ -184,6 +196,8 @@ W=(
 	"drain $DRAIN events, 4 relays (concurrent)|drain --events $DRAIN --relays 4 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
 	"drain $DRAIN events WAL, 1 relay|drain --queue $WALQ --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$WAL_DRAIN_RELAY\""
 	"drain $DRAIN events of 3 databases, 1 relay process (ordered)|drain --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT $SHARDS3 --relay-cmd \"$DRAIN_RELAY $FLEET3\""
+	"work: $DRAIN jobs, 1 worker (--sql no-op, 2 connections)|work --queue benchjobs --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$WORKER --queue benchjobs\""
+	"work: $DRAIN jobs in $WORK_GROUPS groups, group_concurrency 1, 1 worker (--sql no-op, 2 connections)|work --queue benchgroups --groups $WORK_GROUPS --group-concurrency 1 --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$WORKER --queue benchgroups\""
 	"relay RSS: idle fleet of $IDLE databases, then draining $DRAIN events|drain --events $DRAIN --relays 1 --rss --timeout $LIMIT $SHARDS_IDLE --relay-cmd \"$DRAIN_RELAY $FLEET_IDLE\""
 	"relay RSS: idle, then draining $DRAIN events|drain --events $DRAIN --relays 1 --rss --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY\""
 	"latency 500/s, NOTIFY|latency --rate 500 --seconds $LAT500 --warmup $WARM --grace $GRACE --samples \"$CHARTS/cdf-notify.dat\" --relay-cmd \"$RELAY\""
@@ -229,7 +243,7 @@ for w in "${RUNS[@]}"; do
 	echo "== [$n/${#RUNS[@]}] $label"
 	# An empty outbox, a fresh slot and a fresh checkpoint: workloads
 	# do not inherit each other's backlog (rows or WAL) or dirty pages.
-	psql -XAtq "$URL" -c "TRUNCATE pgoutbox.outbox" \
+	psql -XAtq "$URL" -c "TRUNCATE pgoutbox.outbox, pgoutbox.benchjobs, pgoutbox.benchgroups" \
 		-c "SELECT pg_drop_replication_slot('pgoutbox_$WALQ')" \
 		-c "SELECT pg_create_logical_replication_slot('pgoutbox_$WALQ', 'pgoutput')" \
 		-c "CHECKPOINT" >/dev/null
