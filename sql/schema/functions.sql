@@ -22,6 +22,7 @@
 \ir functions/dead_discard.sql
 \ir functions/dead_retry.sql
 \ir functions/deps_cond.sql
+\ir functions/deps_done.sql
 \ir functions/drop_queue.sql
 \ir functions/enqueue.sql
 \ir functions/health.sql

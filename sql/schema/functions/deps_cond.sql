@@ -3,14 +3,14 @@
 -- in the queue (pending, scheduled, running or retrying) or in its dead
 -- letters.  A job done is deleted, so an id found in neither is done (or
 -- was discarded, or never existed).  Jobs without dependencies pay for
--- the IS NULL only.  Used by the claims' dynamic SQL (work_sql, claim_ids;
--- src/lib/queue/ops.c writes the same condition).
+-- the IS NULL only: the rest is deps_done(), a function call, so that a
+-- claim (planned again at every batch through EXECUTE) plans no
+-- subquery for it.  Used by the claims' dynamic SQL (work_sql,
+-- claim_ids; src/lib/queue/ops.c writes the same condition).
 CREATE OR REPLACE FUNCTION pgoutbox.deps_cond(queue text, j text) RETURNS text
 LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT format('(%1$s.depends_on IS NULL OR (NOT EXISTS (SELECT FROM pgoutbox.%2$I d '
-                  'WHERE d.id = ANY (%1$s.depends_on)) AND NOT EXISTS (SELECT FROM '
-                  'pgoutbox.dead_letters x WHERE x.queue = %3$L AND x.id = ANY (%1$s.depends_on))))',
-                  j, queue, queue)
+    SELECT format('(%1$s.depends_on IS NULL OR pgoutbox.deps_done(%2$L, %1$s.depends_on))',
+                  j, queue)
 $$;

@@ -45,10 +45,8 @@ void pgo_ops_build_sql(pgo_worker_t *w)
 		"WHERE c.queue = $5::text) AND "
 		"run_at <= now() AND (locked_until IS NULL OR "
 		"locked_until < now()) AND attempts < $4::integer "
-		"AND (r.depends_on IS NULL OR (NOT EXISTS (SELECT FROM "
-		"pgoutbox.\"%s\" d WHERE d.id = ANY (r.depends_on)) AND NOT "
-		"EXISTS (SELECT FROM pgoutbox.dead_letters x WHERE x.queue = "
-		"$5::text AND x.id = ANY (r.depends_on)))) "
+		"AND (r.depends_on IS NULL OR "
+		"pgoutbox.deps_done($5::text, r.depends_on)) "
 		"ORDER BY priority DESC, id LIMIT $3::integer "
 		"FOR UPDATE SKIP LOCKED)) "
 		"RETURNING j.id, j.epoch, j.attempts, j.topic::text, "
@@ -58,7 +56,7 @@ void pgo_ops_build_sql(pgo_worker_t *w)
 		"$2::bigint, $3::integer, $4::integer) "
 		"WHERE EXISTS (SELECT FROM pgoutbox.queue_controls c "
 		"WHERE c.queue = $5::text)",
-		q, q, q);
+		q, q);
 	snprintf(w->complete_sql, sizeof(w->complete_sql),
 		 "DELETE FROM pgoutbox.\"%s\" WHERE id = $1 AND epoch = $2", q);
 	snprintf(w->fail_sql, sizeof(w->fail_sql),
