@@ -8,9 +8,8 @@
 -- subquery for it.  Used by the claims' dynamic SQL (work_sql,
 -- claim_ids; src/lib/queue/ops.c writes the same condition).
 CREATE OR REPLACE FUNCTION pgoutbox.deps_cond(queue text, j text) RETURNS text
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE sql IMMUTABLE  -- no SET clause: inlined into each claim's call
 AS $$
-    SELECT format('(%1$s.depends_on IS NULL OR pgoutbox.deps_done(%2$L, %1$s.depends_on))',
+    SELECT pg_catalog.format('(%1$s.depends_on IS NULL OR pgoutbox.deps_done(%2$L, %1$s.depends_on))',
                   j, queue)
 $$;
