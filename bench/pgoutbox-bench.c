@@ -893,6 +893,27 @@ static bool child_alive(child_t *ch)
 	return !ch->gone;
 }
 
+/* While a drain or a work run waits for its queue to empty: false (and
+ * why, on stderr) when a child exited or the deadline passed. */
+static bool wait_ok(child_t *chs, long n, const char *who, const char *what,
+		    int64_t t1, int64_t deadline, double timeout)
+{
+	for (long i = 0; i < n; i++)
+		if (!child_alive(&chs[i])) {
+			fprintf(stderr,
+				"%s: %s %d exited during the run "
+				"(see --relay-log)\n",
+				prog, who, (int)chs[i].pid);
+			return false;
+		}
+	if (t1 > deadline) {
+		fprintf(stderr, "%s: the %s was not empty after %g s\n", prog,
+			what, timeout);
+		return false;
+	}
+	return true;
+}
+
 static void child_describe_exit(const child_t *ch, char *buf, size_t size)
 {
 	if (WIFEXITED(ch->status))
@@ -2437,20 +2458,9 @@ static double drain_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 		t1 = now_ns();
 		if (empty < 0)
 			ok = false;
-		for (long i = 0; ok && !empty && i < o->relays; i++)
-			if (!child_alive(&relays[i])) {
-				fprintf(stderr,
-					"%s: relay %d exited during the drain "
-					"(see --relay-log)\n",
-					prog, (int)relays[i].pid);
-				ok = false;
-			}
-		if (ok && !empty && t1 > deadline) {
-			fprintf(stderr,
-				"%s: the outbox was not empty after %g s\n",
-				prog, o->timeout);
-			ok = false;
-		}
+		else if (!empty)
+			ok = wait_ok(relays, o->relays, "relay", "outbox", t1,
+				     deadline, o->timeout);
 	}
 	if (ok && cpu0 >= 0) {
 		double cpu1 = relays_cpu_s(relays, o->relays);
@@ -2727,20 +2737,9 @@ static double work_once(const opts_t *o, PGconn *c, const corpus_t *cp,
 		t1 = now_ns();
 		if (empty < 0)
 			ok = false;
-		for (long i = 0; ok && !empty && i < o->relays; i++)
-			if (!child_alive(&workers[i])) {
-				fprintf(stderr,
-					"%s: worker %d exited during the run "
-					"(see --relay-log)\n",
-					prog, (int)workers[i].pid);
-				ok = false;
-			}
-		if (ok && !empty && t1 > deadline) {
-			fprintf(stderr,
-				"%s: the queue was not empty after %g s\n",
-				prog, o->timeout);
-			ok = false;
-		}
+		else if (!empty)
+			ok = wait_ok(workers, o->relays, "worker", "queue", t1,
+				     deadline, o->timeout);
 	}
 	if (ok)
 		*cpu_s = relays_cpu_s(workers, o->relays);
