@@ -9,6 +9,7 @@
  * random CSRF token its page sends back with every action.
  */
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,49 +24,103 @@
 #include "console/console.h"
 #include "pgoutbox.h"
 
-#define RECONNECT_MS 2000
+#define RECONNECT_MS	 2000
+#define RECONNECT_MAX_MS 30000
+
+/* The subject of a database's log lines: "console" or "console db2". */
+static void db_log(pgo_console_t *c, pgo_log_level_t level, const char *fmt,
+		   ...) __attribute__((format(printf, 3, 4)));
+static void db_log(pgo_console_t *c, pgo_log_level_t level, const char *fmt,
+		   ...)
+{
+	char subject[96], msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(subject, sizeof(subject), "%s%s%s", c->subject,
+		 c->db->name[0] ? " " : "", c->db->name);
+	pgo_log(level, subject, "%s", msg);
+}
 
 static void db_drop(pgo_console_t *c, const char *why)
 {
-	if (c->conn) {
-		PQfinish(c->conn);
-		c->conn = NULL;
-		pgo_log(PGO_LOG_WARN, c->subject,
-			"PostgreSQL connection lost: %s", why);
+	console_db_t *d = c->db;
+	int64_t wait = RECONNECT_MS;
+
+	if (d->conn) {
+		PQfinish(d->conn);
+		d->conn = NULL;
+		db_log(c, PGO_LOG_WARN, "PostgreSQL connection lost: %s", why);
+	} else if (d->fails < 8) {
+		d->fails++; /* 2, 4, 8, 16, then 30 s: a host that does not
+			     * answer holds the lock for connect_timeout */
 	}
-	snprintf(c->db_error, sizeof(c->db_error), "%s", why);
-	c->next_try = pgo_now_ms() + RECONNECT_MS;
+	for (int i = 1; i < d->fails && wait < RECONNECT_MAX_MS; i++)
+		wait *= 2;
+	snprintf(d->error, sizeof(d->error), "%s", why);
+	d->next_try = pgo_now_ms() +
+		      (wait < RECONNECT_MAX_MS ? wait : RECONNECT_MAX_MS);
 }
 
 PGconn *console_db(pgo_console_t *c)
 {
+	console_db_t *d = c->db;
 	PGresult *res;
 	char why[256];
 
-	if (c->conn && PQstatus(c->conn) == CONNECTION_OK)
-		return c->conn;
-	if (c->conn)
-		db_drop(c, pgo_pq_msg(c->conn, NULL));
-	if (pgo_now_ms() < c->next_try)
+	if (d->conn && PQstatus(d->conn) == CONNECTION_OK)
+		return d->conn;
+	if (d->conn)
+		db_drop(c, pgo_pq_msg(d->conn, NULL));
+	if (pgo_now_ms() < d->next_try)
 		return NULL;
-	c->conn = PQconnectdbParams(c->keys, c->vals, 1);
-	if (!c->conn || PQstatus(c->conn) != CONNECTION_OK) {
+	d->conn = PQconnectdbParams(d->keys, d->vals, 1);
+	if (!d->conn || PQstatus(d->conn) != CONNECTION_OK) {
 		snprintf(why, sizeof(why), "%s",
-			 c->conn ? pgo_pq_msg(c->conn, NULL) : "out of memory");
-		if (c->conn)
-			PQfinish(c->conn);
-		c->conn = NULL;
+			 d->conn ? pgo_pq_msg(d->conn, NULL) : "out of memory");
+		if (d->conn)
+			PQfinish(d->conn);
+		d->conn = NULL;
 		db_drop(c, why);
 		return NULL;
 	}
 	/* Bounded: a page waits 5 s at most, and never holds a lock long. */
-	res = PQexec(c->conn, "SET statement_timeout = '5s'; "
+	res = PQexec(d->conn, "SET statement_timeout = '5s'; "
 			      "SET lock_timeout = '2s'");
 	PQclear(res);
-	if (c->db_error[0])
-		pgo_log(PGO_LOG_INFO, c->subject, "PostgreSQL is back");
-	c->db_error[0] = '\0';
-	return c->conn;
+	if (d->error[0])
+		db_log(c, PGO_LOG_INFO, "PostgreSQL is back");
+	d->error[0] = '\0';
+	d->fails = 0;
+	return d->conn;
+}
+
+unsigned console_db_pick(pgo_console_t *c, const char *name, pgo_buf_t *b)
+{
+	pgo_buf_t names;
+
+	if (!c->fleet && (!*name || strcmp(name, c->dbs[0].name) == 0)) {
+		c->db = &c->dbs[0];
+		return 0;
+	}
+	for (int i = 0; *name && i < c->ndb; i++)
+		if (strcmp(c->dbs[i].name, name) == 0) {
+			c->db = &c->dbs[i];
+			return 0;
+		}
+	pgo_buf_init(&names);
+	for (int i = 0; i < c->ndb; i++)
+		pgo_buf_printf(&names, "%s%s", i ? ", " : "", c->dbs[i].name);
+	if (*name)
+		json_error(b, "db: no database named \"%.60s\" (%s)", name,
+			   names.oom ? "?" : names.data);
+	else
+		json_error(b, "db: which database? one of %s",
+			   names.oom ? "?" : names.data);
+	pgo_buf_free(&names);
+	return *name ? 404 : 400;
 }
 
 PGresult *console_query(pgo_console_t *c, const char *sql, int n,
@@ -76,8 +131,12 @@ PGresult *console_query(pgo_console_t *c, const char *sql, int n,
 	ExecStatusType st;
 
 	if (!conn) {
-		snprintf(why, size, "PostgreSQL is unreachable: %s",
-			 c->db_error);
+		if (c->fleet)
+			snprintf(why, size, "database %s: %s", c->db->name,
+				 c->db->error);
+		else
+			snprintf(why, size, "PostgreSQL is unreachable: %s",
+				 c->db->error);
 		return NULL;
 	}
 	res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
@@ -176,11 +235,65 @@ void console_session_end(session_t *s)
 		memset(s, 0, sizeof(*s));
 }
 
+/* Database d: its name, its URL, its connection parameters and samples;
+ * false without memory. */
+static bool db_init(console_db_t *d, const char *name, const char *url,
+		    bool fleet)
+{
+	snprintf(d->name, sizeof(d->name), "%s", name ? name : "");
+	if (!(d->url = strdup(url ? url : "")) ||
+	    !(d->ring = calloc(SAMPLES, sizeof(*d->ring))))
+		return false;
+	/* A fleet's database that does not answer holds the pages of the
+	 * others while it is tried: shorter. */
+	d->keys[0] = "connect_timeout";
+	d->vals[0] = fleet ? "2" : "5";
+	d->keys[1] = "application_name";
+	d->vals[1] = "pgoutbox console";
+	if (d->url[0]) {
+		d->keys[2] = "dbname";
+		d->vals[2] = d->url;
+	}
+	return true;
+}
+
+/* The databases of conf: its fleet's when it names two or more, else
+ * the one of database.url (or of a lone fleet database).  PGO_OK, or
+ * the error in err. */
+static int dbs_init(pgo_console_t *c, const pgo_conf_t *conf, pgo_error_t *err)
+{
+	size_t n = pgo_conf_database_count(conf);
+	const char *url = pgo_conf_get(conf, "database.url");
+	pgo_conf_db_t *named = NULL;
+	int rc = PGO_OK;
+
+	if (n && !(named = calloc(n, sizeof(*named))))
+		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
+				     "out of memory for the console");
+	if (n && pgo_conf_databases_named(conf, named, err) != PGO_OK) {
+		free(named);
+		return err->code;
+	}
+	c->fleet = n >= 2;
+	c->ndb = c->fleet ? (int)n : 1;
+	if (!(c->dbs = calloc((size_t)c->ndb, sizeof(*c->dbs))))
+		rc = PGO_ERR_NOMEM;
+	for (int i = 0; rc == PGO_OK && i < c->ndb; i++)
+		if (!db_init(&c->dbs[i], c->fleet ? named[i].name : "",
+			     n ? named[i].url : url, c->fleet))
+			rc = PGO_ERR_NOMEM;
+	free(named);
+	c->db = c->dbs;
+	if (rc != PGO_OK)
+		return pgo_error_set(err, rc, 1,
+				     "out of memory for the console");
+	return PGO_OK;
+}
+
 pgo_console_t *pgo_console_new(const pgo_conf_t *conf, const char *listen,
 			       pgo_error_t *err)
 {
 	pgo_console_t *c = calloc(1, sizeof(*c));
-	const char *url = pgo_conf_get(conf, "database.url");
 	const char *token = pgo_conf_get(conf, "console.token");
 
 	if (c) {
@@ -189,23 +302,16 @@ pgo_console_t *pgo_console_new(const pgo_conf_t *conf, const char *listen,
 		pthread_cond_init(&c->qcond, NULL);
 		c->wake_fd = -1;
 	}
-	if (!c || !(c->keys = calloc(4, sizeof(char *))) ||
-	    !(c->vals = calloc(4, sizeof(char *))) ||
-	    !(c->url = strdup(url ? url : "")) ||
-	    !(c->token = strdup(token ? token : ""))) {
+	if (!c || !(c->token = strdup(token ? token : ""))) {
 		pgo_console_destroy(c);
 		pgo_error_set(err, PGO_ERR_NOMEM, 1,
 			      "out of memory for the console");
 		return NULL;
 	}
 	snprintf(c->subject, sizeof(c->subject), "console");
-	c->keys[0] = "connect_timeout";
-	c->vals[0] = "5";
-	c->keys[1] = "application_name";
-	c->vals[1] = "pgoutbox console";
-	if (c->url[0]) {
-		c->keys[2] = "dbname";
-		c->vals[2] = c->url;
+	if (dbs_init(c, conf, err) != PGO_OK) {
+		pgo_console_destroy(c);
+		return NULL;
 	}
 	c->embedded = !listen;
 	if (listen ? console_http_start(c, listen, err) != PGO_OK
@@ -215,21 +321,27 @@ pgo_console_t *pgo_console_new(const pgo_conf_t *conf, const char *listen,
 	}
 	if (c->embedded) { /* the worker connects, not the loop's thread */
 		pgo_log(PGO_LOG_INFO, c->subject,
-			"console on the metrics address, %s",
+			"console on the metrics address%s, %s",
+			c->fleet ? ", over the fleet's databases" : "",
 			console_token_set(c) ? "actions unlocked by "
 					       "console.token"
 					     : "read-only (no console.token)");
 		return c;
 	}
 	pthread_mutex_lock(&c->lock);
-	if (!console_db(c))
-		pgo_log(PGO_LOG_WARN, c->subject,
-			"PostgreSQL is unreachable (%s): the pages say so "
-			"until it is back",
-			c->db_error);
+	for (int i = 0; i < c->ndb; i++) {
+		c->db = &c->dbs[i];
+		if (!console_db(c))
+			db_log(c, PGO_LOG_WARN,
+			       "PostgreSQL is unreachable (%s): the pages say "
+			       "so until it is back",
+			       c->db->error);
+	}
+	c->db = c->dbs;
 	pthread_mutex_unlock(&c->lock);
-	pgo_log(PGO_LOG_INFO, c->subject, "console on http://%s/ (port %d), %s",
-		listen, c->port,
+	pgo_log(PGO_LOG_INFO, c->subject,
+		"console on http://%s/ (port %d)%s, %s", listen, c->port,
+		c->fleet ? ", over the fleet's databases" : "",
 		console_token_set(c) ? "actions unlocked by console.token"
 				     : "read-only (no console.token)");
 	return c;
@@ -255,16 +367,18 @@ void pgo_console_destroy(pgo_console_t *c)
 		return;
 	console_http_stop(c);
 	console_worker_stop(c);
-	if (c->conn)
-		PQfinish(c->conn);
+	for (int i = 0; c->dbs && i < c->ndb; i++) {
+		if (c->dbs[i].conn)
+			PQfinish(c->dbs[i].conn);
+		free(c->dbs[i].url);
+		free(c->dbs[i].ring);
+	}
+	free(c->dbs);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->qlock);
 	pthread_cond_destroy(&c->qcond);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
-	free(c->keys);
-	free(c->vals);
-	free(c->url);
 	if (c->token) /* wiped: it is a secret */
 		memset(c->token, 0, strlen(c->token));
 	free(c->token);
