@@ -195,6 +195,7 @@ static bool rows_into(pgo_console_t *c, pgo_buf_t *b, const char *key,
 typedef struct totals {
 	long long pending, dead;
 	bool capped;
+	bool down; /* the database could not be reached */
 } totals_t;
 
 /* c->db's overview object into b: {"db":{"ok":...},"queues":[...],
@@ -234,6 +235,7 @@ static unsigned overview_db(pgo_console_t *c, pgo_buf_t *b, totals_t *t,
 		pgo_buf_puts(b, "{\"db\":{\"ok\":false,\"error\":");
 		pgo_buf_json_str(b, why);
 		pgo_buf_puts(b, "}}");
+		t->down = true;
 		return 200; /* the page shows the banner */
 	}
 	pgo_buf_puts(b, "{\"db\":{\"ok\":true},\"queues\":[");
@@ -362,8 +364,7 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 		pgo_buf_puts(&all, i ? "," : "");
 		if (status != 200 || one.oom) {
 			db_down(&all, c->db->name, why);
-		} else if (strncmp(one.data, "{\"db\":{\"ok\":false", 18) ==
-			   0) {
+		} else if (mine.down) {
 			db_down(&all, c->db->name, why);
 		} else {
 			up++;

@@ -312,7 +312,7 @@ function fleetOverview(d) {
         el('div', { className: 'k' }, 'pending in the databases up')),
       el('div', { className: 'card' }, el('div', { className: 'v', id: 'total-dead' }, f.dead),
         el('div', { className: 'k' }, 'dead letters in the databases up'))),
-    d.databases.map(section));
+    ...d.databases.map(section));
 }
 
 async function overview() {
