@@ -25,7 +25,7 @@
 #include "pgoutbox.h"
 
 #define RECONNECT_MS	 2000
-#define RECONNECT_MAX_MS 30000
+#define RECONNECT_MAX_MS 10000 /* a fleet's database failing in a row */
 
 /* The subject of a database's log lines: "console" or "console db2". */
 static void db_log(pgo_console_t *c, pgo_log_level_t level, const char *fmt,
@@ -54,10 +54,18 @@ static void db_drop(pgo_console_t *c, const char *why)
 		d->conn = NULL;
 		db_log(c, PGO_LOG_WARN, "PostgreSQL connection lost: %s", why);
 	} else if (d->fails < 8) {
-		d->fails++; /* 2, 4, 8, 16, then 30 s: a host that does not
-			     * answer holds the lock for connect_timeout */
+		if (d->fails == 0 && !d->error[0])
+			db_log(c, PGO_LOG_WARN,
+			       "PostgreSQL is unreachable (%s): the pages say "
+			       "so until it is back",
+			       why);
+		d->fails++;
 	}
-	for (int i = 1; i < d->fails && wait < RECONNECT_MAX_MS; i++)
+	/* A fleet's database tried at 2, 4, 8, then 10 s: one that does
+	 * not answer holds the lock, and the others' pages, for its
+	 * connect_timeout once a period.  A single one every 2 s. */
+	for (int i = 1; c->fleet && i < d->fails && wait < RECONNECT_MAX_MS;
+	     i++)
 		wait *= 2;
 	snprintf(d->error, sizeof(d->error), "%s", why);
 	d->next_try = pgo_now_ms() +
@@ -328,16 +336,11 @@ pgo_console_t *pgo_console_new(const pgo_conf_t *conf, const char *listen,
 					     : "read-only (no console.token)");
 		return c;
 	}
+	/* One database is connected now (it says at once whether it can
+	 * be reached); a fleet's when first needed. */
 	pthread_mutex_lock(&c->lock);
-	for (int i = 0; i < c->ndb; i++) {
-		c->db = &c->dbs[i];
-		if (!console_db(c))
-			db_log(c, PGO_LOG_WARN,
-			       "PostgreSQL is unreachable (%s): the pages say "
-			       "so until it is back",
-			       c->db->error);
-	}
-	c->db = c->dbs;
+	if (!c->fleet)
+		console_db(c);
 	pthread_mutex_unlock(&c->lock);
 	pgo_log(PGO_LOG_INFO, c->subject,
 		"console on http://%s/ (port %d)%s, %s", listen, c->port,

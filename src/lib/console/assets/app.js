@@ -557,7 +557,9 @@ function drawDbs() {
       const h = location.hash || '#/';
       const rest = h.replace(/^#\/db\/[^/]+/, '#').slice(1);
       state.db = pick.value;
-      location.hash = rest.startsWith('/queue/') || rest === '/' || rest === '' ? link('/dead') : link(rest);
+      if (rest === '/' || rest === '') { drawDbs(); return; } /* the overview shows them all */
+      /* Another database may have no queue of that name. */
+      location.hash = rest.startsWith('/queue/') ? link('/dead') : link(rest);
     } });
     document.querySelector('nav').append(pick);
   }
