@@ -10,8 +10,10 @@
 # ..." while the others are still shown, and the overview still answers
 # at once.  A dead letter retried from shard2's page is back in shard2's
 # outbox only (an action without db= is refused).  Cluster 3 starts: it
-# is shown up again.  Then a relay fleet serving the console on its
-# metrics address shows the three databases and its relays.
+# is shown up again.  A database that never answers (a listener that
+# never speaks) holds no overview 1.5 s.  Then a relay fleet serving
+# the console on its metrics address shows the three databases and its
+# relays.
 . "$(dirname "$0")/../lib.sh"
 command -v /usr/bin/chromium >/dev/null || fail "chromium not installed (scripts/deps.sh installs it)"
 command -v node >/dev/null || fail "node not installed"
@@ -82,6 +84,43 @@ kill -TERM "$CONSOLE_PID"
 rc=0; wait "$CONSOLE_PID" || rc=$?
 [ "$rc" = 0 ] || fail "console exited $rc after SIGTERM: $(tail -n 20 "$T_TMP/console.log")"
 note "console --config over 3 databases: each shown, one down shown as such, an action hit its database only"
+
+# A database that does not answer (a listener that never accepts: the
+# connection is made, the server never speaks) holds the others' pages a
+# quarter of a second at most while the console tries it, not its 2 s
+# connect timeout: every overview of 8 s answers within 1.5 s, shard1's
+# figures in it, the silent one's row saying it did not answer.
+HPORT=$(pg_free_port)
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16); time.sleep(600)' "$HPORT" &
+PIDS+=("$!")
+wait_until 10 'ss -Hltn "sport = :$HPORT" | grep -q .'
+CPORT2=$(pg_free_port)
+"$PGO_BIN" console --listen "127.0.0.1:$CPORT2" --db "$(url 1)" --db "$(url 2)" \
+	--db "host=127.0.0.1 port=$HPORT dbname=silent" >"$T_TMP/console2.log" 2>&1 &
+PIDS+=("$!")
+wait_until 30 'curl -sf "http://127.0.0.1:$CPORT2/" >/dev/null'
+slowest=0 end=$((SECONDS + 8))
+while [ $SECONDS -lt $end ]; do
+	ms=$(curl -s -o "$T_TMP/silent.json" -w '%{time_total}' "http://127.0.0.1:$CPORT2/api/overview" |
+		awk '{ printf "%d", $1 * 1000 }')
+	[ "$ms" -lt 1500 ] || fail "an overview took $ms ms with a database silent"
+	[ "$ms" -le "$slowest" ] || slowest=$ms
+	python3 - "$T_TMP/silent.json" "${PENDING[1]}" <<'PY' || fail "overview with a silent database: $(head -c 600 "$T_TMP/silent.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+dbs = {x["name"]: x for x in d["databases"]}
+assert d["fleet"]["up"] == 2 and d["fleet"]["down"] == 1, d["fleet"]
+assert dbs["db1"]["db"]["ok"] and dbs["db2"]["db"]["ok"], dbs.keys()
+assert not dbs["db3"]["db"]["ok"] and dbs["db3"]["db"]["error"].startswith("database db3: "), dbs["db3"]
+q = {x["name"]: x for x in dbs["db1"]["queues"]}
+assert q["outbox"]["pending"] == int(sys.argv[2]), q["outbox"]
+PY
+	sleep 0.2
+done
+grep -q 'console db3: PostgreSQL is unreachable (no answer within the connect timeout)' "$T_TMP/console2.log" ||
+	fail "console log with a silent database: $(cat "$T_TMP/console2.log")"
+note "a database that never answers: every overview of 8 s within $slowest ms, the others shown"
 
 # A relay fleet serves the console on its metrics address: the three
 # databases, each with the relay connected.

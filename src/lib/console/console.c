@@ -8,7 +8,9 @@
  * after presenting it: a random cookie (HttpOnly, SameSite=Strict) and a
  * random CSRF token its page sends back with every action.
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,10 @@
 
 #define RECONNECT_MS	 2000
 #define RECONNECT_MAX_MS 10000 /* a fleet's database failing in a row */
+/* A connection not made within this is given up (connect_timeout). */
+#define CONNECT_TIMEOUT_MS(c) ((c)->fleet ? 2000 : 5000)
+/* What a fleet's request waits for a connection being made. */
+#define CONNECT_STEP_MS 250
 
 /* The subject of a database's log lines: "console" or "console db2". */
 static void db_log(pgo_console_t *c, pgo_log_level_t level, const char *fmt,
@@ -54,7 +60,7 @@ static void db_drop(pgo_console_t *c, const char *why)
 		d->conn = NULL;
 		db_log(c, PGO_LOG_WARN, "PostgreSQL connection lost: %s", why);
 	} else if (d->fails < 8) {
-		if (d->fails == 0 && !d->error[0])
+		if (!d->down)
 			db_log(c, PGO_LOG_WARN,
 			       "PostgreSQL is unreachable (%s): the pages say "
 			       "so until it is back",
@@ -68,38 +74,106 @@ static void db_drop(pgo_console_t *c, const char *why)
 	     i++)
 		wait *= 2;
 	snprintf(d->error, sizeof(d->error), "%s", why);
+	d->down = true;
 	d->next_try = pgo_now_ms() +
 		      (wait < RECONNECT_MAX_MS ? wait : RECONNECT_MAX_MS);
+}
+
+/* The connection of c->db that could not be made: closed, its reason
+ * kept, the next try later. */
+static void connect_failed(pgo_console_t *c, const char *why)
+{
+	console_db_t *d = c->db;
+	char copy[256];
+
+	snprintf(copy, sizeof(copy), "%s", why); /* why may be d->conn's */
+	if (d->conn)
+		PQfinish(d->conn);
+	d->conn = NULL;
+	d->connecting = false;
+	db_drop(c, copy);
+}
+
+/* Goes on making c->db's connection (PQconnectPoll) for budget_ms at
+ * most: true once it is made, false meanwhile (with d->error saying so)
+ * or when it failed or took longer than its connect timeout. */
+static bool connect_step(pgo_console_t *c, int64_t budget_ms)
+{
+	console_db_t *d = c->db;
+	int64_t now = pgo_now_ms();
+	int64_t end = now + budget_ms < d->connect_until ? now + budget_ms
+							 : d->connect_until;
+
+	for (;;) {
+		struct pollfd p = {.fd = PQsocket(d->conn)};
+		int n;
+
+		if (d->want == PGRES_POLLING_OK) {
+			d->connecting = false;
+			return true;
+		}
+		if (d->want == PGRES_POLLING_FAILED) {
+			connect_failed(c, pgo_pq_msg(d->conn, NULL));
+			return false;
+		}
+		now = pgo_now_ms();
+		if (now >= d->connect_until) {
+			connect_failed(c, "no answer within the connect "
+					  "timeout");
+			return false;
+		}
+		if (now >= end) { /* the next request goes on */
+			if (!d->error[0])
+				snprintf(d->error, sizeof(d->error),
+					 "connecting: no answer yet");
+			return false;
+		}
+		p.events = d->want == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+		n = poll(&p, 1, (int)(end - now));
+		if (n < 0 && errno != EINTR) {
+			connect_failed(c, strerror(errno));
+			return false;
+		}
+		if (n > 0)
+			d->want = PQconnectPoll(d->conn);
+	}
 }
 
 PGconn *console_db(pgo_console_t *c)
 {
 	console_db_t *d = c->db;
 	PGresult *res;
-	char why[256];
 
-	if (d->conn && PQstatus(d->conn) == CONNECTION_OK)
+	if (d->conn && !d->connecting && PQstatus(d->conn) == CONNECTION_OK)
 		return d->conn;
-	if (d->conn)
+	if (d->conn && !d->connecting)
 		db_drop(c, pgo_pq_msg(d->conn, NULL));
-	if (pgo_now_ms() < d->next_try)
-		return NULL;
-	d->conn = PQconnectdbParams(d->keys, d->vals, 1);
-	if (!d->conn || PQstatus(d->conn) != CONNECTION_OK) {
-		snprintf(why, sizeof(why), "%s",
-			 d->conn ? pgo_pq_msg(d->conn, NULL) : "out of memory");
-		if (d->conn)
-			PQfinish(d->conn);
-		d->conn = NULL;
-		db_drop(c, why);
-		return NULL;
+	if (!d->conn) {
+		if (pgo_now_ms() < d->next_try)
+			return NULL;
+		d->conn = PQconnectStartParams(d->keys, d->vals, 1);
+		if (!d->conn || PQstatus(d->conn) == CONNECTION_BAD) {
+			connect_failed(c, d->conn ? pgo_pq_msg(d->conn, NULL)
+						  : "out of memory");
+			return NULL;
+		}
+		d->connecting = true;
+		d->want = PGRES_POLLING_WRITING; /* PQconnectStart's rule */
+		d->connect_until = pgo_now_ms() + CONNECT_TIMEOUT_MS(c);
 	}
+	/* A fleet's request waits for a connection being made a little at
+	 * a time: a database that does not answer holds the others' pages
+	 * that long, not its whole connect timeout.  A single one waits. */
+	if (!connect_step(c,
+			  c->fleet ? CONNECT_STEP_MS : CONNECT_TIMEOUT_MS(c)))
+		return NULL;
 	/* Bounded: a page waits 5 s at most, and never holds a lock long. */
 	res = PQexec(d->conn, "SET statement_timeout = '5s'; "
 			      "SET lock_timeout = '2s'");
 	PQclear(res);
-	if (d->error[0])
+	if (d->down)
 		db_log(c, PGO_LOG_INFO, "PostgreSQL is back");
+	d->down = false;
 	d->error[0] = '\0';
 	d->fails = 0;
 	return d->conn;
@@ -252,15 +326,20 @@ static bool db_init(console_db_t *d, const char *name, const char *url,
 	if (!(d->url = strdup(url ? url : "")) ||
 	    !(d->ring = calloc(SAMPLES, sizeof(*d->ring))))
 		return false;
-	/* A fleet's database that does not answer holds the pages of the
-	 * others while it is tried: shorter. */
-	d->keys[0] = "connect_timeout";
-	d->vals[0] = fleet ? "2" : "5";
-	d->keys[1] = "application_name";
-	d->vals[1] = "pgoutbox console";
-	if (d->url[0]) {
-		d->keys[2] = "dbname";
-		d->vals[2] = d->url;
+	/* The relay's keywords (connect_timeout, keepalives,
+	 * tcp_user_timeout, then the URL, which may override them), with
+	 * a dead server noticed sooner: the console's queries end within
+	 * statement_timeout (5 s), and all of its pages wait meanwhile. */
+	pgo_conn_params_url(d->url, fleet ? 2000 : 5000, "pgoutbox console",
+			    d->keys, d->vals, d->timeout);
+	for (int i = 0; d->keys[i]; i++) {
+		if (strcmp(d->keys[i], "keepalives_idle") == 0)
+			d->vals[i] = "5";
+		else if (strcmp(d->keys[i], "keepalives_interval") == 0 ||
+			 strcmp(d->keys[i], "keepalives_count") == 0)
+			d->vals[i] = "2";
+		else if (strcmp(d->keys[i], "tcp_user_timeout") == 0)
+			d->vals[i] = "10000";
 	}
 	return true;
 }

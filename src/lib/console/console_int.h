@@ -12,6 +12,7 @@
 
 #include "base/buf.h"
 #include "conf/conf.h"
+#include "db/conn.h"
 #include "console/console.h"
 #include "pgoutbox.h"
 
@@ -80,13 +81,18 @@ typedef struct sample {
 typedef struct console_db {
 	char name[PGO_DB_NAME_MAX + 1]; /* the fleet's name; "" alone */
 	PGconn *conn;
-	const char *keys[4], *vals[4]; /* connection parameters */
-	char *url;		       /* owned copy ("" = the environment's) */
-	int64_t next_try;	       /* monotonic ms: no reconnect before */
-	int fails;		       /* connection attempts failed in a row */
-	char error[256];	       /* why it is unreachable, "" */
-	sample_t *ring;		       /* SAMPLES of them */
-	int ring_next;		       /* the slot written next */
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS]; /* libpq's */
+	char timeout[24]; /* connect_timeout's text */
+	char *url;	  /* owned copy ("" = the environment's) */
+	int64_t next_try; /* monotonic ms: no reconnect before */
+	int fails;	  /* connection attempts failed in a row */
+	bool connecting;  /* conn is being made (PQconnectPoll) */
+	PostgresPollingStatusType want; /* what PQconnectPoll waits for */
+	int64_t connect_until;		/* monotonic ms: given up after */
+	bool down;			/* failed since it last worked */
+	char error[256];		/* why it is unreachable, "" */
+	sample_t *ring;			/* SAMPLES of them */
+	int ring_next;			/* the slot written next */
 } console_db_t;
 
 /* --- the handle --- */
