@@ -128,9 +128,10 @@ struct pgo_console {
 
 /* console.c */
 
-/* c->db's connection, (re)connected when needed (at most every 2 s,
- * backing off to 30 s while it fails); NULL with c->db->error set when
- * that database is unreachable.  Lock held. */
+/* c->db's connection, (re)connected when needed (at most every 2 s; a
+ * fleet's backing off to 10 s while it fails, and made 250 ms of a
+ * request at a time); NULL with c->db->error set when that database is
+ * unreachable or still being connected.  Lock held. */
 PGconn *console_db(pgo_console_t *c);
 /* Makes the database named `name` the one c->db the request reads: ""
  * is the only one of a console of one database.  0, or the status with
@@ -161,8 +162,8 @@ void console_http_stop(pgo_console_t *c);
 int console_worker_start(pgo_console_t *c, pgo_error_t *err);
 void console_worker_stop(pgo_console_t *c);
 
-/* sample.c: appends c->db's series of the last 15 minutes as the JSON value
- * {"every_s":5,"t":[...],"xmin_s":[...],"queues":{"name":{"in":[...],
+/* sample.c: appends c->db's series of the last 15 minutes as the JSON
+ * value {"every_s":5,"t":[...],"xmin_s":[...],"queues":{"name":{"in":[...],
  * "out":[...],"lag":[...]}}} (a WAL queue has "slot_bytes" and "slot_s"
  * too; null where a sample lacks the queue).  Lock held. */
 void console_series_json(const pgo_console_t *c, pgo_buf_t *b);
