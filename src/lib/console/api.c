@@ -170,13 +170,12 @@ static void items_from(const char *name, const char *kind, char *out,
 }
 
 /* Runs sql, appends `"key":[rows]` (preceded by a comma); false with the
- * error in b (and *status set) when it fails. */
-static bool rows_into(pgo_console_t *c, pgo_buf_t *b, const char *key,
-		      const char *sql, int n, const char *const *p,
-		      unsigned *status)
+ * error in b and why (and *status set) when it fails. */
+static bool rows_why(pgo_console_t *c, pgo_buf_t *b, const char *key,
+		     const char *sql, int n, const char *const *p,
+		     unsigned *status, char *why, size_t size)
 {
-	char why[512];
-	PGresult *res = console_query(c, sql, n, p, why, sizeof(why));
+	PGresult *res = console_query(c, sql, n, p, why, size);
 
 	if (!res) {
 		json_error(b, "%s", why);
@@ -187,6 +186,16 @@ static bool rows_into(pgo_console_t *c, pgo_buf_t *b, const char *key,
 	json_rows(b, res);
 	PQclear(res);
 	return true;
+}
+
+/* The same without why. */
+static bool rows_into(pgo_console_t *c, pgo_buf_t *b, const char *key,
+		      const char *sql, int n, const char *const *p,
+		      unsigned *status)
+{
+	char why[512];
+
+	return rows_why(c, b, key, sql, n, p, status, why, sizeof(why));
 }
 
 /* --- overview --- */
@@ -296,30 +305,26 @@ static unsigned overview_db(pgo_console_t *c, pgo_buf_t *b, totals_t *t,
 	}
 	PQclear(qs);
 	pgo_buf_puts(b, "]");
-	if (!rows_into(c, b, "sessions",
-		       "SELECT split_part(application_name, ' ', 2) AS role, "
-		       "application_name AS name, count(*) AS connections, "
-		       "min(date_trunc('second', now() - backend_start))::text "
-		       "AS up FROM pg_stat_activity WHERE datname = "
-		       "current_database() AND (application_name LIKE "
-		       "'pgoutbox relay%' OR application_name LIKE 'pgoutbox "
-		       "worker%' OR application_name LIKE 'pgoutbox cron%' OR "
-		       "application_name LIKE 'pgoutbox run%') GROUP BY 1, 2 "
-		       "ORDER BY 1, 2",
-		       0, NULL, &status))
-		goto failed;
+	if (!rows_why(c, b, "sessions",
+		      "SELECT split_part(application_name, ' ', 2) AS role, "
+		      "application_name AS name, count(*) AS connections, "
+		      "min(date_trunc('second', now() - backend_start))::text "
+		      "AS up FROM pg_stat_activity WHERE datname = "
+		      "current_database() AND (application_name LIKE "
+		      "'pgoutbox relay%' OR application_name LIKE 'pgoutbox "
+		      "worker%' OR application_name LIKE 'pgoutbox cron%' OR "
+		      "application_name LIKE 'pgoutbox run%') GROUP BY 1, 2 "
+		      "ORDER BY 1, 2",
+		      0, NULL, &status, why, size))
+		return status;
 	/* Held xmin, replication slots, dead tuples (`status` warns too). */
-	if (!rows_into(c, b, "warnings",
-		       "SELECT kind, subject, detail FROM pgoutbox.health()", 0,
-		       NULL, &status))
-		goto failed;
+	if (!rows_why(c, b, "warnings",
+		      "SELECT kind, subject, detail FROM pgoutbox.health()", 0,
+		      NULL, &status, why, size))
+		return status;
 	pgo_buf_puts(b, ",\"series\":");
 	console_series_json(c, b);
 	pgo_buf_puts(b, "}");
-	return status;
-failed: /* the error rows_into put in b */
-	snprintf(why, size, "the overview's query failed%s",
-		 c->db->conn ? "" : ": PostgreSQL went away");
 	return status;
 }
 
