@@ -43,8 +43,10 @@ int cmd_console(int argc, char **argv)
 			   "PGOUTBOX_CONSOLE_TOKEN or the file\nconsole.token_"
 			   "file, never the command line): an operator who "
 			   "enters it in the\npage may retry and discard dead "
-			   "letters and pause cron schedules.\nListens on "
-			   "127.0.0.1 unless told otherwise; see "
+			   "letters and pause cron schedules.\nOver a fleet's "
+			   "databases ([database NAME] sections, or --db given "
+			   "more than\nonce) it shows each by its name.  "
+			   "Listens on 127.0.0.1 unless told\notherwise; see "
 			   "docs/console.md.",
 		.opts = opts,
 		.flags = flags,

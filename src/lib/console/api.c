@@ -170,13 +170,12 @@ static void items_from(const char *name, const char *kind, char *out,
 }
 
 /* Runs sql, appends `"key":[rows]` (preceded by a comma); false with the
- * error in b (and *status set) when it fails. */
-static bool rows_into(pgo_console_t *c, pgo_buf_t *b, const char *key,
-		      const char *sql, int n, const char *const *p,
-		      unsigned *status)
+ * error in b and why (and *status set) when it fails. */
+static bool rows_why(pgo_console_t *c, pgo_buf_t *b, const char *key,
+		     const char *sql, int n, const char *const *p,
+		     unsigned *status, char *why, size_t size)
 {
-	char why[512];
-	PGresult *res = console_query(c, sql, n, p, why, sizeof(why));
+	PGresult *res = console_query(c, sql, n, p, why, size);
 
 	if (!res) {
 		json_error(b, "%s", why);
@@ -189,10 +188,31 @@ static bool rows_into(pgo_console_t *c, pgo_buf_t *b, const char *key,
 	return true;
 }
 
+/* The same without why. */
+static bool rows_into(pgo_console_t *c, pgo_buf_t *b, const char *key,
+		      const char *sql, int n, const char *const *p,
+		      unsigned *status)
+{
+	char why[512];
+
+	return rows_why(c, b, key, sql, n, p, status, why, sizeof(why));
+}
+
 /* --- overview --- */
 
-static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
-			     pgo_buf_t *b)
+/* What the overview adds up over a fleet's databases. */
+typedef struct totals {
+	long long pending, dead;
+	bool capped;
+	bool down; /* the database could not be reached */
+} totals_t;
+
+/* c->db's overview object into b: {"db":{"ok":...},"queues":[...],
+ * "sessions":[...],"warnings":[...],"series":{...}}, its figures added
+ * to t.  200, {"db":{"ok":false,...}} when the database is unreachable;
+ * otherwise the status, with the error in b and why. */
+static unsigned overview_db(pgo_console_t *c, pgo_buf_t *b, totals_t *t,
+			    char *why, size_t size)
 {
 	static const char queues_sql[] =
 		"SELECT q.name, q.kind, q.shards, "
@@ -202,16 +222,21 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 		"q.name AND m.heartbeat_at > now() - interval '1 minute') AS "
 		"members, "
 		"(SELECT count(*) FROM pgoutbox.shard_leases l WHERE l.queue = "
-		"q.name AND l.owner IS NOT NULL) AS leases "
+		"q.name AND l.owner IS NOT NULL) AS leases, "
+		/* A WAL queue's slot: WAL kept past its confirmed position
+		 * (status --json's slot.lag_bytes); null for the others. */
+		"(SELECT pg_current_wal_lsn() - s.confirmed_flush_lsn FROM "
+		"pg_replication_slots s WHERE q.capture = 'wal' AND "
+		"s.slot_name = 'pgoutbox_' || q.name AND s.database = "
+		"current_database()) AS slot_lag_bytes "
 		"FROM pgoutbox.queues q ORDER BY q.name <> 'outbox', q.name";
-	char why[512], from[160], sql[1024];
+	char from[160], sql[1024];
 	unsigned status = 200;
 	PGresult *qs, *res;
 	int shown = 0;
 
-	(void)r;
-	qs = console_query(c, queues_sql, 0, NULL, why, sizeof(why));
-	if (!qs && c->conn) { /* connected: this query failed */
+	qs = console_query(c, queues_sql, 0, NULL, why, size);
+	if (!qs && c->db->conn) { /* connected: this query failed */
 		json_error(b, "%s", why);
 		return 503;
 	}
@@ -219,6 +244,7 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 		pgo_buf_puts(b, "{\"db\":{\"ok\":false,\"error\":");
 		pgo_buf_json_str(b, why);
 		pgo_buf_puts(b, "}}");
+		t->down = true;
 		return 200; /* the page shows the banner */
 	}
 	pgo_buf_puts(b, "{\"db\":{\"ok\":true},\"queues\":[");
@@ -245,16 +271,19 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 				 ? ""
 				 : " ORDER BY id",
 			 CONSOLE_COUNT_CAP + 1);
-		res = console_query(c, sql, 0, NULL, why, sizeof(why));
+		res = console_query(c, sql, 0, NULL, why, size);
 		pgo_buf_puts(b, shown++ ? ",{\"name\":" : "{\"name\":");
 		pgo_buf_json_str(b, name);
 		pgo_buf_puts(b, ",\"kind\":");
 		pgo_buf_json_str(b, PQgetvalue(qs, i, 1));
 		pgo_buf_printf(b,
 			       ",\"shards\":%s,\"dead\":%s,\"members\":%s,"
-			       "\"leases\":%s",
+			       "\"leases\":%s,\"slot_lag_bytes\":%s",
 			       PQgetvalue(qs, i, 2), PQgetvalue(qs, i, 3),
-			       PQgetvalue(qs, i, 4), PQgetvalue(qs, i, 5));
+			       PQgetvalue(qs, i, 4), PQgetvalue(qs, i, 5),
+			       PQgetisnull(qs, i, 6) ? "null"
+						     : PQgetvalue(qs, i, 6));
+		t->dead += strtoll(PQgetvalue(qs, i, 3), NULL, 10);
 		if (res) {
 			pgo_buf_printf(
 				b,
@@ -265,6 +294,8 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 				PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3),
 				*PQgetvalue(res, 0, 4) == 't' ? "true"
 							      : "false");
+			t->pending += strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+			t->capped |= *PQgetvalue(res, 0, 4) == 't';
 			PQclear(res);
 		} else {
 			pgo_buf_puts(b, ",\"error\":");
@@ -274,27 +305,99 @@ static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
 	}
 	PQclear(qs);
 	pgo_buf_puts(b, "]");
-	if (!rows_into(c, b, "sessions",
-		       "SELECT split_part(application_name, ' ', 2) AS role, "
-		       "application_name AS name, count(*) AS connections, "
-		       "min(date_trunc('second', now() - backend_start))::text "
-		       "AS up FROM pg_stat_activity WHERE datname = "
-		       "current_database() AND (application_name LIKE "
-		       "'pgoutbox relay%' OR application_name LIKE 'pgoutbox "
-		       "worker%' OR application_name LIKE 'pgoutbox cron%' OR "
-		       "application_name LIKE 'pgoutbox run%') GROUP BY 1, 2 "
-		       "ORDER BY 1, 2",
-		       0, NULL, &status))
+	if (!rows_why(c, b, "sessions",
+		      "SELECT split_part(application_name, ' ', 2) AS role, "
+		      "application_name AS name, count(*) AS connections, "
+		      "min(date_trunc('second', now() - backend_start))::text "
+		      "AS up FROM pg_stat_activity WHERE datname = "
+		      "current_database() AND (application_name LIKE "
+		      "'pgoutbox relay%' OR application_name LIKE 'pgoutbox "
+		      "worker%' OR application_name LIKE 'pgoutbox cron%' OR "
+		      "application_name LIKE 'pgoutbox run%') GROUP BY 1, 2 "
+		      "ORDER BY 1, 2",
+		      0, NULL, &status, why, size))
 		return status;
 	/* Held xmin, replication slots, dead tuples (`status` warns too). */
-	if (!rows_into(c, b, "warnings",
-		       "SELECT kind, subject, detail FROM pgoutbox.health()", 0,
-		       NULL, &status))
+	if (!rows_why(c, b, "warnings",
+		      "SELECT kind, subject, detail FROM pgoutbox.health()", 0,
+		      NULL, &status, why, size))
 		return status;
 	pgo_buf_puts(b, ",\"series\":");
 	console_series_json(c, b);
 	pgo_buf_puts(b, "}");
 	return status;
+}
+
+/* A database of the fleet that could not be read: its error row. */
+static void db_down(pgo_buf_t *b, const char *name, const char *why)
+{
+	pgo_buf_puts(b, "{\"name\":");
+	pgo_buf_json_str(b, name);
+	pgo_buf_puts(b, ",\"db\":{\"ok\":false,\"error\":");
+	pgo_buf_json_str(b, why);
+	pgo_buf_puts(b, "}}");
+}
+
+/* GET /api/overview: one database's object (overview_db); a fleet's is
+ * {"fleet":{"databases":N,"up":U,"down":D,"pending":P,"pending_capped":
+ * bool,"dead":X},"databases":[{"name":...,<overview_db>}, ...]}, each
+ * database read in turn on its own connection: one that is down is its
+ * error row, the others are read all the same. */
+static unsigned api_overview(pgo_console_t *c, const console_req_t *r,
+			     pgo_buf_t *b)
+{
+	totals_t t = {0};
+	pgo_buf_t one, all;
+	char why[512];
+	int up = 0;
+
+	(void)r;
+	if (!c->fleet) {
+		c->db = c->dbs;
+		return overview_db(c, b, &t, why, sizeof(why));
+	}
+	pgo_buf_init(&one);
+	pgo_buf_init(&all);
+	for (int i = 0; i < c->ndb; i++) {
+		totals_t mine = {0};
+		unsigned status;
+
+		c->db = &c->dbs[i];
+		pgo_buf_reset(&one);
+		why[0] = '\0';
+		status = overview_db(c, &one, &mine, why, sizeof(why));
+		pgo_buf_puts(&all, i ? "," : "");
+		if (status != 200 || one.oom) {
+			db_down(&all, c->db->name, why);
+		} else if (mine.down) {
+			db_down(&all, c->db->name, why);
+		} else {
+			up++;
+			t.pending += mine.pending;
+			t.dead += mine.dead;
+			t.capped |= mine.capped;
+			pgo_buf_puts(&all, "{\"name\":");
+			pgo_buf_json_str(&all, c->db->name);
+			pgo_buf_printf(&all, ",%s", one.data + 1);
+		}
+	}
+	if (all.oom || !all.data) {
+		pgo_buf_free(&one);
+		pgo_buf_free(&all);
+		json_error(b, "out of memory");
+		return 503;
+	}
+	pgo_buf_printf(b,
+		       "{\"fleet\":{\"databases\":%d,\"up\":%d,\"down\":%d,"
+		       "\"pending\":%lld,\"pending_capped\":%s,\"dead\":%lld},"
+		       "\"databases\":[",
+		       c->ndb, up, c->ndb - up, t.pending,
+		       t.capped ? "true" : "false", t.dead);
+	pgo_buf_puts(b, all.data);
+	pgo_buf_puts(b, "]}");
+	pgo_buf_free(&one);
+	pgo_buf_free(&all);
+	return 200;
 }
 
 /* --- a queue --- */
@@ -598,7 +701,7 @@ static unsigned act_retry(pgo_console_t *c, const console_req_t *r,
 	if (!begin(c, b))
 		return 503;
 	for (i = 0; i < n && rc == PGO_OK; i++)
-		rc = pgo_queue_retry(c->conn, queue, ids[i], &err);
+		rc = pgo_queue_retry(c->db->conn, queue, ids[i], &err);
 	if (rc != PGO_OK) {
 		end(c, false, b);
 		json_error(b, "nothing retried: %s", err.msg);
@@ -607,8 +710,10 @@ static unsigned act_retry(pgo_console_t *c, const console_req_t *r,
 	if (!end(c, true, b))
 		return 503;
 	pgo_log(PGO_LOG_INFO, c->subject,
-		"%s (from %s) retried %d dead letter(s) of queue %s: %s",
-		r->session->who, r->from, n, queue, r->get(r->ctx, "ids"));
+		"%s (from %s) retried %d dead letter(s) of queue %s%s%s: %s",
+		r->session->who, r->from, n, queue,
+		c->fleet ? " in database " : "", c->db->name,
+		r->get(r->ctx, "ids"));
 	pgo_buf_printf(b, "{\"retried\":%d}", n);
 	return 200;
 }
@@ -664,8 +769,11 @@ static unsigned act_discard(pgo_console_t *c, const console_req_t *r,
 	if (!end(c, true, b))
 		return 503;
 	pgo_log(PGO_LOG_INFO, c->subject,
-		"%s (from %s) discarded %d dead letter(s) of queue %s: %s",
-		r->session->who, r->from, n, queue, r->get(r->ctx, "ids"));
+		"%s (from %s) discarded %d dead letter(s) of queue %s%s%s: "
+		"%s",
+		r->session->who, r->from, n, queue,
+		c->fleet ? " in database " : "", c->db->name,
+		r->get(r->ctx, "ids"));
 	pgo_buf_printf(b, "{\"discarded\":%d}", n);
 	return 200;
 }
@@ -683,7 +791,7 @@ static void cron_next_json(pgo_console_t *c, pgo_buf_t *b)
 	bool first = true;
 
 	pgo_buf_puts(b, ",\"next\":{");
-	if (f && pgo_cron_list(c->conn, f, &err) == PGO_OK) {
+	if (f && pgo_cron_list(c->db->conn, f, &err) == PGO_OK) {
 		fflush(f);
 		rewind(f);
 		if (fgets(line, sizeof(line), f)) /* the header */
@@ -775,8 +883,9 @@ static unsigned cron_set(pgo_console_t *c, const console_req_t *r, pgo_buf_t *b,
 		json_error(b, "no schedule named \"%s\"", name);
 		return 404;
 	}
-	pgo_log(PGO_LOG_INFO, c->subject, "%s (from %s) %s schedule %s",
-		r->session->who, r->from, enabled ? "resumed" : "paused", name);
+	pgo_log(PGO_LOG_INFO, c->subject, "%s (from %s) %s schedule %s%s%s",
+		r->session->who, r->from, enabled ? "resumed" : "paused", name,
+		c->fleet ? " in database " : "", c->db->name);
 	pgo_buf_printf(b, "{\"enabled\":%s}", enabled ? "true" : "false");
 	return 200;
 }

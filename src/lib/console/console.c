@@ -8,7 +8,10 @@
  * after presenting it: a random cookie (HttpOnly, SameSite=Strict) and a
  * random CSRF token its page sends back with every action.
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,49 +26,183 @@
 #include "console/console.h"
 #include "pgoutbox.h"
 
-#define RECONNECT_MS 2000
+#define RECONNECT_MS	 2000
+#define RECONNECT_MAX_MS 10000 /* a fleet's database failing in a row */
+/* A connection not made within this is given up (connect_timeout). */
+#define CONNECT_TIMEOUT_MS(c) ((c)->fleet ? 2000 : 5000)
+/* What a fleet's request waits for a connection being made. */
+#define CONNECT_STEP_MS 250
+
+/* The subject of a database's log lines: "console" or "console db2". */
+static void db_log(pgo_console_t *c, pgo_log_level_t level, const char *fmt,
+		   ...) __attribute__((format(printf, 3, 4)));
+static void db_log(pgo_console_t *c, pgo_log_level_t level, const char *fmt,
+		   ...)
+{
+	char subject[96], msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(subject, sizeof(subject), "%s%s%s", c->subject,
+		 c->db->name[0] ? " " : "", c->db->name);
+	pgo_log(level, subject, "%s", msg);
+}
 
 static void db_drop(pgo_console_t *c, const char *why)
 {
-	if (c->conn) {
-		PQfinish(c->conn);
-		c->conn = NULL;
-		pgo_log(PGO_LOG_WARN, c->subject,
-			"PostgreSQL connection lost: %s", why);
+	console_db_t *d = c->db;
+	int64_t wait = RECONNECT_MS;
+
+	if (d->conn) {
+		PQfinish(d->conn);
+		d->conn = NULL;
+		db_log(c, PGO_LOG_WARN, "PostgreSQL connection lost: %s", why);
+	} else if (d->fails < 8) {
+		if (!d->down)
+			db_log(c, PGO_LOG_WARN,
+			       "PostgreSQL is unreachable (%s): the pages say "
+			       "so until it is back",
+			       why);
+		d->fails++;
 	}
-	snprintf(c->db_error, sizeof(c->db_error), "%s", why);
-	c->next_try = pgo_now_ms() + RECONNECT_MS;
+	/* A fleet's database tried at 2, 4, 8, then 10 s: one that does
+	 * not answer holds the lock, and the others' pages, for its
+	 * connect_timeout once a period.  A single one every 2 s. */
+	for (int i = 1; c->fleet && i < d->fails && wait < RECONNECT_MAX_MS;
+	     i++)
+		wait *= 2;
+	snprintf(d->error, sizeof(d->error), "%s", why);
+	d->down = true;
+	d->next_try = pgo_now_ms() +
+		      (wait < RECONNECT_MAX_MS ? wait : RECONNECT_MAX_MS);
+}
+
+/* The connection of c->db that could not be made: closed, its reason
+ * kept, the next try later. */
+static void connect_failed(pgo_console_t *c, const char *why)
+{
+	console_db_t *d = c->db;
+	char copy[256];
+
+	snprintf(copy, sizeof(copy), "%s", why); /* why may be d->conn's */
+	if (d->conn)
+		PQfinish(d->conn);
+	d->conn = NULL;
+	d->connecting = false;
+	db_drop(c, copy);
+}
+
+/* Goes on making c->db's connection (PQconnectPoll) for budget_ms at
+ * most: true once it is made, false meanwhile (with d->error saying so)
+ * or when it failed or took longer than its connect timeout. */
+static bool connect_step(pgo_console_t *c, int64_t budget_ms)
+{
+	console_db_t *d = c->db;
+	int64_t now = pgo_now_ms();
+	int64_t end = now + budget_ms < d->connect_until ? now + budget_ms
+							 : d->connect_until;
+
+	for (;;) {
+		struct pollfd p = {.fd = PQsocket(d->conn)};
+		int n;
+
+		if (d->want == PGRES_POLLING_OK) {
+			d->connecting = false;
+			return true;
+		}
+		if (d->want == PGRES_POLLING_FAILED) {
+			connect_failed(c, pgo_pq_msg(d->conn, NULL));
+			return false;
+		}
+		now = pgo_now_ms();
+		if (now >= d->connect_until) {
+			connect_failed(c, "no answer within the connect "
+					  "timeout");
+			return false;
+		}
+		if (now >= end) { /* the next request goes on */
+			if (!d->error[0])
+				snprintf(d->error, sizeof(d->error),
+					 "connecting: no answer yet");
+			return false;
+		}
+		p.events = d->want == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+		n = poll(&p, 1, (int)(end - now));
+		if (n < 0 && errno != EINTR) {
+			connect_failed(c, strerror(errno));
+			return false;
+		}
+		if (n > 0)
+			d->want = PQconnectPoll(d->conn);
+	}
 }
 
 PGconn *console_db(pgo_console_t *c)
 {
+	console_db_t *d = c->db;
 	PGresult *res;
-	char why[256];
 
-	if (c->conn && PQstatus(c->conn) == CONNECTION_OK)
-		return c->conn;
-	if (c->conn)
-		db_drop(c, pgo_pq_msg(c->conn, NULL));
-	if (pgo_now_ms() < c->next_try)
-		return NULL;
-	c->conn = PQconnectdbParams(c->keys, c->vals, 1);
-	if (!c->conn || PQstatus(c->conn) != CONNECTION_OK) {
-		snprintf(why, sizeof(why), "%s",
-			 c->conn ? pgo_pq_msg(c->conn, NULL) : "out of memory");
-		if (c->conn)
-			PQfinish(c->conn);
-		c->conn = NULL;
-		db_drop(c, why);
-		return NULL;
+	if (d->conn && !d->connecting && PQstatus(d->conn) == CONNECTION_OK)
+		return d->conn;
+	if (d->conn && !d->connecting)
+		db_drop(c, pgo_pq_msg(d->conn, NULL));
+	if (!d->conn) {
+		if (pgo_now_ms() < d->next_try)
+			return NULL;
+		d->conn = PQconnectStartParams(d->keys, d->vals, 1);
+		if (!d->conn || PQstatus(d->conn) == CONNECTION_BAD) {
+			connect_failed(c, d->conn ? pgo_pq_msg(d->conn, NULL)
+						  : "out of memory");
+			return NULL;
+		}
+		d->connecting = true;
+		d->want = PGRES_POLLING_WRITING; /* PQconnectStart's rule */
+		d->connect_until = pgo_now_ms() + CONNECT_TIMEOUT_MS(c);
 	}
+	/* A fleet's request waits for a connection being made a little at
+	 * a time: a database that does not answer holds the others' pages
+	 * that long, not its whole connect timeout.  A single one waits. */
+	if (!connect_step(c,
+			  c->fleet ? CONNECT_STEP_MS : CONNECT_TIMEOUT_MS(c)))
+		return NULL;
 	/* Bounded: a page waits 5 s at most, and never holds a lock long. */
-	res = PQexec(c->conn, "SET statement_timeout = '5s'; "
+	res = PQexec(d->conn, "SET statement_timeout = '5s'; "
 			      "SET lock_timeout = '2s'");
 	PQclear(res);
-	if (c->db_error[0])
-		pgo_log(PGO_LOG_INFO, c->subject, "PostgreSQL is back");
-	c->db_error[0] = '\0';
-	return c->conn;
+	if (d->down)
+		db_log(c, PGO_LOG_INFO, "PostgreSQL is back");
+	d->down = false;
+	d->error[0] = '\0';
+	d->fails = 0;
+	return d->conn;
+}
+
+unsigned console_db_pick(pgo_console_t *c, const char *name, pgo_buf_t *b)
+{
+	pgo_buf_t names;
+
+	if (!c->fleet && (!*name || strcmp(name, c->dbs[0].name) == 0)) {
+		c->db = &c->dbs[0];
+		return 0;
+	}
+	for (int i = 0; *name && i < c->ndb; i++)
+		if (strcmp(c->dbs[i].name, name) == 0) {
+			c->db = &c->dbs[i];
+			return 0;
+		}
+	pgo_buf_init(&names);
+	for (int i = 0; i < c->ndb; i++)
+		pgo_buf_printf(&names, "%s%s", i ? ", " : "", c->dbs[i].name);
+	if (*name)
+		json_error(b, "db: no database named \"%.60s\" (%s)", name,
+			   names.oom ? "?" : names.data);
+	else
+		json_error(b, "db: which database? one of %s",
+			   names.oom ? "?" : names.data);
+	pgo_buf_free(&names);
+	return *name ? 404 : 400;
 }
 
 PGresult *console_query(pgo_console_t *c, const char *sql, int n,
@@ -76,8 +213,12 @@ PGresult *console_query(pgo_console_t *c, const char *sql, int n,
 	ExecStatusType st;
 
 	if (!conn) {
-		snprintf(why, size, "PostgreSQL is unreachable: %s",
-			 c->db_error);
+		if (c->fleet)
+			snprintf(why, size, "database %s: %s", c->db->name,
+				 c->db->error);
+		else
+			snprintf(why, size, "PostgreSQL is unreachable: %s",
+				 c->db->error);
 		return NULL;
 	}
 	res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
@@ -176,11 +317,70 @@ void console_session_end(session_t *s)
 		memset(s, 0, sizeof(*s));
 }
 
+/* Database d: its name, its URL, its connection parameters and samples;
+ * false without memory. */
+static bool db_init(console_db_t *d, const char *name, const char *url,
+		    bool fleet)
+{
+	snprintf(d->name, sizeof(d->name), "%s", name ? name : "");
+	if (!(d->url = strdup(url ? url : "")) ||
+	    !(d->ring = calloc(SAMPLES, sizeof(*d->ring))))
+		return false;
+	/* The relay's keywords (connect_timeout, keepalives,
+	 * tcp_user_timeout, then the URL, which may override them), with
+	 * a dead server noticed sooner: the console's queries end within
+	 * statement_timeout (5 s), and all of its pages wait meanwhile. */
+	pgo_conn_params_url(d->url, fleet ? 2000 : 5000, "pgoutbox console",
+			    d->keys, d->vals, d->timeout);
+	for (int i = 0; d->keys[i]; i++) {
+		if (strcmp(d->keys[i], "keepalives_idle") == 0)
+			d->vals[i] = "5";
+		else if (strcmp(d->keys[i], "keepalives_interval") == 0 ||
+			 strcmp(d->keys[i], "keepalives_count") == 0)
+			d->vals[i] = "2";
+		else if (strcmp(d->keys[i], "tcp_user_timeout") == 0)
+			d->vals[i] = "10000";
+	}
+	return true;
+}
+
+/* The databases of conf: its fleet's when it names two or more, else
+ * the one of database.url (or of a lone fleet database).  PGO_OK, or
+ * the error in err. */
+static int dbs_init(pgo_console_t *c, const pgo_conf_t *conf, pgo_error_t *err)
+{
+	size_t n = pgo_conf_database_count(conf);
+	const char *url = pgo_conf_get(conf, "database.url");
+	pgo_conf_db_t *named = NULL;
+	int rc = PGO_OK;
+
+	if (n && !(named = calloc(n, sizeof(*named))))
+		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
+				     "out of memory for the console");
+	if (n && pgo_conf_databases_named(conf, named, err) != PGO_OK) {
+		free(named);
+		return err->code;
+	}
+	c->fleet = n >= 2;
+	c->ndb = c->fleet ? (int)n : 1;
+	if (!(c->dbs = calloc((size_t)c->ndb, sizeof(*c->dbs))))
+		rc = PGO_ERR_NOMEM;
+	for (int i = 0; rc == PGO_OK && i < c->ndb; i++)
+		if (!db_init(&c->dbs[i], c->fleet ? named[i].name : "",
+			     n ? named[i].url : url, c->fleet))
+			rc = PGO_ERR_NOMEM;
+	free(named);
+	c->db = c->dbs;
+	if (rc != PGO_OK)
+		return pgo_error_set(err, rc, 1,
+				     "out of memory for the console");
+	return PGO_OK;
+}
+
 pgo_console_t *pgo_console_new(const pgo_conf_t *conf, const char *listen,
 			       pgo_error_t *err)
 {
 	pgo_console_t *c = calloc(1, sizeof(*c));
-	const char *url = pgo_conf_get(conf, "database.url");
 	const char *token = pgo_conf_get(conf, "console.token");
 
 	if (c) {
@@ -189,23 +389,16 @@ pgo_console_t *pgo_console_new(const pgo_conf_t *conf, const char *listen,
 		pthread_cond_init(&c->qcond, NULL);
 		c->wake_fd = -1;
 	}
-	if (!c || !(c->keys = calloc(4, sizeof(char *))) ||
-	    !(c->vals = calloc(4, sizeof(char *))) ||
-	    !(c->url = strdup(url ? url : "")) ||
-	    !(c->token = strdup(token ? token : ""))) {
+	if (!c || !(c->token = strdup(token ? token : ""))) {
 		pgo_console_destroy(c);
 		pgo_error_set(err, PGO_ERR_NOMEM, 1,
 			      "out of memory for the console");
 		return NULL;
 	}
 	snprintf(c->subject, sizeof(c->subject), "console");
-	c->keys[0] = "connect_timeout";
-	c->vals[0] = "5";
-	c->keys[1] = "application_name";
-	c->vals[1] = "pgoutbox console";
-	if (c->url[0]) {
-		c->keys[2] = "dbname";
-		c->vals[2] = c->url;
+	if (dbs_init(c, conf, err) != PGO_OK) {
+		pgo_console_destroy(c);
+		return NULL;
 	}
 	c->embedded = !listen;
 	if (listen ? console_http_start(c, listen, err) != PGO_OK
@@ -215,21 +408,22 @@ pgo_console_t *pgo_console_new(const pgo_conf_t *conf, const char *listen,
 	}
 	if (c->embedded) { /* the worker connects, not the loop's thread */
 		pgo_log(PGO_LOG_INFO, c->subject,
-			"console on the metrics address, %s",
+			"console on the metrics address%s, %s",
+			c->fleet ? ", over the fleet's databases" : "",
 			console_token_set(c) ? "actions unlocked by "
 					       "console.token"
 					     : "read-only (no console.token)");
 		return c;
 	}
+	/* One database is connected now (it says at once whether it can
+	 * be reached); a fleet's when first needed. */
 	pthread_mutex_lock(&c->lock);
-	if (!console_db(c))
-		pgo_log(PGO_LOG_WARN, c->subject,
-			"PostgreSQL is unreachable (%s): the pages say so "
-			"until it is back",
-			c->db_error);
+	if (!c->fleet)
+		console_db(c);
 	pthread_mutex_unlock(&c->lock);
-	pgo_log(PGO_LOG_INFO, c->subject, "console on http://%s/ (port %d), %s",
-		listen, c->port,
+	pgo_log(PGO_LOG_INFO, c->subject,
+		"console on http://%s/ (port %d)%s, %s", listen, c->port,
+		c->fleet ? ", over the fleet's databases" : "",
 		console_token_set(c) ? "actions unlocked by console.token"
 				     : "read-only (no console.token)");
 	return c;
@@ -255,16 +449,18 @@ void pgo_console_destroy(pgo_console_t *c)
 		return;
 	console_http_stop(c);
 	console_worker_stop(c);
-	if (c->conn)
-		PQfinish(c->conn);
+	for (int i = 0; c->dbs && i < c->ndb; i++) {
+		if (c->dbs[i].conn)
+			PQfinish(c->dbs[i].conn);
+		free(c->dbs[i].url);
+		free(c->dbs[i].ring);
+	}
+	free(c->dbs);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->qlock);
 	pthread_cond_destroy(&c->qcond);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
-	free(c->keys);
-	free(c->vals);
-	free(c->url);
 	if (c->token) /* wiped: it is a secret */
 		memset(c->token, 0, strlen(c->token));
 	free(c->token);

@@ -13,8 +13,8 @@
  *
  * `pgoutbox console` runs it in a process of its own: libmicrohttpd's
  * thread answers, the command's main thread samples; both take the
- * connection under one lock, and blocking libpq on that connection
- * blocks only the console.
+ * connections (one per database of a fleet) under one lock, and blocking libpq
+ * on that connection blocks only the console.
  */
 #ifndef PGO_CONSOLE_H
 #define PGO_CONSOLE_H
@@ -27,8 +27,10 @@
 typedef struct pgo_console pgo_console_t;
 
 /* Listens on `listen` ("host:port"; the port may be 0) and serves from a
- * thread of its own; the database is conf's database.url, the token
- * console.token ("" = read-only).  NULL with err filled when the address
+ * thread of its own; the database is conf's database.url, or each of
+ * its fleet's when it names two or more (pgo_conf_databases_named: one
+ * connection each, the pages naming them), the token console.token
+ * ("" = read-only).  NULL with err filled when the address
  * is wrong or taken (PGO_ERR_INVALID) or without memory.  PostgreSQL
  * being down is no error: the pages say so until it is back. */
 pgo_console_t *pgo_console_new(const pgo_conf_t *conf, const char *listen,

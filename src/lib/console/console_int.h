@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "conf/conf.h"
+#include "db/conn.h"
 #include "console/console.h"
 #include "pgoutbox.h"
 
@@ -70,20 +72,43 @@ typedef struct sample {
 	sample_q_t q[SAMPLE_QUEUES];
 } sample_t;
 
+/* --- the databases --- */
+
+/* One database the console reads: the single one of database.url, or
+ * each of a fleet's (docs/fleet.md), with its own connection, made
+ * lazily and again after it went away (backing off), and its own
+ * throughput samples. */
+typedef struct console_db {
+	char name[PGO_DB_NAME_MAX + 1]; /* the fleet's name; "" alone */
+	PGconn *conn;
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS]; /* libpq's */
+	char timeout[24]; /* connect_timeout's text */
+	char *url;	  /* owned copy ("" = the environment's) */
+	int64_t next_try; /* monotonic ms: no reconnect before */
+	int fails;	  /* connection attempts failed in a row */
+	bool connecting;  /* conn is being made (PQconnectPoll) */
+	PostgresPollingStatusType want; /* what PQconnectPoll waits for */
+	int64_t connect_until;		/* monotonic ms: given up after */
+	bool down;			/* failed since it last worked */
+	char error[256];		/* why it is unreachable, "" */
+	sample_t *ring;			/* SAMPLES of them */
+	int ring_next;			/* the slot written next */
+} console_db_t;
+
 /* --- the handle --- */
 
 struct pgo_console {
 	struct MHD_Daemon *mhd;
 	int port;
 	char subject[32]; /* "console" in logs */
-	/* The connection and everything below it: taken by the HTTP thread
-	 * and the sampling one under this lock. */
+	/* The connections and everything below them: taken by the HTTP
+	 * thread and the sampling one under this lock. */
 	pthread_mutex_t lock;
-	PGconn *conn;
-	const char **keys, **vals; /* connection parameters */
-	char *url, *token;	   /* owned copies ("" = none) */
-	int64_t next_try;	   /* monotonic ms: no reconnect before */
-	char db_error[256];	   /* why PostgreSQL is unreachable, "" */
+	console_db_t *dbs;
+	int ndb;
+	bool fleet;	  /* several databases: the fleet's pages */
+	console_db_t *db; /* the one a request or a sample reads */
+	char *token;	  /* owned copy ("" = none) */
 	session_t sessions[SESSIONS_MAX];
 	int bad_logins;	   /* wrong tokens since bad_since */
 	int64_t bad_since; /* wall clock s */
@@ -99,16 +124,21 @@ struct pgo_console {
 	int queued;
 	bool quit;
 	int wake_fd; /* eventfd: written after each resume, -1 standalone */
-	sample_t ring[SAMPLES];
-	int ring_next; /* the slot written next */
 };
 
 /* console.c */
 
-/* The connection, (re)connected when needed (at most every 2 s); NULL
- * with c->db_error set when PostgreSQL is unreachable.  Lock held. */
+/* c->db's connection, (re)connected when needed (at most every 2 s; a
+ * fleet's backing off to 10 s while it fails, and made 250 ms of a
+ * request at a time); NULL with c->db->error set when that database is
+ * unreachable or still being connected.  Lock held. */
 PGconn *console_db(pgo_console_t *c);
-/* A query of the console; NULL on error, with its text in *why (and the
+/* Makes the database named `name` the one c->db the request reads: ""
+ * is the only one of a console of one database.  0, or the status with
+ * the error in b (400 without a name in a fleet, 404 for no such
+ * database).  Lock held. */
+unsigned console_db_pick(pgo_console_t *c, const char *name, pgo_buf_t *b);
+/* A query on c->db; NULL on error, with its text in *why (and the
  * connection dropped when it is broken).  Lock held. */
 PGresult *console_query(pgo_console_t *c, const char *sql, int n,
 			const char *const *params, char *why, size_t size);
@@ -132,12 +162,12 @@ void console_http_stop(pgo_console_t *c);
 int console_worker_start(pgo_console_t *c, pgo_error_t *err);
 void console_worker_stop(pgo_console_t *c);
 
-/* sample.c: appends the series of the last 15 minutes as the JSON value
- * {"every_s":5,"t":[...],"xmin_s":[...],"queues":{"name":{"in":[...],
+/* sample.c: appends c->db's series of the last 15 minutes as the JSON
+ * value {"every_s":5,"t":[...],"xmin_s":[...],"queues":{"name":{"in":[...],
  * "out":[...],"lag":[...]}}} (a WAL queue has "slot_bytes" and "slot_s"
  * too; null where a sample lacks the queue).  Lock held. */
 void console_series_json(const pgo_console_t *c, pgo_buf_t *b);
-/* Takes one sample (lock held). */
+/* Takes one sample of each database (lock held). */
 void console_sample_take(pgo_console_t *c);
 
 /* api.c: the answers.  Each appends one JSON object to b and returns the

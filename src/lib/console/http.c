@@ -277,6 +277,14 @@ static void session_json(pgo_buf_t *b, const pgo_console_t *c,
 		pgo_buf_puts(b, ",\"csrf\":");
 		pgo_buf_json_str(b, s->csrf);
 	}
+	if (c->fleet) { /* the pages name the database they read */
+		pgo_buf_puts(b, ",\"databases\":[");
+		for (int i = 0; i < c->ndb; i++) {
+			pgo_buf_puts(b, i ? "," : "");
+			pgo_buf_json_str(b, c->dbs[i].name);
+		}
+		pgo_buf_puts(b, "]");
+	}
 	pgo_buf_puts(b, "}");
 }
 
@@ -383,7 +391,11 @@ static void answer(pgo_console_t *c, request_t *q)
 		on_session(c, q, s);
 	} else {
 		r.session = s;
-		q->status = fn(c, &r, &q->out);
+		/* All but the overview read one database: a fleet's by the
+		 * db parameter. */
+		if (strcmp(path, "overview") == 0 ||
+		    !(q->status = console_db_pick(c, param(q, "db"), &q->out)))
+			q->status = fn(c, &r, &q->out);
 	}
 	pthread_mutex_unlock(&c->lock);
 }

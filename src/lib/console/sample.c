@@ -1,13 +1,13 @@
 /*
  * sample.c — throughput over the last 15 minutes, kept in memory: every
- * SAMPLE_EVERY_S the command's main thread reads, per queue, the last
- * value of its id sequence (what was ever enqueued), what is pending and
- * its dead letters.  Between two samples, enqueued = Δsequence and
- * done = enqueued − Δpending − Δdead (delivered, or finished by a
- * worker).  Levels are kept too: how long the oldest due item has been
- * due (the lag), a WAL queue's slot lag in bytes and seconds, and the
- * age of the oldest transaction holding back vacuum (held xmin).
- * Nothing is written to the database.
+ * SAMPLE_EVERY_S the command's main thread reads, per database (each of
+ * a fleet's) and per queue, the last value of its id sequence (what was ever
+ * enqueued), what is pending and its dead letters.  Between two samples,
+ * enqueued = Δsequence and done = enqueued − Δpending − Δdead (delivered, or
+ * finished by a worker).  Levels are kept too: how long the oldest due item has
+ * been due (the lag), a WAL queue's slot lag in bytes and seconds, and the age
+ * of the oldest transaction holding back vacuum (held xmin). Nothing is written
+ * to the database.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +27,7 @@ static int64_t wall_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void console_sample_take(pgo_console_t *c)
+static void sample_db(pgo_console_t *c)
 {
 	/* A WAL queue's slot as `status --json` reads it (outbox/status.c):
 	 * bytes past its confirmed position, the streaming relay's flush
@@ -107,8 +107,22 @@ void console_sample_take(pgo_console_t *c)
 		PQclear(n);
 	}
 	s.at = wall_ms();
-	c->ring[c->ring_next] = s;
-	c->ring_next = (c->ring_next + 1) % SAMPLES;
+	c->db->ring[c->db->ring_next] = s;
+	c->db->ring_next = (c->db->ring_next + 1) % SAMPLES;
+}
+
+void console_sample_take(pgo_console_t *c)
+{
+	console_db_t *was = c->db;
+
+	/* One after the other: a database down costs its turn only (a
+	 * refused connection at once, one that does not answer its
+	 * connect_timeout, then no try before its backoff is over). */
+	for (int i = 0; i < c->ndb; i++) {
+		c->db = &c->dbs[i];
+		sample_db(c);
+	}
+	c->db = was;
 }
 
 static const sample_q_t *find_q(const sample_t *s, const char *name)
@@ -147,7 +161,8 @@ void console_series_json(const pgo_console_t *c, pgo_buf_t *b)
 
 	/* Oldest first; a gap (PostgreSQL down) simply has no sample. */
 	for (int i = 0; i < SAMPLES; i++) {
-		const sample_t *s = &c->ring[(c->ring_next + i) % SAMPLES];
+		const sample_t *s =
+			&c->db->ring[(c->db->ring_next + i) % SAMPLES];
 
 		if (s->at)
 			order[n++] = s;

@@ -2,11 +2,14 @@
  * app.js — the console's pages, built with the DOM: every value from the
  * server (payloads, keys, errors are user data) goes in as textContent,
  * never as markup.  Routes are the URL's hash: #/ (overview),
- * #/queue/NAME, #/dead, #/cron.
+ * #/queue/NAME, #/dead, #/cron.  A console over a fleet's databases
+ * (session.databases) shows them all on the overview, and its other
+ * pages read one: #/db/DB/queue/NAME, #/db/DB/dead, #/db/DB/cron, each
+ * request carrying db=DB.
  */
 'use strict';
 
-const state = { session: { writable: false, token_configured: false }, timer: null };
+const state = { session: { writable: false, token_configured: false }, timer: null, db: '' };
 const COLORS = ['#0969da', '#1a7f37', '#bf3989', '#9a6700', '#8250df', '#cf222e'];
 
 /* el('td', {className: 'num'}, 'text', child...): strings become text. */
@@ -38,8 +41,25 @@ function banner(text) {
   b.textContent = text || '';
 }
 
+/* The parameters of a request: a fleet's pages name their database. */
+function withDb(params) {
+  return state.db ? Object.assign({ db: state.db }, params || {}) : (params || {});
+}
+
+/* The hash of a page (rest: '/dead', '/queue/NAME'), in the current
+ * database of a fleet. */
+function link(rest, db) {
+  db = db || state.db;
+  return db ? '#/db/' + encodeURIComponent(db) + rest : '#' + rest;
+}
+
+/* " — database DB" after a fleet's page title. */
+function dbTitle() {
+  return state.db ? el('span', { className: 'pill', id: 'page-db' }, 'database ' + state.db) : null;
+}
+
 async function api(path, params) {
-  const qs = new URLSearchParams(params || {}).toString();
+  const qs = new URLSearchParams(path === 'session' || path === 'overview' ? params || {} : withDb(params)).toString();
   let r;
   try {
     r = await fetch('/api/' + path + (qs ? '?' + qs : ''), { credentials: 'same-origin' });
@@ -57,7 +77,7 @@ async function post(path, params) {
     method: 'POST', credentials: 'same-origin',
     headers: { 'Content-Type': 'application/x-www-form-urlencoded',
                'X-CSRF-Token': state.session.csrf || '' },
-    body: new URLSearchParams(params).toString(),
+    body: new URLSearchParams(path === 'login' || path === 'logout' ? params : withDb(params)).toString(),
   });
   const body = await r.json();
   if (!r.ok) throw new Error(body.error || ('HTTP ' + r.status));
@@ -234,10 +254,72 @@ function legend(series, which, fmt, only) {
   }));
 }
 
+/* A fleet's overview: its summary, then each database by its name, a
+ * database that could not be read as its error row. */
+function fleetOverview(d) {
+  const main = document.getElementById('main');
+  const f = d.fleet;
+  const atLeast = (n, capped) => capped ? '≥ ' + Number(n).toLocaleString('en-US') : n;
+  const perSec = v => (v < 10 ? v.toFixed(1) : v.toFixed(0)) + '/s';
+  const lastOf = a => a && a.length ? a[a.length - 1] : null;
+  banner(f.down ? `${f.down} of ${f.databases} databases cannot be read; the others are shown.` : '');
+  stamp();
+  const section = db => {
+    const name = db.name;
+    if (!db.db.ok) {
+      const e = db.db.error || 'unreachable';
+      return el('section', { className: 'db down', id: 'db-' + name, dataset: { db: name, state: 'down' } },
+        el('h2', {}, 'database ' + name + ' ', el('span', { className: 'pill bad' }, 'down')),
+        el('p', { className: 'msg bad db-error' }, e.startsWith('database ' + name + ':') ? e : 'database ' + name + ': ' + e));
+    }
+    const s = db.series || { queues: {} };
+    const pending = db.queues.reduce((a, q) => a + (Number(q.pending) || 0), 0);
+    const dead = db.queues.reduce((a, q) => a + (Number(q.dead) || 0), 0);
+    const relays = db.sessions.filter(x => x.role === 'relay').length;
+    const names = Object.keys(s.queues || {});
+    return el('section', { className: 'db up', id: 'db-' + name, dataset: { db: name, state: 'up' } },
+      el('h2', {}, 'database ' + name + ' ', el('span', { className: 'pill on' }, 'up'), ' ',
+        el('span', { className: 'muted' }, `${pending} pending, `,
+          el('a', { href: link('/dead', name), className: 'db-dead' }, `${dead} dead letter(s)`),
+          `, ${relays} relay(s) connected, `, el('a', { href: link('/cron', name) }, 'cron'))),
+      db.warnings.length ? table([
+        { label: 'Kind', key: 'kind' }, { label: 'Subject', key: 'subject' },
+        { label: 'Detail', key: 'detail', cls: 'err' },
+      ], db.warnings, { id: 'warnings-' + name }) : null,
+      table([
+        { label: 'Queue', get: q => el('a', { href: link('/queue/' + encodeURIComponent(q.name), name) }, q.name) },
+        { label: 'Kind', key: 'kind' },
+        { label: 'Pending', get: q => atLeast(q.pending, q.pending_capped), num: true, cls: 'pending' },
+        { label: 'Oldest pending', get: q => q.pending > 0 ? age(q.oldest_s) : '—', num: true, cls: 'lag' },
+        { label: 'Done', get: q => s.queues[q.name] && lastOf(s.queues[q.name].out) !== null ? perSec(lastOf(s.queues[q.name].out)) : '—', num: true },
+        { label: 'Dead letters', key: 'dead', num: true, cls: 'dead' },
+        { label: 'Slot lag', get: q => q.slot_lag_bytes === null || q.slot_lag_bytes === undefined ? '—' : bytes(q.slot_lag_bytes), num: true, cls: 'slot' },
+        { label: 'Relay members', key: 'members', num: true },
+      ], db.queues, { id: 'queues-' + name, rowdata: q => ({ queue: q.name }),
+                      onrow: q => { location.hash = link('/queue/' + encodeURIComponent(q.name), name); } }),
+      names.length && (s.t || []).length ? el('figure', {}, el('p', { className: 'muted' }, 'done per second, last 15 minutes'),
+        lineChart('out-' + name, s.t || [], names.map((n, i) => ({ name: n, values: s.queues[n].out, color: COLORS[i % COLORS.length] })), perSec),
+        legend(s)) : null);
+  };
+  main.replaceChildren(
+    el('h1', {}, 'Overview of the fleet'),
+    el('div', { className: 'cards' },
+      el('div', { className: 'card' + (f.down ? ' danger' : '') }, el('div', { className: 'v', id: 'fleet-up' }, `${f.up} / ${f.databases}`),
+        el('div', { className: 'k' }, 'databases up')),
+      el('div', { className: 'card' + (f.down ? ' danger' : '') }, el('div', { className: 'v', id: 'fleet-down' }, f.down),
+        el('div', { className: 'k' }, 'databases down')),
+      el('div', { className: 'card' }, el('div', { className: 'v', id: 'total-pending' }, atLeast(f.pending, f.pending_capped)),
+        el('div', { className: 'k' }, 'pending in the databases up')),
+      el('div', { className: 'card' }, el('div', { className: 'v', id: 'total-dead' }, f.dead),
+        el('div', { className: 'k' }, 'dead letters in the databases up'))),
+    ...d.databases.map(section));
+}
+
 async function overview() {
   const main = document.getElementById('main');
   let d;
   try { d = await api('overview'); } catch (e) { show(e.message, 'bad'); return; }
+  if (d.fleet) { fleetOverview(d); return; }
   if (!d.db.ok) {
     banner('PostgreSQL is down or unreachable (' + d.db.error.replace(/^PostgreSQL is unreachable: /, '') +
            '). The console retries every few seconds; the figures below are from before.');
@@ -333,7 +415,7 @@ async function queuePage(name, opts) {
   opts = Object.assign({ state: 'pending', q: '', page: 0 }, opts);
   let d;
   try { d = await api('queue', { name, state: opts.state, q: opts.q, page: opts.page }); }
-  catch (e) { main.replaceChildren(el('h1', {}, 'Queue ' + name), el('p', { className: 'msg bad' }, e.message)); return; }
+  catch (e) { main.replaceChildren(el('h1', {}, 'Queue ' + name, ' ', dbTitle()), el('p', { className: 'msg bad' }, e.message)); return; }
   banner(''); stamp();
   const total = d.total[0].n;
   const search = el('input', { id: 'search', placeholder: 'id, key, type or topic', value: opts.q, size: 28 });
@@ -342,7 +424,7 @@ async function queuePage(name, opts) {
     el('option', { value: 'scheduled', selected: opts.state === 'scheduled' }, 'scheduled (later)'));
   const go = p => queuePage(name, { state: pick.value, q: search.value, page: p });
   main.replaceChildren(
-    el('h1', {}, 'Queue ', el('span', { id: 'queue-name' }, d.name), ' ', el('span', { className: 'pill' }, d.kind)),
+    el('h1', {}, 'Queue ', el('span', { id: 'queue-name' }, d.name), ' ', el('span', { className: 'pill' }, d.kind), ' ', dbTitle()),
     el('form', { className: 'toolbar', onsubmit: ev => { ev.preventDefault(); go(0); } },
       search, pick, el('button', { type: 'submit' }, 'Search'),
       el('span', { className: 'muted', id: 'count' }, `${total} item(s); page ${d.page + 1}`),
@@ -380,7 +462,7 @@ async function deadPage(opts) {
   opts = Object.assign({ queue: '', q: '', page: 0 }, opts);
   let d;
   try { d = await api('dead', opts); }
-  catch (e) { main.replaceChildren(el('h1', {}, 'Dead letters'), el('p', { className: 'msg bad' }, e.message)); return; }
+  catch (e) { main.replaceChildren(el('h1', {}, 'Dead letters ', dbTitle()), el('p', { className: 'msg bad' }, e.message)); return; }
   banner(''); stamp();
   const total = d.total[0].n;
   const pickQ = el('select', { id: 'dead-queue' }, el('option', { value: '' }, 'all queues'),
@@ -407,7 +489,7 @@ async function deadPage(opts) {
     go(opts.page);
   };
   main.replaceChildren(
-    el('h1', {}, 'Dead letters'),
+    el('h1', {}, 'Dead letters ', dbTitle()),
     el('form', { className: 'toolbar', onsubmit: ev => { ev.preventDefault(); go(0); } },
       pickQ, search, el('button', { type: 'submit' }, 'Search'),
       el('span', { className: 'muted', id: 'dead-count' }, `${total} dead letter(s); page ${d.page + 1}`),
@@ -436,7 +518,7 @@ async function cronPage(name) {
   const main = document.getElementById('main');
   let d;
   try { d = await api('cron', { name: name || '' }); }
-  catch (e) { main.replaceChildren(el('h1', {}, 'Cron'), el('p', { className: 'msg bad' }, e.message)); return; }
+  catch (e) { main.replaceChildren(el('h1', {}, 'Cron ', dbTitle()), el('p', { className: 'msg bad' }, e.message)); return; }
   banner(''); stamp();
   const toggle = s => el('button', { type: 'button', className: 'toggle', dataset: { name: s.name }, onclick: async () => {
     try {
@@ -446,9 +528,9 @@ async function cronPage(name) {
     cronPage(name);
   } }, s.enabled ? 'Pause' : 'Resume');
   main.replaceChildren(
-    el('h1', {}, 'Cron'),
+    el('h1', {}, 'Cron ', dbTitle()),
     d.schedules.length ? table([
-      { label: 'Name', get: s => el('a', { href: '#/cron/' + encodeURIComponent(s.name) }, s.name) },
+      { label: 'Name', get: s => el('a', { href: link('/cron/' + encodeURIComponent(s.name)) }, s.name) },
       { label: 'Expression', key: 'expr' }, { label: 'Zone', key: 'tz' }, { label: 'Queue', key: 'queue' },
       { label: 'Last tick', get: s => s.last_tick || '—' },
       { label: 'Next tick', get: s => s.enabled ? (d.next[s.name] || '?') : '—' },
@@ -464,12 +546,42 @@ async function cronPage(name) {
 
 /* --- the router --- */
 
+/* A fleet's header: which database the pages other than the overview
+ * read, and the links to them in it. */
+function drawDbs() {
+  const dbs = state.session.databases;
+  let pick = document.getElementById('db-pick');
+  if (!dbs) { if (pick) pick.remove(); return; }
+  if (!pick) {
+    pick = el('select', { id: 'db-pick', title: 'the database the pages read', onchange: () => {
+      const h = location.hash || '#/';
+      const rest = h.replace(/^#\/db\/[^/]+/, '#').slice(1);
+      state.db = pick.value;
+      if (rest === '/' || rest === '') { drawDbs(); return; } /* the overview shows them all */
+      /* Another database may have no queue of that name. */
+      location.hash = rest.startsWith('/queue/') ? link('/dead') : link(rest);
+    } });
+    document.querySelector('nav').append(pick);
+  }
+  pick.replaceChildren(...dbs.map(n => el('option', { value: n, selected: n === state.db }, n)));
+  document.getElementById('nav-dead').href = link('/dead');
+  document.getElementById('nav-cron').href = link('/cron');
+}
+
 function route() {
-  const h = location.hash || '#/';
+  let h = location.hash || '#/';
   clearInterval(state.timer);
   state.timer = null;
   for (const a of document.querySelectorAll('nav a')) a.classList.remove('active');
   let m;
+  const dbs = state.session.databases;
+  if ((m = h.match(/^#\/db\/([^/]+)(\/.*)?$/))) {
+    h = '#' + (m[2] || '/');
+    if (dbs) state.db = decodeURIComponent(m[1]);
+  }
+  if (dbs && !dbs.includes(state.db)) state.db = dbs[0];
+  if (!dbs) state.db = '';
+  drawDbs();
   if ((m = h.match(/^#\/queue\/(.+)$/))) {
     queuePage(decodeURIComponent(m[1]));
   } else if (h.startsWith('#/dead')) {
