@@ -28,15 +28,20 @@ lag() { q "SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication
 
 # 2. Rollbacks and checks.
 q "BEGIN; SELECT pgoutbox.send_to('ev', 't', 'a', 'x', '{\"n\": 0}'); ROLLBACK;" >/dev/null
-psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" >/dev/null <<'SQL'
+# Its transaction commits a second after it began: the events'
+# created_at is the commit time, not the start (the message has none).
+psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" >"$T_TMP/tx.out" <<'SQL'
 BEGIN;
+SELECT 'start ' || extract(epoch FROM now());
 SELECT pgoutbox.send_to('ev', 't', 'a', 'x', '{"n": 1}');
 SAVEPOINT s;
 SELECT pgoutbox.send_to('ev', 't', 'a', 'x', '{"n": 0}');
 ROLLBACK TO s;
 SELECT pgoutbox.send_batch_to('ev', 't', ARRAY['a', 'b'], ARRAY['x', 'x'], ARRAY['{"n": 2}', '{"n": 3}']::jsonb[]);
+SELECT pg_sleep(1);
 COMMIT;
 SQL
+tx_start=$(sed -n 's/^start //p' "$T_TMP/tx.out")
 # The C producer (pgoutbox send) as a role that may INSERT into the
 # queue's table: still a message, not a row nobody relays.
 "$PGO_BIN" send --queue ev --topic t --key a --type x '{"n": 3}' >/dev/null || fail "pgoutbox send --queue ev"
@@ -76,6 +81,19 @@ grep -o '"n": [0-9]*' "$T_TMP/got" | cut -d' ' -f2 | sort -n -c || fail "not in 
 grep -q '"attempts":0' "$T_TMP/got" || fail "no attempts field"
 grep '"attempts":[1-9]' "$T_TMP/got" && fail "attempts spent on an unavailable sink"
 ids_of "$T_TMP/got" | head -1 | grep -qx 2 || fail "the first id is not the sequence's 2 (the rolled back took 1): $(ids_of "$T_TMP/got" | head -3)"
+# created_at: that transaction's commit time, for its single and batched
+# events alike, in the table path's format.
+python3 - "$T_TMP/got" "$tx_start" <<'PY' || fail "created_at is not the commit time"
+import datetime, json, sys
+start = float(sys.argv[2])
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e["payload"].get("n") in (1, 2, 3) and e["type"] == "x":
+        at = datetime.datetime.strptime(e["created_at"], "%Y-%m-%dT%H:%M:%S.%fZ")
+        at = at.replace(tzinfo=datetime.timezone.utc).timestamp()
+        if not start + 1 <= at < start + 30:
+            sys.exit(f"event {e['id']}: created_at {e['created_at']} is not after the commit (begun at {start})")
+PY
 note "sink down: slot lag $lag0 -> $lag1 bytes, then $(lag) after it came back"
 
 # 4. No slot: a clear error.

@@ -2,7 +2,8 @@
  * test_wal.c — the envelope of a WAL queue's logical message
  * (pgo_wal_envelope() in relay/wal_envelope.c), table-driven: the JSON text
  * that wal_envelope() writes (jsonb's output: keys by length, a space after
- * ':' and ',') goes in, the event's fields come out; what is not an
+ * ':' and ',') or send_to() writes (no spaces, no created_at: the commit
+ * time stands in) goes in, the event's fields come out; what is not an
  * envelope is refused.
  */
 #include <setjmp.h>
@@ -25,7 +26,15 @@ struct env_case {
 	const char *topic, *key, *type, *payload, *headers, *created_at;
 };
 
+/* The commit time every case's transaction has: 2026-12-04T19:05:01.25Z. */
+#define COMMIT_US 1796411101250000LL
+#define COMMIT_AT "2026-12-04T19:05:01.250000Z"
+
 static const struct env_case cases[] = {
+	{"as send_to() writes it",
+	 "{\"id\":12,\"topic\":\"orders\",\"key\":null,\"type\":\"\","
+	 "\"payload\":{\"a\": 1},\"headers\":{}}",
+	 true, 12, "orders", NULL, "", "{\"a\": 1}", "{}", COMMIT_AT},
 	{"as jsonb writes it",
 	 "{\"id\": 7, \"key\": \"k1\", \"type\": \"ty\", \"topic\": \"t\", "
 	 "\"headers\": {\"h\": 1}, \"payload\": {\"a\": [1, \"}\"]}, "
@@ -40,13 +49,13 @@ static const struct env_case cases[] = {
 	 "{\"id\":1,\"key\":\"a\\\"b\\\\c\\u00e9\\ud83d\\ude00\",\"topic\":"
 	 "\"t\\n\",\"payload\":\"s\\\"\"}",
 	 true, 1, "t\n", "a\"b\\c\xc3\xa9\xf0\x9f\x98\x80", "", "\"s\\\"\"", "",
-	 ""},
+	 COMMIT_AT},
 	{"numbers as jsonb wrote them",
 	 "{\"id\": 3, \"topic\": \"t\", \"payload\": {\"b\": "
 	 "123456789012345678901234567890, \"n\": 1.10, \"e\": 1e400}}",
 	 true, 3, "t", NULL, "",
 	 "{\"b\": 123456789012345678901234567890, \"n\": 1.10, \"e\": 1e400}",
-	 "", ""},
+	 "", COMMIT_AT},
 	{"no payload", "{\"id\": 1, \"topic\": \"t\"}", false},
 	{"no id", "{\"topic\": \"t\", \"payload\": 1}", false},
 	{"not an object", "[1, 2]", false},
@@ -73,7 +82,8 @@ static void test_envelopes(void **state)
 		const struct env_case *c = &cases[i];
 		pgo_event_t ev;
 		char *mem = NULL;
-		bool ok = pgo_wal_envelope(c->json, strlen(c->json), &ev, &mem);
+		bool ok = pgo_wal_envelope(c->json, strlen(c->json), COMMIT_US,
+					   &ev, &mem);
 
 		print_message("case: %s\n", c->name);
 		assert_int_equal(ok, c->ok);

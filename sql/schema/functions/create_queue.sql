@@ -172,6 +172,9 @@ BEGIN
     END IF;
     PERFORM pgoutbox.create_queue(q, shards, kind);
     UPDATE pgoutbox.queues x SET capture = 'wal' WHERE x.name = q;
+    -- The ids' sequence is named <queue>$wal: send_to() knows a WAL
+    -- queue by it (no queue name has a $).
+    EXECUTE format('ALTER SEQUENCE pgoutbox.%I RENAME TO %I', q || '_id_seq', q || '$wal');
 END $$;
 
 COMMENT ON FUNCTION pgoutbox.create_queue(text, integer, text, text) IS

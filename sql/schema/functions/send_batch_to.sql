@@ -2,7 +2,8 @@
 -- checks and errors, the ids in input order; nothing of the call is
 -- written when anything is wrong.  The outbox goes through send_batch().
 -- A queue with capture wal: one logical message per event, in input
--- order, as send_to() writes them.
+-- order, as send_to() writes them, their ids from the queue's sequence
+-- pgoutbox.<queue>$wal.
 CREATE OR REPLACE FUNCTION pgoutbox.send_batch_to(queue text, topics text[], keys text[], types text[],
                                        payloads jsonb[], headers jsonb[] DEFAULT NULL)
 RETURNS bigint[]
@@ -28,7 +29,7 @@ BEGIN
         ids := '{}';
         FOR r IN SELECT * FROM pgoutbox.send_batch_rows(payloads, keys, types, headers, topics, one) x
                  ORDER BY x.i LOOP
-            id := nextval(format('pgoutbox.%I', queue || '_id_seq')::regclass);
+            id := nextval(format('pgoutbox.%I', queue || '$wal')::regclass);
             PERFORM pg_logical_emit_message(true, 'pgoutbox:' || queue,
                 pgoutbox.wal_envelope(id, r.topic, r.key, r.type, r.payload, r.header));
             ids := ids || id;

@@ -1,59 +1,59 @@
 -- The producer API for an outbox queue: send() into queue.  Call it
 -- inside your transaction; it returns the event's id.  A queue that does
 -- not exist or is not an outbox is an error, and nothing is written.
--- The outbox itself goes through send() (its checks, its plan); another
--- queue's INSERT names its table, so it is planned at each call
--- (EXECUTE).
 --
--- A queue with capture wal (docs/wal.md) gets no row: the event, as the
--- envelope the relay hands its sink (id, topic, key, type, payload,
--- headers, created_at), is a transactional logical message with the
--- prefix pgoutbox:<queue>, decoded at commit and never if the
--- transaction rolls back.  Its id is the next value of the queue's own
--- sequence (that of its empty table): unique, and the same in every
--- redelivery of the message, for the inbox and the brokers' dedup.
--- Which capture is read with the queue's kind, in the one lookup.
+-- A queue with capture wal (docs/wal.md) gets no row: the event is a
+-- transactional logical message with the prefix pgoutbox:<queue>,
+-- decoded at commit and never if the transaction rolls back.  Its
+-- content is the event's envelope as JSON: id, topic, key, type, payload
+-- and headers (the relay gives it the transaction's commit time as
+-- created_at).  Its id is the next value of the queue's sequence
+-- pgoutbox.<queue>$wal: unique, and the same in every redelivery of the
+-- message, for the inbox and the brokers' dedup.
+--
+-- That path is the hot path of a WAL queue's producers, so it is one
+-- expression (PL/pgSQL evaluates it without the executor) and no SET
+-- clause: the sequence is found by name (a catalog cache probe, no
+-- query), and a queue without one (a table queue, a queue that does not
+-- exist) or an argument that fails a check goes to send_to_table(), which
+-- writes its row or raises its error.  The event domains check the caps,
+-- as the columns of a table queue do.  As in send() (see send.sql),
+-- everything named is qualified, since the caller's search path applies.
+-- The id: nextval() in the WHEN, currval() in the THEN that only runs
+-- after it.
 CREATE OR REPLACE FUNCTION pgoutbox.send_to(queue text, topic text, key text, type text, payload jsonb,
                                  headers jsonb DEFAULT '{}')
 RETURNS bigint
 LANGUAGE plpgsql
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp  -- a producer role needs only EXECUTE
+SECURITY DEFINER  -- a producer role needs only EXECUTE
 AS $$
-DECLARE
-    new_id  bigint;
-    capture text;
 BEGIN
-    capture := pgoutbox.outbox_capture('send_to', queue);
-    IF queue = 'outbox' THEN
-        RETURN pgoutbox.send(topic, key, type, payload, headers);
-    END IF;
-    -- send()'s checks (001), with this function's name.
-    IF topic IS NULL OR topic = '' THEN
-        RAISE EXCEPTION 'pgoutbox.send_to: topic must not be empty'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF payload IS NULL THEN
-        RAISE EXCEPTION 'pgoutbox.send_to: payload must not be NULL (use ''null''::jsonb)'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_column_size(payload) > 1048576 THEN
-        RAISE EXCEPTION 'pgoutbox.send_to: payload is % bytes, the limit is 1048576',
-            pg_column_size(payload) USING ERRCODE = 'program_limit_exceeded';
-    END IF;
-    IF headers IS NOT NULL AND jsonb_typeof(headers) <> 'object' THEN
-        RAISE EXCEPTION 'pgoutbox.send_to: headers must be a JSON object, not %',
-            jsonb_typeof(headers) USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF capture = 'wal' THEN
-        new_id := nextval(format('pgoutbox.%I', queue || '_id_seq')::regclass);
-        PERFORM pg_logical_emit_message(true, 'pgoutbox:' || queue,
-            pgoutbox.wal_envelope(new_id, topic, key, type, payload, headers));
-        RETURN new_id;
-    END IF;
-    EXECUTE format('INSERT INTO pgoutbox.%I (topic, key, type, payload, headers) '
-                   'VALUES ($1, $2, $3, $4, $5) RETURNING id', queue)
-        INTO new_id USING topic, key, coalesce(type, ''), payload, coalesce(headers, '{}');
-    RETURN new_id;
+    RETURN CASE
+        WHEN pg_catalog.to_regclass('pgoutbox.' OPERATOR(pg_catalog.||)
+                 pg_catalog.quote_ident(queue OPERATOR(pg_catalog.||) '$wal')) IS NULL
+             OR topic IS NULL OR topic OPERATOR(pg_catalog.=) '' OR payload IS NULL
+             OR pg_catalog.pg_column_size(payload) OPERATOR(pg_catalog.>) 1048576
+             OR (headers IS NOT NULL
+                 AND pg_catalog.jsonb_typeof(headers) OPERATOR(pg_catalog.<>) 'object')
+        THEN pgoutbox.send_to_table(queue, topic, key, type, payload, headers)
+        WHEN pg_catalog.pg_logical_emit_message(true, 'pgoutbox:' OPERATOR(pg_catalog.||) queue,
+                 '{"id":' OPERATOR(pg_catalog.||)
+                 pg_catalog.nextval(('pgoutbox.' OPERATOR(pg_catalog.||)
+                     pg_catalog.quote_ident(queue OPERATOR(pg_catalog.||) '$wal'))::pg_catalog.regclass)
+                 OPERATOR(pg_catalog.||) ',"topic":' OPERATOR(pg_catalog.||)
+                 pg_catalog.to_json(topic::pgoutbox.event_topic)::pg_catalog.text
+                 OPERATOR(pg_catalog.||) ',"key":' OPERATOR(pg_catalog.||)
+                 COALESCE(pg_catalog.to_json(key::pgoutbox.event_key)::pg_catalog.text, 'null')
+                 OPERATOR(pg_catalog.||) ',"type":' OPERATOR(pg_catalog.||)
+                 pg_catalog.to_json(COALESCE(type, '')::pgoutbox.event_type)::pg_catalog.text
+                 OPERATOR(pg_catalog.||) ',"payload":' OPERATOR(pg_catalog.||)
+                 payload::pgoutbox.event_payload::pg_catalog.text
+                 OPERATOR(pg_catalog.||) ',"headers":' OPERATOR(pg_catalog.||)
+                 COALESCE(headers, '{}')::pgoutbox.event_headers::pg_catalog.text
+                 OPERATOR(pg_catalog.||) '}') IS NOT NULL
+        THEN pg_catalog.currval(('pgoutbox.' OPERATOR(pg_catalog.||)
+                 pg_catalog.quote_ident(queue OPERATOR(pg_catalog.||) '$wal'))::pg_catalog.regclass)
+    END;
 END $$;
 
 COMMENT ON FUNCTION pgoutbox.send_to(text, text, text, text, jsonb, jsonb) IS

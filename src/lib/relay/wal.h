@@ -37,10 +37,13 @@ bool pgo_wal_connected(const pgo_relay_t *r);
  * none), for the metric pgoutbox_slot_lag_seconds. */
 double pgo_wal_lag_seconds(const pgo_relay_t *r);
 
-/* Parses the envelope JSON a WAL queue's producers write (wal_envelope()
- * in sql/schema/functions) into ev; the strings point into mem, a
- * malloc'd block the caller frees.  Returns false when it is not one. */
-bool pgo_wal_envelope(const char *json, size_t len, pgo_event_t *ev,
-		      char **mem);
+/* Parses the envelope JSON a WAL queue's producers write (send_to(),
+ * wal_envelope() in sql/schema/functions) into ev; the strings point into
+ * mem, a malloc'd block the caller frees.  An envelope without created_at
+ * (what send_to() writes) gets commit_us, its transaction's commit time
+ * (Unix microseconds), in RFC 3339 UTC as the table path gives it.
+ * Returns false when it is not one. */
+bool pgo_wal_envelope(const char *json, size_t len, int64_t commit_us,
+		      pgo_event_t *ev, char **mem);
 
 #endif

@@ -3,8 +3,10 @@
  * (pgo_wal_envelope() in wal.h): the envelope JSON that wal_envelope()
  * in sql/schema writes, as jsonb prints it.  Pure, for the unit tests.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -134,10 +136,32 @@ static bool env_field(pgo_event_t *ev, env_seen_t *seen, const char *key,
 	return true;
 }
 
-bool pgo_wal_envelope(const char *json, size_t len, pgo_event_t *ev, char **mem)
+/* Unix microseconds as the table path's created_at reads:
+ * 2026-12-04T14:15:32.658483Z. */
+static void rfc3339_us(int64_t us, char *out, size_t size)
+{
+	time_t s = (time_t)(us / 1000000);
+	long frac = (long)(us % 1000000);
+	char date[24];
+	struct tm tm;
+
+	if (frac < 0) {
+		frac += 1000000;
+		s--;
+	}
+	if (!gmtime_r(&s, &tm) ||
+	    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+		date[0] = '\0';
+	snprintf(out, size, "%s.%06ldZ", date, frac);
+}
+
+#define CREATED_AT_MAX 40 /* 23 + 8 + NUL, with room */
+
+bool pgo_wal_envelope(const char *json, size_t len, int64_t commit_us,
+		      pgo_event_t *ev, char **mem)
 {
 	const char *p = json, *end = json + len;
-	char *o = malloc(len + 8);
+	char *o = malloc(len + 8 + CREATED_AT_MAX);
 	env_seen_t seen = {false, false, false};
 
 	*mem = o;
@@ -174,7 +198,11 @@ bool pgo_wal_envelope(const char *json, size_t len, pgo_event_t *ev, char **mem)
 			break;
 		return false;
 	}
-	if (!ev->created_at)
-		ev->created_at = "";
+	if (!ev->created_at) {
+		/* o has CREATED_AT_MAX bytes left: what the fields took is
+		 * at most len + 8 (each string no longer than its text). */
+		rfc3339_us(commit_us, o, CREATED_AT_MAX);
+		ev->created_at = o;
+	}
 	return seen.id && seen.topic && seen.payload;
 }

@@ -210,7 +210,8 @@ static void on_pgoutput(pgo_relay_t *r, const char *m, size_t len)
 		}
 		e = &w->cur->evs[w->cur->n];
 		memset(e, 0, sizeof(*e));
-		if (!pgo_wal_envelope(nul + 5, n, &e->ev, &e->mem)) {
+		if (!pgo_wal_envelope(nul + 5, n, w->cur->commit_us, &e->ev,
+				      &e->mem)) {
 			pgo_log(PGO_LOG_ERROR, r->subject,
 				"a message with prefix %s is not an event's "
 				"envelope: skipped (%.*s)",
