@@ -41,12 +41,26 @@ static const char *string_end(const char *p, const char *end)
 	return NULL;
 }
 
-/* The JSON string [p, e) decoded by jansson to *o (NUL-ended, no longer
+/* The JSON string [p, e) decoded to *o (by jansson when it has escapes;
+ * NUL-ended, no longer
  * than its text); false when it is not one. */
 static bool decode_string(const char *p, const char *e, char **o)
 {
-	json_t *s = json_loadb(p, (size_t)(e - p), JSON_DECODE_ANY, NULL);
-	bool ok = json_is_string(s);
+	json_t *s;
+	bool ok;
+
+	/* Most strings have no escape: their text is their value (what
+	 * PostgreSQL wrote is valid UTF-8, and to_json() escapes every
+	 * control character), copied without a parser. */
+	if (e - p >= 2 && p[0] == '"' && e[-1] == '"' &&
+	    !memchr(p + 1, '\\', (size_t)(e - p - 2))) {
+		memcpy(*o, p + 1, (size_t)(e - p - 2));
+		*o += e - p - 2;
+		*(*o)++ = '\0';
+		return true;
+	}
+	s = json_loadb(p, (size_t)(e - p), JSON_DECODE_ANY, NULL);
+	ok = json_is_string(s);
 
 	if (ok) {
 		size_t n = json_string_length(s);
@@ -115,7 +129,15 @@ static bool env_field(pgo_event_t *ev, env_seen_t *seen, const char *key,
 		return true;
 	}
 	if (strcmp(key, "id") == 0) {
-		ev->id = strtoll(v, NULL, 10);
+		/* A number within [v, after): the text is not NUL-ended. */
+		char num[24];
+		size_t n = (size_t)(after - v);
+
+		if (n == 0 || n >= sizeof(num))
+			return false;
+		memcpy(num, v, n);
+		num[n] = '\0';
+		ev->id = strtoll(num, NULL, 10);
 		seen->id = true;
 		return true;
 	}
