@@ -276,6 +276,10 @@ struct pgo_relay {
 	PGresult *adopted;
 	/* A queue captured through the WAL (wal.c), NULL for a table. */
 	struct relay_wal *wal;
+	/* The queue's capture was read (pgo_wal_load() reached the
+	 * database); a fleet's relay reads it again before its first turn
+	 * while not. */
+	bool capture_known;
 	bool pooled;	     /* through a transaction pooler (pooler.c) */
 	pgo_relay_sql_t sql; /* its statements (claim.c) */
 	/* The slots: one connection and one cycle each (cycle.c). */
@@ -373,6 +377,11 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 /* Builds s->batch from the claim result (taken over by the slot), in id
  * order.  Returns the number of events, or -1 without memory. */
 int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res);
+/* A fleet's relay names its database in an event's headers
+ * ("pgoutbox-source", last, in arena); the headers as they are for a
+ * relay of one database, or without memory. */
+const char *pgo_claim_source_headers(const pgo_relay_t *r, pgo_arena_t *arena,
+				     const char *headers);
 /* The 10 array parameters of the retry or dead-letter INSERT for the
  * events whose verdict is kind (col[] initialized here; free them).
  * Returns how many, or -1 without memory. */
