@@ -118,11 +118,11 @@ for _ in 1 2; do sleep 2; kill_one; done
 for p in "${PRODS[@]}"; do wait "$p" 2>/dev/null || true; done
 check_db() {
 	local d=$1 f
-	sql "$d" "SELECT id FROM sent ORDER BY id" >"$T_TMP/want.$d"
-	wait_until 60 '[ "$(lines_of '"$d"' | ids_of | sort -n | uniq | comm -13 - "$T_TMP/want.$d" | wc -l)" = 0 ]'
+	sql "$d" "SELECT id FROM sent" | LC_ALL=C sort >"$T_TMP/want.$d"
+	wait_until 60 '[ "$(lines_of '"$d"' | ids_of | LC_ALL=C sort -u | comm -13 - "$T_TMP/want.$d" | wc -l)" = 0 ]'
 	total=$(wc -l <"$T_TMP/want.$d")
 	[ "$total" -gt 100 ] || fail "$d: only $total events committed: nothing tested"
-	extra=$(lines_of "$d" | ids_of | sort -n | uniq | comm -23 - "$T_TMP/want.$d" | wc -l)
+	extra=$(lines_of "$d" | ids_of | LC_ALL=C sort -u | comm -23 - "$T_TMP/want.$d" | wc -l)
 	[ "$extra" = 0 ] || fail "$d: $extra delivered events were never committed (rolled back, or another database's)"
 	for f in "$T_TMP"/r*.out; do
 		[ -s "$f" ] || continue

@@ -762,8 +762,9 @@ int pgo_relay_begin(pgo_relay_t *r, bool wait)
 			pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
 			return PGO_ERR_INVALID;
 		}
-		if (!r->capture_known)
-			return PGO_ERR_AGAIN;
+		/* Not reached again (the probe's refusal, or it went down
+		 * meanwhile): the table path, whose connections say why (and
+		 * refuse a WAL queue, to be started again). */
 		if (r->wal)
 			return pgo_wal_begin(r);
 	}
