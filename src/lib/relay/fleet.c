@@ -23,6 +23,15 @@
  * ends with a fatal error (no schema, a newer one, relays of another
  * mode) stops alone, logged; the process exits with that error once
  * every database has stopped.
+ *
+ * A database whose queue is captured through the WAL runs the streaming
+ * relay (wal.c) in the same halves: its replication connection in the
+ * loop, its one batch at a time at the sink (done() finds it by the
+ * batch's address too).  Its slot missing or lost is retried by that
+ * relay with a backoff rather than ending it (wal_stream.c).
+ *
+ * SIGHUP with a file of sections re-reads them (fleet_reload); a file
+ * left without any is refused, the databases kept.
  */
 #include <signal.h>
 #include <stdlib.h>

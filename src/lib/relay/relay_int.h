@@ -313,7 +313,11 @@ pgo_relay_t *pgo_relay_new_shared(pgo_conf_t *conf, pgo_sink_t *sink,
 				  pgo_error_t *err);
 /* Before the first turn: the pooler probe (once: PGO_ERR_AGAIN while
  * the database cannot be reached; wait: until it can, turning the loop),
- * then the run's timers.  PGO_ERR_INVALID (errmsg set) for a refusal. */
+ * then the run's timers.  PGO_ERR_INVALID (errmsg set) for a refusal.
+ * A queue captured through the WAL begins its stream instead (wal.c);
+ * a fleet's relay that could not read the capture at start reads it
+ * here once the probe reached the database.  The turn's halves and the
+ * end go to wal.c likewise. */
 int pgo_relay_begin(pgo_relay_t *r, bool wait);
 /* The first half of a turn: timers, reload, stop, the slots' scheduling.
  * Returns the relay's deadline for the loop's wait (0: none), or sets

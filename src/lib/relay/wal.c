@@ -23,6 +23,12 @@
  * relay.poison is halt), goes to pgoutbox.dead_letters, as in table
  * capture, and counts as done: the slot moves past it once it is there.
  *
+ * In a fleet (fleet.c) the relay runs in the fleet's loop, its turn in
+ * halves (pgo_wal_turn_prepare/step), its events given the
+ * "pgoutbox-source" header; a slot missing or lost is retried there
+ * (pgo_wal_refused()) instead of ending the run, so that the fleet's
+ * other databases go on and this one resumes once the slot is back.
+ *
  * This file: the FIFO, the batches and their settling, loading the
  * queue's capture, and the relay's loop.
  */

@@ -8,7 +8,9 @@
  *
  * relay.c asks pgo_wal_load() at start whether the queue is captured
  * this way; if so pgo_relay_run() hands over to pgo_wal_run() and the
- * sink's done() goes to pgo_wal_sink_done().  The envelope parser is
+ * sink's done() goes to pgo_wal_sink_done().  A fleet's relay (fleet.c)
+ * runs the same in halves, through pgo_relay_begin() and
+ * pgo_relay_turn_*().  The envelope parser is
  * pure, for the unit tests.
  */
 #ifndef PGO_RELAY_WAL_H
