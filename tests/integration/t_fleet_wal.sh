@@ -12,8 +12,9 @@
 # transaction does, and each relay's output keeps every key's order per
 # database.  Then: `status` and /metrics per database, a slot dropped in
 # fw2 is reported for fw2 only (the others deliver) and picked up once it
-# is created again, and SIGHUP with no [database NAME] section left is
-# refused while every database keeps flowing.
+# is created again, SIGHUP removing fw1's section stops its stream, and
+# SIGHUP with no [database NAME] section left is refused while the
+# databases served keep flowing.
 . "$(dirname "$0")/../lib.sh"
 unset PG_PORT PG_DIR PG_URL PG_OPTS
 DIRS=() PORTS=() OPTS=()
@@ -188,21 +189,26 @@ note "fw2's slot dropped: reported for fw2 alone, the others delivered; created 
 stop_relay "${relays[0]}"
 relays=()
 
-# SIGHUP with no [database NAME] section left: refused, every database
-# still served.
+# SIGHUP: a WAL database's section removed stops its stream; then no
+# [database NAME] section left: refused, every database still served.
 CONF=$T_TMP/fleet.ini
 for d in "${DBS[@]}"; do printf '[database %s]\nurl = %s\n\n' "$d" "$(url "$d")"; done >"$CONF"
 FLEET=(--config "$CONF")
 start_one
 log=$T_TMP/r$n.log
 wait_until 30 '[ "$(grep -c "streaming slot" "$log")" = 3 ]'
+# fw1's section removed: its stream stops, the others go on.
+for d in fw2 fw3 fwt; do printf '[database %s]\nurl = %s\n\n' "$d" "$(url "$d")"; done >"$CONF"
+kill -HUP "${relays[0]}"
+wait_until 10 'grep -q "database fw1 stopped" "$log"'
+wait_until 10 '[ "$(sql fw1 "SELECT active FROM pg_replication_slots WHERE slot_name = '"'pgoutbox_ev'"'")" = f ]'
 : >"$CONF"
 kill -HUP "${relays[0]}"
 wait_until 10 'grep -q "reload refused: the file has no \[database NAME\] section left" "$log"'
-for d in "${DBS[@]}"; do
+for d in fw2 fw3 fwt; do
 	id=$(sql "$d" "SELECT pgoutbox.send_to('ev', 'probe', 'p', 'x', '{\"v\": 0}')")
 	wait_until 30 '[ "$(lines_of '"$d"' | ids_of | grep -cx "$id")" -ge 1 ]'
 done
 kill -0 "${relays[0]}" || fail "the fleet exited on a reload without sections"
 stop_relay "${relays[0]}"
-note "SIGHUP without sections: refused, the 4 databases kept flowing"
+note "SIGHUP: fw1's section removed, its stream stopped; then without sections: refused, the 3 databases kept flowing"
