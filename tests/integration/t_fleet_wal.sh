@@ -12,7 +12,8 @@
 # transaction does, and each relay's output keeps every key's order per
 # database.  Then: `status` and /metrics per database, a slot dropped in
 # fw2 is reported for fw2 only (the others deliver) and picked up once it
-# is created again, SIGHUP removing fw1's section stops its stream, and
+# is created again, SIGHUP removing fw1's section stops its stream (and
+# adding it back streams it again), and
 # SIGHUP with no [database NAME] section left is refused while the
 # databases served keep flowing.
 . "$(dirname "$0")/../lib.sh"
@@ -202,13 +203,18 @@ for d in fw2 fw3 fwt; do printf '[database %s]\nurl = %s\n\n' "$d" "$(url "$d")"
 kill -HUP "${relays[0]}"
 wait_until 10 'grep -q "database fw1 stopped" "$log"'
 wait_until 10 '[ "$(sql fw1 "SELECT active FROM pg_replication_slots WHERE slot_name = '"'pgoutbox_ev'"'")" = f ]'
+# Added back: it streams again.
+for d in "${DBS[@]}"; do printf '[database %s]\nurl = %s\n\n' "$d" "$(url "$d")"; done >"$CONF"
+kill -HUP "${relays[0]}"
+wait_until 10 'grep -q "database fw1 added" "$log"'
+wait_until 10 '[ "$(grep -c "relay ev@fw1 -> exec: streaming slot" "$log")" = 2 ]'
 : >"$CONF"
 kill -HUP "${relays[0]}"
 wait_until 10 'grep -q "reload refused: the file has no \[database NAME\] section left" "$log"'
-for d in fw2 fw3 fwt; do
+for d in "${DBS[@]}"; do
 	id=$(sql "$d" "SELECT pgoutbox.send_to('ev', 'probe', 'p', 'x', '{\"v\": 0}')")
 	wait_until 30 '[ "$(lines_of '"$d"' | ids_of | grep -cx "$id")" -ge 1 ]'
 done
 kill -0 "${relays[0]}" || fail "the fleet exited on a reload without sections"
 stop_relay "${relays[0]}"
-note "SIGHUP: fw1's section removed, its stream stopped; then without sections: refused, the 3 databases kept flowing"
+note "SIGHUP: fw1's section removed, its stream stopped, added back, streamed again; then without sections: refused, the 4 databases kept flowing"
