@@ -70,6 +70,7 @@ FLEET=()
 for d in "${DBS[@]}"; do FLEET+=(--db "$(url "$d")"); done
 export PGOUTBOX_RELAY_RECONNECT_MAX=200ms PGOUTBOX_DATABASE_CONNECT_TIMEOUT=2s
 relays=()
+declare -A LOG_OF
 n=0
 start_one() {
 	n=$((n + 1))
@@ -79,6 +80,7 @@ start_one() {
 	chmod +x "$T_TMP/r$n.sh"
 	start_relay "$T_TMP/r$n" --queue ev --sink exec --exec "$T_TMP/r$n.sh" --batch 20 "${FLEET[@]}" "$@"
 	relays+=("$RELAY_PID")
+	LOG_OF[$RELAY_PID]=$T_TMP/r$n.log
 }
 # Lines of database $1 in the outputs so far.
 lines_of() { cat "$T_TMP"/r*.out 2>/dev/null | grep -F "\"pgoutbox-source\": \"$1\"}" || true; }
@@ -94,9 +96,13 @@ for d in "${DBS[@]}"; do produce "$d" 16; done
 kills=0
 kill_one() {
 	local victim=${relays[0]}
+	echo "$(date +%s.%N) ${LOG_OF[$victim]}" >>"$T_TMP/kills"
 	kill -9 "$victim" 2>/dev/null && kills=$((kills + 1))
 	wait "$victim" 2>/dev/null || true
 	relays=("${relays[@]:1}")
+	# A window where the standing-by process alone can take over (the
+	# takeovers are measured below).
+	sleep 1.5
 	start_one
 }
 for _ in 1 2; do sleep 2; kill_one; done
@@ -144,7 +150,43 @@ check_db() {
 for d in "${DBS[@]}"; do check_db "$d"; done
 # No line without a database's header.
 [ "$(cat "$T_TMP"/r*.out | grep -vc '"headers":{.*"pgoutbox-source": "fw[123t]"}')" = 0 ] || fail "lines without a source header"
-note "$kills relays killed -9; cluster 3 stopped and started again"
+# Takeovers: for each kill of the process streaming fw1's or fw2's slot,
+# the time until a process standing by (started before the kill) streamed
+# it.
+python3 - "$T_TMP/kills" "$T_TMP"/r*.log >"$T_TMP/takeover" <<'PY' || fail "takeover: $(cat "$T_TMP/takeover")"
+import datetime, re, sys
+def ts(s):
+    return datetime.datetime.strptime(s, '%Y-%m-%dT%H:%M:%S.%fZ').replace(tzinfo=datetime.timezone.utc).timestamp()
+ev = {}  # log -> [(t, db, streaming)]
+born = {}  # log -> its first line's time
+for log in sys.argv[2:]:
+    for line in open(log):
+        if log not in born and re.match(r'\d{4}-\d\d-\d\dT', line):
+            born[log] = ts(line.split()[0])
+        m = re.match(r'(\S+) \w+ +relay ev@(fw[12]) -> exec: (.*)', line)
+        if m and 'slot pgoutbox_ev' in m.group(3):
+            ev.setdefault(log, []).append((ts(m.group(1)), m.group(2), m.group(3).startswith('streaming slot')))
+took = []
+for k in open(sys.argv[1]):
+    t, victim = k.split()
+    t = float(t)
+    for db in ('fw1', 'fw2'):
+        before = [s for (u, d, s) in ev.get(victim, []) if d == db and u < t]
+        if not before or not before[-1]:
+            continue  # it was not streaming db
+        after = [u for log, es in ev.items() if log != victim and born.get(log, t) < t
+                 for (u, d, s) in es if d == db and s and u > t]
+        if not after:
+            print(f'{db}: nobody took over after the kill at {t}')
+            sys.exit(1)
+        took.append(min(after) - t)
+if not took:
+    print('no kill of a streaming process: nothing measured')
+    sys.exit(1)
+print(f'{len(took)} takeovers, max {max(took):.2f} s, mean {sum(took) / len(took):.2f} s')
+sys.exit(0 if max(took) < 15 else 1)
+PY
+note "$kills relays killed -9; cluster 3 stopped and started again; $(cat "$T_TMP/takeover")"
 
 # The slots are confirmed past everything delivered (nothing waits).
 for d in fw1 fw2 fw3; do
