@@ -93,7 +93,9 @@ static const cli_cmd_t cmd = {
 		"--config.  Each database\ngets its own connections, leases "
 		"and claim floor; all share one loop and\none sink; log lines "
 		"and metrics name the database, and every event gets\na "
-		"\"pgoutbox-source\" header naming it (docs/fleet.md).",
+		"\"pgoutbox-source\" header naming it (docs/fleet.md).  A "
+		"queue captured\nthrough the WAL streams each database's slot, "
+		"in that database's commit\norder.",
 	.flags = flags,
 };
 

@@ -722,8 +722,8 @@ static int by_id(const void *a, const void *b)
  * ("pgoutbox-source", last, so that it wins over a producer's own):
  * consumers tell the shards apart, and the inbox keys on it.  The
  * headers as they are for a relay of one database, or without memory. */
-static const char *source_headers(const pgo_relay_t *r, pgo_arena_t *arena,
-				  const char *headers)
+const char *pgo_claim_source_headers(const pgo_relay_t *r, pgo_arena_t *arena,
+				     const char *headers)
 {
 	size_t n = strlen(headers), add;
 	char *out;
@@ -772,8 +772,8 @@ int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res)
 				 : PQgetvalue(res, i, COL_KEY);
 		e->type = PQgetvalue(res, i, COL_TYPE);
 		e->payload = PQgetvalue(res, i, COL_PAYLOAD);
-		e->headers = source_headers(r, s->arena,
-					    PQgetvalue(res, i, COL_HEADERS));
+		e->headers = pgo_claim_source_headers(
+			r, s->arena, PQgetvalue(res, i, COL_HEADERS));
 		e->created_at =
 			rfc3339(s->arena, PQgetvalue(res, i, COL_CREATED));
 		/* The row, until sorting: kept in attempts' neighbour. */

@@ -23,6 +23,15 @@
  * ends with a fatal error (no schema, a newer one, relays of another
  * mode) stops alone, logged; the process exits with that error once
  * every database has stopped.
+ *
+ * A database whose queue is captured through the WAL runs the streaming
+ * relay (wal.c) in the same halves: its replication connection in the
+ * loop, its one batch at a time at the sink (done() finds it by the
+ * batch's address too).  Its slot missing or lost is retried by that
+ * relay with a backoff rather than ending it (wal_stream.c).
+ *
+ * SIGHUP with a file of sections re-reads them (fleet_reload); a file
+ * left without any is refused, the databases kept.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -31,6 +40,7 @@
 #include <libpq-fe.h>
 
 #include "relay/relay_int.h"
+#include "relay/wal.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/time.h"
@@ -80,7 +90,8 @@ struct pgo_fleet {
 /* --- the sink's host --- */
 
 /* done(): the relay whose slot holds the batch (a slot's batch lives in
- * the relay's handle, so its address says whose it is). */
+ * the relay's handle, so its address says whose it is), or whose WAL
+ * stream's batch it is. */
 static void fleet_done(void *ctx, pgo_batch_t *batch)
 {
 	pgo_fleet_t *f = ctx;
@@ -90,6 +101,10 @@ static void fleet_done(void *ctx, pgo_batch_t *batch)
 		const char *lo = (const char *)r->slots;
 		const char *hi = (const char *)(r->slots + MAX_SLOTS);
 
+		if (r->wal && batch == pgo_wal_batch(r)) {
+			pgo_wal_sink_done(r, batch);
+			return;
+		}
 		if ((const char *)batch >= lo && (const char *)batch < hi) {
 			pgo_cycle_sink_done(r, batch);
 			return;
@@ -333,9 +348,24 @@ static void add_db(pgo_fleet_t *f, const char *name, const char *url)
 	pgo_log(PGO_LOG_INFO, f->subject, "database %s added", name);
 }
 
+/* The [database NAME] sections of the file read last. */
+static size_t file_dbs(const pgo_fleet_t *f)
+{
+	const char *name, *url;
+	size_t n = 0;
+	bool file;
+
+	for (size_t i = 0; pgo_conf_database(f->conf, i, &name, &url, &file);
+	     i++)
+		n += file;
+	return n;
+}
+
 /* SIGHUP: every database's relay reloads its configuration; a fleet of
  * [database NAME] sections adds the sections that are new and stops the
- * relays of those that are gone. */
+ * relays of those that are gone.  A file left without any section is
+ * refused: the fleet keeps serving its databases (stopping the process
+ * stops them all). */
 static void fleet_reload(pgo_fleet_t *f)
 {
 	extern char **environ;
@@ -344,16 +374,27 @@ static void fleet_reload(pgo_fleet_t *f)
 	bool file;
 
 	f->reload = 0;
+	if (f->from_file && !f->stopping) {
+		if (pgo_conf_reload(f->conf, environ, NULL) != PGO_OK) {
+			pgo_log(PGO_LOG_ERROR, f->subject,
+				"reload failed, keeping the databases: %s",
+				pgo_conf_errmsg(f->conf));
+			return;
+		}
+		if (!file_dbs(f)) {
+			pgo_log(PGO_LOG_ERROR, f->subject,
+				"reload refused: the file has no [database "
+				"NAME] section left; keeping the %zu "
+				"database%s served and their configuration "
+				"(to stop them all, stop the process)",
+				f->n, f->n == 1 ? "" : "s");
+			return;
+		}
+	}
 	for (size_t i = 0; i < f->n; i++)
 		pgo_relay_request_reload(f->dbs[i].relay);
 	if (!f->from_file || f->stopping)
 		return;
-	if (pgo_conf_reload(f->conf, environ, NULL) != PGO_OK) {
-		pgo_log(PGO_LOG_ERROR, f->subject,
-			"reload failed, keeping the databases: %s",
-			pgo_conf_errmsg(f->conf));
-		return;
-	}
 	for (size_t i = 0; i < n; i++) {
 		fleet_db_t *d = &f->dbs[i];
 

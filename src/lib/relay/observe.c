@@ -220,7 +220,8 @@ int pgo_observe_init(pgo_relay_t *r, pgo_error_t *err)
 	snprintf(m->slot_sql, sizeof(m->slot_sql),
 		 "SELECT coalesce(max(pg_current_wal_lsn() - "
 		 "confirmed_flush_lsn), 0) FROM pg_replication_slots "
-		 "WHERE slot_name = 'pgoutbox_%s'",
+		 "WHERE slot_name = 'pgoutbox_%s' AND database = "
+		 "current_database()",
 		 v->queue);
 	m->setup.subject = r->subject;
 	m->setup.app_name = m->app_name;
@@ -292,7 +293,13 @@ bool pgo_observe_ready(void *arg, char *why, size_t size)
 		snprintf(why, size, "stopping");
 		return false;
 	}
-	for (int i = 0; i < r->nslots; i++) {
+	if (r->wal && !pgo_wal_connected(r)) {
+		snprintf(why, size, "postgresql: not streaming the slot%s%s",
+			 pgo_wal_why(r)[0] ? ": " : " yet", pgo_wal_why(r));
+		why[strcspn(why, "\n")] = '\0';
+		return false;
+	}
+	for (int i = 0; i < r->nslots && !r->wal; i++) {
 		const slot_t *s = &r->slots[i];
 
 		if (s->conn.state != PGO_CONN_READY &&
@@ -318,8 +325,15 @@ bool pgo_observe_ready(void *arg, char *why, size_t size)
 			 pgo_sink_name(r->sink));
 		return false;
 	}
-	snprintf(why, size, "ready: %d connection%s, sink %s up", r->nslots,
-		 r->nslots == 1 ? "" : "s", pgo_sink_name(r->sink));
+	if (r->wal)
+		snprintf(why, size,
+			 "ready: streaming the slot (or standing by), sink "
+			 "%s up",
+			 pgo_sink_name(r->sink));
+	else
+		snprintf(why, size, "ready: %d connection%s, sink %s up",
+			 r->nslots, r->nslots == 1 ? "" : "s",
+			 pgo_sink_name(r->sink));
 	return true;
 }
 

@@ -185,16 +185,6 @@ static pgo_relay_t *relay_make(pgo_conf_t *conf, pgo_sink_t *sink,
 		pgo_relay_destroy(r);
 		return NULL;
 	}
-	if (r->wal && r->shared) {
-		pgo_error_set(err, PGO_ERR_INVALID, 0,
-			      "%s: queue %s is captured through the WAL, which "
-			      "a fleet does not stream yet: run a relay of "
-			      "its own for this database",
-			      r->subject, v->queue);
-		r->sink = NULL;
-		pgo_relay_destroy(r);
-		return NULL;
-	}
 	pgo_claim_sql_build(&r->sql, r->mode, r->fair, v);
 	if (r->adopted)
 		pgo_adopted_build_sql(r);
@@ -283,11 +273,11 @@ void pgo_relay_destroy(pgo_relay_t *r)
 	}
 	if (r->sink && !r->shared)
 		pgo_sink_detach(r->sink);
+	pgo_wal_free(r); /* its socket leaves the loop */
 	pgo_observe_destroy(r);
 	if (!r->shared)
 		pgo_loop_destroy(r->loop);
 	pgo_adopted_free(r);
-	pgo_wal_free(r);
 	pgo_floor_free(r);
 	free(r);
 }
@@ -755,10 +745,29 @@ static int run_end(pgo_relay_t *r, bool fatal)
 
 int pgo_relay_begin(pgo_relay_t *r, bool wait)
 {
-	int rc = check_pooler(r, wait);
+	pgo_error_t err;
+	int rc;
 
+	if (r->wal)
+		return pgo_wal_begin(r);
+	rc = check_pooler(r, wait);
 	if (rc == PGO_ERR_AGAIN)
 		return rc;
+	/* A fleet's database that could not be reached at start: whether
+	 * its queue is captured through the WAL is read now that it can
+	 * (the probe above reached it). */
+	if (rc == PGO_OK && !r->capture_known && r->shared) {
+		if (pgo_wal_load(r, &err) != PGO_OK) {
+			relay_error(r, "%s", err.msg);
+			pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
+			return PGO_ERR_INVALID;
+		}
+		/* Not reached again (the probe's refusal, or it went down
+		 * meanwhile): the table path, whose connections say why (and
+		 * refuse a WAL queue, to be started again). */
+		if (r->wal)
+			return pgo_wal_begin(r);
+	}
 	if (rc != PGO_OK) {
 		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
 		return PGO_ERR_INVALID;
@@ -772,6 +781,8 @@ int64_t pgo_relay_turn_prepare(pgo_relay_t *r, int64_t now, bool *over)
 	relay_turn_t *t = &r->turn;
 	int64_t deadline;
 
+	if (r->wal)
+		return pgo_wal_turn_prepare(r, now, over);
 	t->retry_next = turn_timers(r, now);
 	t->paused = r->outage.down || now < r->outage.pause_until;
 	schedule_slots(r, now, t->paused);
@@ -791,6 +802,10 @@ int64_t pgo_relay_turn_prepare(pgo_relay_t *r, int64_t now, bool *over)
 
 void pgo_relay_turn_step(pgo_relay_t *r)
 {
+	if (r->wal) {
+		pgo_wal_turn_step(r);
+		return;
+	}
 	if (!step_slots(r) || r->members.refused)
 		r->turn.fatal = true;
 	pgo_observe_step(r);
@@ -798,6 +813,8 @@ void pgo_relay_turn_step(pgo_relay_t *r)
 
 void pgo_relay_end_send(pgo_relay_t *r)
 {
+	if (r->wal)
+		return; /* a replication connection: nothing to leave */
 	/* As run_end() goes: the sleeper lock and the floor's probe go
 	 * first. */
 	pgo_wake_close(r);
@@ -808,6 +825,8 @@ void pgo_relay_end_send(pgo_relay_t *r)
 
 int pgo_relay_end(pgo_relay_t *r)
 {
+	if (r->wal)
+		return pgo_wal_end(r);
 	return run_end(r, r->turn.fatal);
 }
 

@@ -276,6 +276,10 @@ struct pgo_relay {
 	PGresult *adopted;
 	/* A queue captured through the WAL (wal.c), NULL for a table. */
 	struct relay_wal *wal;
+	/* The queue's capture was read (pgo_wal_load() reached the
+	 * database); a fleet's relay reads it again before its first turn
+	 * while not. */
+	bool capture_known;
 	bool pooled;	     /* through a transaction pooler (pooler.c) */
 	pgo_relay_sql_t sql; /* its statements (claim.c) */
 	/* The slots: one connection and one cycle each (cycle.c). */
@@ -309,7 +313,11 @@ pgo_relay_t *pgo_relay_new_shared(pgo_conf_t *conf, pgo_sink_t *sink,
 				  pgo_error_t *err);
 /* Before the first turn: the pooler probe (once: PGO_ERR_AGAIN while
  * the database cannot be reached; wait: until it can, turning the loop),
- * then the run's timers.  PGO_ERR_INVALID (errmsg set) for a refusal. */
+ * then the run's timers.  PGO_ERR_INVALID (errmsg set) for a refusal.
+ * A queue captured through the WAL begins its stream instead (wal.c);
+ * a fleet's relay that could not read the capture at start reads it
+ * here once the probe reached the database.  The turn's halves and the
+ * end go to wal.c likewise. */
 int pgo_relay_begin(pgo_relay_t *r, bool wait);
 /* The first half of a turn: timers, reload, stop, the slots' scheduling.
  * Returns the relay's deadline for the loop's wait (0: none), or sets
@@ -373,6 +381,11 @@ void pgo_claim_swept(pgo_relay_t *r, slot_t *s, const PGresult *res,
 /* Builds s->batch from the claim result (taken over by the slot), in id
  * order.  Returns the number of events, or -1 without memory. */
 int pgo_claim_batch(pgo_relay_t *r, slot_t *s, PGresult *res);
+/* A fleet's relay names its database in an event's headers
+ * ("pgoutbox-source", last, in arena); the headers as they are for a
+ * relay of one database, or without memory. */
+const char *pgo_claim_source_headers(const pgo_relay_t *r, pgo_arena_t *arena,
+				     const char *headers);
 /* The 10 array parameters of the retry or dead-letter INSERT for the
  * events whose verdict is kind (col[] initialized here; free them).
  * Returns how many, or -1 without memory. */

@@ -23,6 +23,12 @@
  * relay.poison is halt), goes to pgoutbox.dead_letters, as in table
  * capture, and counts as done: the slot moves past it once it is there.
  *
+ * In a fleet (fleet.c) the relay runs in the fleet's loop, its turn in
+ * halves (pgo_wal_turn_prepare/step), its events given the
+ * "pgoutbox-source" header; a slot missing or lost is retried there
+ * (pgo_wal_refused()) instead of ending the run, so that the fleet's
+ * other databases go on and this one resumes once the slot is back.
+ *
  * This file: the FIFO, the batches and their settling, loading the
  * queue's capture, and the relay's loop.
  */
@@ -221,6 +227,8 @@ static void submit(pgo_relay_t *r)
 				if (t->evs[e].acked)
 					continue;
 				b->events[i] = t->evs[e].ev;
+				b->events[i].headers = pgo_claim_source_headers(
+					r, w->arena, b->events[i].headers);
 				b->acks[i] = PGO_ACK_NONE;
 				b->errors[i] = NULL;
 				w->src[i++] = &t->evs[e];
@@ -318,6 +326,11 @@ void pgo_wal_sink_done(void *ctx, pgo_batch_t *batch)
 	settle(r);
 }
 
+const pgo_batch_t *pgo_wal_batch(const pgo_relay_t *r)
+{
+	return &r->wal->batch;
+}
+
 /* Moves the slot on where nothing waits, and starts the next batch. */
 static void pump(pgo_relay_t *r, int64_t now)
 {
@@ -355,14 +368,17 @@ int pgo_wal_load(pgo_relay_t *r, pgo_error_t *err)
 	struct relay_wal *w;
 
 	(void)err;
-	if (r->adopted)
+	if (r->adopted) {
+		r->capture_known = true;
 		return PGO_OK;
+	}
 	pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
 	pg = PQconnectdbParams(keys, vals, 1);
 	if (!pg || PQstatus(pg) != CONNECTION_OK) {
 		PQfinish(pg);
 		return PGO_OK; /* the slots report it */
 	}
+	r->capture_known = true;
 	res = PQexecParams(
 		pg, "SELECT capture FROM pgoutbox.queues WHERE name = $1", 1,
 		NULL, &name, NULL, NULL, 0);
@@ -393,6 +409,7 @@ void pgo_wal_free(pgo_relay_t *r)
 	if (!w)
 		return;
 	pgo_wal_fifo_clear(w);
+	pgo_loop_io_del(w->io);
 	PQclear(w->check);
 	PQfinish(w->pg);
 	PQfinish(w->dead_pg);
@@ -437,6 +454,12 @@ static int wal_turn(pgo_relay_t *r, int64_t now)
 	    (w->revents || now >= w->setup_until)) {
 		w->revents = 0;
 		if (pgo_wal_setup_step(r, now) != PGO_OK) {
+			/* A fleet's other databases go on: this one tries
+			 * again (the slot may be created, wal_level fixed). */
+			if (r->shared) {
+				pgo_wal_refused(r, now);
+				return PGO_OK;
+			}
 			pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
 			return PGO_ERR_INVALID;
 		}
@@ -498,11 +521,10 @@ static void wal_close(pgo_relay_t *r)
 	w->io = NULL;
 }
 
-int pgo_wal_run(pgo_relay_t *r)
+int pgo_wal_begin(pgo_relay_t *r)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	struct relay_wal *w = r->wal;
-	int rc = PGO_OK;
 
 	w->io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note, &w->revents);
 	if (!w->io) {
@@ -511,43 +533,83 @@ int pgo_wal_run(pgo_relay_t *r)
 	}
 	pgo_log(PGO_LOG_INFO, r->subject,
 		"starting: capture wal, slot %s, batch %d", w->slot, v->batch);
-	for (;;) {
-		int64_t now = pgo_now_ms();
-		int prc;
+	return PGO_OK;
+}
 
-		if (r->run.stop == 1) {
-			r->run.stop = 2;
-			r->run.drain_until = now + v->drain_timeout;
-			pgo_log(PGO_LOG_INFO, r->subject,
-				"stopping: finishing the batch in flight");
+int64_t pgo_wal_turn_prepare(pgo_relay_t *r, int64_t now, bool *over)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	struct relay_wal *w = r->wal;
+
+	*over = false;
+	if (r->run.stop == 1) {
+		r->run.stop = 2;
+		r->run.drain_until = now + v->drain_timeout;
+		pgo_log(PGO_LOG_INFO, r->subject,
+			"stopping: finishing the batch in flight");
+		pgo_observe_stopping(r);
+		if (!r->shared) /* a fleet drains its sink once, for all */
 			pgo_sink_drain(r->sink, r->run.drain_until);
-		}
-		if (r->run.reload)
-			wal_reload(r);
-		if (r->run.stop && (!w->in_sink || now >= r->run.drain_until))
-			break;
-		rc = wal_turn(r, now);
-		if (rc != PGO_OK)
-			break;
-		prc = pgo_loop_run_once(r->loop, turn_deadline(r, now));
-		if (prc < 0 && prc != -EINTR) {
-			snprintf(r->run.errmsg, sizeof(r->run.errmsg),
-				 "poll: %s", strerror(-prc));
-			rc = PGO_ERR_IO;
-			break;
-		}
-		pgo_observe_step(r);
-		/* A batch the sink settled inside the turn: confirm it at
-		 * once. */
-		if (w->state == WAL_STREAMING) {
-			pump(r, pgo_now_ms());
-			if (w->confirmed > w->reported)
-				pgo_wal_send_status(r, pgo_now_ms());
-		}
 	}
+	if (r->run.reload)
+		wal_reload(r);
+	if (r->run.stop && (!w->in_sink || now >= r->run.drain_until)) {
+		*over = true;
+		return 0;
+	}
+	w->rc = wal_turn(r, now);
+	if (w->rc != PGO_OK) {
+		*over = true;
+		return 0;
+	}
+	return turn_deadline(r, now);
+}
+
+void pgo_wal_turn_step(pgo_relay_t *r)
+{
+	struct relay_wal *w = r->wal;
+
+	pgo_observe_step(r);
+	/* A batch the sink settled inside the turn: confirm it at once. */
+	if (w->state == WAL_STREAMING) {
+		pump(r, pgo_now_ms());
+		if (w->confirmed > w->reported)
+			pgo_wal_send_status(r, pgo_now_ms());
+	}
+}
+
+int pgo_wal_end(pgo_relay_t *r)
+{
+	int rc = r->wal->rc;
+
 	wal_close(r);
 	if (rc == PGO_OK)
 		pgo_log(PGO_LOG_INFO, r->subject, "stopped (%llu events acked)",
 			(unsigned long long)r->stats.total.published);
 	return rc;
+}
+
+int pgo_wal_run(pgo_relay_t *r)
+{
+	int rc = pgo_wal_begin(r);
+
+	if (rc != PGO_OK)
+		return rc;
+	for (;;) {
+		bool over;
+		int64_t deadline = pgo_wal_turn_prepare(r, pgo_now_ms(), &over);
+		int prc;
+
+		if (over)
+			break;
+		prc = pgo_loop_run_once(r->loop, deadline);
+		if (prc < 0 && prc != -EINTR) {
+			snprintf(r->run.errmsg, sizeof(r->run.errmsg),
+				 "poll: %s", strerror(-prc));
+			r->wal->rc = PGO_ERR_IO;
+			break;
+		}
+		pgo_wal_turn_step(r);
+	}
+	return pgo_wal_end(r);
 }

@@ -8,7 +8,9 @@
  *
  * relay.c asks pgo_wal_load() at start whether the queue is captured
  * this way; if so pgo_relay_run() hands over to pgo_wal_run() and the
- * sink's done() goes to pgo_wal_sink_done().  The envelope parser is
+ * sink's done() goes to pgo_wal_sink_done().  A fleet's relay (fleet.c)
+ * runs the same in halves, through pgo_relay_begin() and
+ * pgo_relay_turn_*().  The envelope parser is
  * pure, for the unit tests.
  */
 #ifndef PGO_RELAY_WAL_H
@@ -28,11 +30,24 @@ void pgo_wal_free(pgo_relay_t *r);
 /* Runs the streaming relay until stopped; PGO_OK, or an error when the
  * slot is missing or lost (errmsg set). */
 int pgo_wal_run(pgo_relay_t *r);
+/* The run in halves, for a fleet's loop (fleet.c, through relay.c's
+ * pgo_relay_begin() and pgo_relay_turn_*()): begin (PGO_OK or the
+ * error), the first half (timers, stop, the connection; the loop's
+ * deadline, or *over), the second after the loop's wait, the end (PGO_OK
+ * or the error that ended it). */
+int pgo_wal_begin(pgo_relay_t *r);
+int64_t pgo_wal_turn_prepare(pgo_relay_t *r, int64_t now, bool *over);
+void pgo_wal_turn_step(pgo_relay_t *r);
+int pgo_wal_end(pgo_relay_t *r);
 /* The sink host's done() for a WAL queue. */
 void pgo_wal_sink_done(void *ctx, pgo_batch_t *batch);
+/* The batch the relay hands the sink (its one). */
+const pgo_batch_t *pgo_wal_batch(const pgo_relay_t *r);
 
 /* Streaming or standing by (for READY=1). */
 bool pgo_wal_connected(const pgo_relay_t *r);
+/* Why it is not streaming: the last error ("" when none). */
+const char *pgo_wal_why(const pgo_relay_t *r);
 /* Age of the oldest commit read and not yet acked, in seconds (0:
  * none), for the metric pgoutbox_slot_lag_seconds. */
 double pgo_wal_lag_seconds(const pgo_relay_t *r);

@@ -41,35 +41,37 @@ typedef enum wal_state {
 } wal_state_t;
 
 struct relay_wal {
-	char slot[80];		/* pgoutbox_<queue> */
-	char prefix[80];	/* pgoutbox:<queue> */
-	PGconn *pg;		/* the replication connection */
-	wal_state_t state;	/* see wal_stream.c */
-	pgo_loop_io_t *io;	/* its socket in the loop */
-	short revents;		/* what the loop saw on it */
-	int64_t retry_at;	/* DOWN: connect then (monotonic ms) */
-	bool standing_by;	/* another relay streams: said so once */
-	short want;		/* setup: the events libpq waits for */
-	int64_t setup_until;	/* setup: give up then (monotonic ms) */
-	PGresult *check;	/* CHECKING: the check's result */
-	char last_err[256];	/* the last connection error logged */
-	wal_txn_t *head, *tail; /* committed transactions, commit order */
-	wal_txn_t *cur;		/* between 'B' and 'C' */
-	size_t pending;		/* events in the FIFO */
-	bool in_sink;		/* the sink holds batch */
-	pgo_batch_t batch;	/* the batch in the sink */
-	wal_ev_t **src;		/* batch event i -> its event */
-	size_t batch_txns;	/* transactions the batch covers */
-	pgo_arena_t *arena;	/* the batch's memory */
-	uint64_t received;	/* the highest WAL end received */
-	uint64_t confirmed;	/* the flush position to report */
-	uint64_t reported;	/* the one last reported */
-	uint64_t sent_end;	/* the last keepalive's sent position */
-	int64_t next_status;	/* monotonic ms: the next status update */
-	bool reply;		/* the server asked for one */
-	PGconn *dead_pg;	/* writes dead letters (plain SQL) */
-	int64_t backoff;	/* after a batch not all acked, ms */
-	int64_t pause_until;	/* no batch before (monotonic ms) */
+	char slot[80];		 /* pgoutbox_<queue> */
+	char prefix[80];	 /* pgoutbox:<queue> */
+	PGconn *pg;		 /* the replication connection */
+	wal_state_t state;	 /* see wal_stream.c */
+	pgo_loop_io_t *io;	 /* its socket in the loop */
+	short revents;		 /* what the loop saw on it */
+	int64_t retry_at;	 /* DOWN: connect then (monotonic ms) */
+	bool standing_by;	 /* another relay streams: said so once */
+	short want;		 /* setup: the events libpq waits for */
+	int64_t setup_until;	 /* setup: give up then (monotonic ms) */
+	PGresult *check;	 /* CHECKING: the check's result */
+	char last_err[512];	 /* the last connection error logged */
+	wal_txn_t *head, *tail;	 /* committed transactions, commit order */
+	wal_txn_t *cur;		 /* between 'B' and 'C' */
+	size_t pending;		 /* events in the FIFO */
+	bool in_sink;		 /* the sink holds batch */
+	pgo_batch_t batch;	 /* the batch in the sink */
+	wal_ev_t **src;		 /* batch event i -> its event */
+	size_t batch_txns;	 /* transactions the batch covers */
+	pgo_arena_t *arena;	 /* the batch's memory */
+	uint64_t received;	 /* the highest WAL end received */
+	uint64_t confirmed;	 /* the flush position to report */
+	uint64_t reported;	 /* the one last reported */
+	uint64_t sent_end;	 /* the last keepalive's sent position */
+	int64_t next_status;	 /* monotonic ms: the next status update */
+	bool reply;		 /* the server asked for one */
+	PGconn *dead_pg;	 /* writes dead letters (plain SQL) */
+	int64_t backoff;	 /* after a batch not all acked, ms */
+	int64_t pause_until;	 /* no batch before (monotonic ms) */
+	int64_t refused_backoff; /* a fleet's: after a refusal, ms */
+	int rc;			 /* how the run ends (PGO_OK: stopped) */
 };
 
 /* wal.c: the FIFO. */
@@ -87,6 +89,9 @@ void pgo_wal_connect(pgo_relay_t *r);
 /* One step of the setup; PGO_ERR_INVALID when no retry can help
  * (errmsg set). */
 int pgo_wal_setup_step(pgo_relay_t *r, int64_t now);
+/* A fleet's relay refused (errmsg: slot missing or lost, wal_level):
+ * logged as an ERROR when new, tried again after a backoff. */
+void pgo_wal_refused(pgo_relay_t *r, int64_t now);
 /* Reads what the stream has; false when it went down meanwhile. */
 bool pgo_wal_read(pgo_relay_t *r, int64_t now);
 /* A standby status update at the confirmed position. */

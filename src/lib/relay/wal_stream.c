@@ -311,6 +311,30 @@ static void setup_failed(pgo_relay_t *r)
 	pgo_wal_set_io(r);
 }
 
+void pgo_wal_refused(pgo_relay_t *r, int64_t now)
+{
+	struct relay_wal *w = r->wal;
+
+	w->refused_backoff = w->refused_backoff ? w->refused_backoff * 2 : 1000;
+	if (w->refused_backoff > 30000)
+		w->refused_backoff = 30000;
+	if (strncmp(w->last_err, r->run.errmsg, sizeof(w->last_err) - 1) != 0) {
+		snprintf(w->last_err, sizeof(w->last_err), "%s", r->run.errmsg);
+		pgo_log(PGO_LOG_ERROR, r->subject,
+			"%s (this database only: the others go on; tried "
+			"again every %d s at most)",
+			r->run.errmsg, 30);
+	}
+	r->run.errmsg[0] = '\0';
+	setup_failed(r);
+	w->retry_at = now + w->refused_backoff;
+}
+
+const char *pgo_wal_why(const pgo_relay_t *r)
+{
+	return r->wal->last_err;
+}
+
 /* Starts connecting (DOWN -> CONNECTING). */
 void pgo_wal_connect(pgo_relay_t *r)
 {
@@ -426,6 +450,7 @@ static void started(pgo_relay_t *r, PGresult *res)
 	}
 	w->state = WAL_STREAMING;
 	w->standing_by = false;
+	w->refused_backoff = 0;
 	w->last_err[0] = '\0';
 	w->reported = w->confirmed;
 	w->next_status = pgo_now_ms() + WAL_STATUS_MS;
