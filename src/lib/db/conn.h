@@ -275,11 +275,17 @@ typedef enum pgo_pooler {
 	PGO_POOLER_STATEMENT = 3    /* per statement: no transactions */
 } pgo_pooler_t;
 
-/* Finds out with two blocking connections of conf's database (see
+/* Finds out with two connections of conf's database (see
  * pooler.c for how).  PGO_OK and *kind, or PGO_ERR_CONNECT / PGO_ERR_DB
  * with err set (retriable as libpq's rule says). */
 int pgo_pooler_probe(const pgo_conf_t *conf, const char *app_name,
 		     pgo_pooler_t *kind, pgo_error_t *err);
+/* The same with the connection keywords given (pgo_conn_params()), no
+ * step waiting longer than limit_ms (0: 10 s), ended by *stop (may be
+ * NULL); touches nothing else, so a thread may run it. */
+int pgo_pooler_probe_params(const char *const *keys, const char *const *vals,
+			    int64_t limit_ms, volatile sig_atomic_t *stop,
+			    pgo_pooler_t *kind, pgo_error_t *err);
 /* The probe until it answers, at start: a failure is logged once and
  * tried again with backoff, turning loop meanwhile (a stop request wakes
  * it).  PGO_OK and *kind; PGO_ERR_AGAIN when *stop was set first.  A
