@@ -467,6 +467,8 @@ static int64_t prepare_all(pgo_fleet_t *f, int64_t now, size_t *live)
 		(*live)++;
 		if (d->state != DB_RUNNING)
 			continue;
+		deadline = pgo_deadline_min(deadline,
+					    pgo_start_resolve(d->relay, now));
 		dl = pgo_relay_turn_prepare(d->relay, now, &over);
 		if (!over) {
 			deadline = pgo_deadline_min(deadline, dl);

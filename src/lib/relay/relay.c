@@ -85,6 +85,8 @@ static void setup_sessions(pgo_relay_t *r, const struct pgo_conf_values *v)
 			       "current_setting('block_size')::bigint";
 	r->setup.prep_name[2] = NULL;
 	r->setup.check_schema = true;
+	/* A fleet's relay: the addresses its start thread looked up. */
+	r->setup.resolved = r->shared ? &r->resolved : NULL;
 	/* A work queue's rows are jobs for workers: a relay would publish
 	 * and delete them.  An adopted table (adopted.c) is relayed.  A
 	 * queue captured through the WAL is streamed (wal.c), not claimed:
@@ -213,6 +215,8 @@ static pgo_relay_t *relay_make(pgo_conf_t *conf, pgo_sink_t *sink,
 			      "out of memory for a relay");
 		return NULL;
 	}
+	r->wake.setup.resolved = r->setup.resolved;
+	r->floor.setup.resolved = r->setup.resolved;
 	r->rnd = (unsigned)getpid() ^ (unsigned)pgo_wall_us();
 	return r;
 }
@@ -266,6 +270,8 @@ void pgo_relay_destroy(pgo_relay_t *r)
 	if (!r)
 		return;
 	pgo_start_abandon(r->start);
+	pgo_start_abandon(r->resolve);
+	pgo_resolved_free(r->resolved);
 	pgo_wake_close(r);
 	pgo_floor_close(r);
 	for (int i = 0; i < r->nslots; i++) {

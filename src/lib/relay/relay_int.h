@@ -300,6 +300,11 @@ struct pgo_relay {
 	/* ... and what it reads before its first turn, read in a thread
 	 * (start.c); NULL when none runs. */
 	struct pgo_relay_start *start;
+	/* Its host names' addresses, looked up in a thread (start.c), for
+	 * its connections (pgo_conn_setup_t.resolved); NULL: libpq's. */
+	pgo_resolved_t *resolved;
+	struct pgo_relay_start *resolve;    /* a lookup running, or NULL */
+	int64_t resolved_at;		    /* when the last one started */
 	char database[PGO_DB_NAME_MAX + 1]; /* its name ("": one database) */
 };
 
@@ -331,6 +336,10 @@ typedef struct pgo_relay_start pgo_relay_start_t;
 int pgo_start_step(pgo_relay_t *r, pgo_pooler_t *kind);
 /* The relay gives its start thread up (NULL: none). */
 void pgo_start_abandon(pgo_relay_start_t *j);
+/* A running fleet relay's host names looked up again when due, in a
+ * thread; the addresses found taken when it is done.  Returns when it
+ * is next due (0: the loop is woken). */
+int64_t pgo_start_resolve(pgo_relay_t *r, int64_t now);
 /* The first half of a turn: timers, reload, stop, the slots' scheduling.
  * Returns the relay's deadline for the loop's wait (0: none), or sets
  * *over when the run is over (stopped and drained, or fatal). */

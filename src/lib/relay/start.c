@@ -12,9 +12,17 @@
  * hangs (a stalled proxy, an address that drops SYNs) or a host name
  * that resolves slowly would hold every other database up.  So a
  * fleet's relay reads them in a thread: the thread connects
- * (pgo_pq_connect(), database.connect_timeout per host; libpq resolves
- * the host name there too), reads, probes for a pooler and wakes the
- * loop; the relay, on the loop, takes what it found (start_take()).
+ * (pgo_pq_connect(), database.connect_timeout per host), reads, probes for a
+ * pooler and wakes the loop; the relay, on the loop, takes what it found
+ * (start_take()).
+ *
+ * The thread looks the URL's host names up first (pgo_conn_resolve()):
+ * the relay's own connections, driven by the loop, are given those
+ * addresses (hostaddr), so libpq never resolves a name inside the loop.
+ * A running relay looks them up again in a thread of the same kind
+ * every 30 s, every 2 s while its connections fail
+ * (pgo_start_resolve()), and keeps the addresses it knows when a
+ * lookup fails.
  *
  * The thread touches nothing of the relay's: it has copies of the
  * connection keywords and writes only into its job.  A relay destroyed
@@ -45,8 +53,11 @@ struct pgo_relay_start {
 	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 	char *copies[PGO_CONN_KEYS];
 	char queue[64];
-	int64_t limit; /* database.connect_timeout */
+	char *url;	   /* database.url, for the lookup */
+	int64_t limit;	   /* database.connect_timeout */
+	bool resolve_only; /* only the lookup (pgo_start_resolve()) */
 	/* Out. */
+	pgo_resolved_t *resolved; /* the host names' addresses (or NULL) */
 	int rc; /* PGO_OK, PGO_ERR_CONNECT, PGO_ERR_SCHEMA (err) */
 	pgo_error_t err;
 	bool wal; /* the queue is captured through the WAL */
@@ -60,6 +71,8 @@ static void job_free(pgo_relay_start_t *j)
 {
 	for (int i = 0; i < PGO_CONN_KEYS; i++)
 		free(j->copies[i]);
+	free(j->url);
+	pgo_resolved_free(j->resolved);
 	PQclear(j->found.map);
 	pthread_mutex_destroy(&j->mu);
 	free(j);
@@ -83,8 +96,18 @@ static void read_all(pgo_relay_start_t *j)
 {
 	pgo_pq_wait_t how;
 	char why[256];
-	PGconn *pg = pgo_pq_connect(j->keys, j->vals, j->limit, &j->stop, &how);
+	PGconn *pg;
 
+	/* The host names first, for the relay's connections (conn.c);
+	 * this thread's own let libpq look them up. */
+	if (pgo_conn_resolve(j->url, &j->resolved, why, sizeof(why)) !=
+	    PGO_OK) {
+		j->rc = pgo_error_set(&j->err, PGO_ERR_CONNECT, 1, "%s", why);
+		return;
+	}
+	if (j->resolve_only)
+		return;
+	pg = pgo_pq_connect(j->keys, j->vals, j->limit, &j->stop, &how);
 	if (!pg || how != PGO_PQ_READY) {
 		j->rc = pgo_error_set(&j->err, PGO_ERR_CONNECT, 1, "%s",
 				      !pg ? "out of memory"
@@ -130,7 +153,7 @@ static void *start_main(void *arg)
 
 /* The job of relay r, its thread started; NULL without memory or a
  * thread. */
-static pgo_relay_start_t *job_start(pgo_relay_t *r)
+static pgo_relay_start_t *job_start(pgo_relay_t *r, bool resolve_only)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
@@ -152,7 +175,10 @@ static pgo_relay_start_t *job_start(pgo_relay_t *r)
 		ok = ok && (!vals[i] || j->copies[i]);
 	}
 	snprintf(j->queue, sizeof(j->queue), "%s", v->queue);
+	j->url = strdup(v->db_url ? v->db_url : "");
+	ok = ok && j->url;
 	j->limit = v->connect_timeout;
+	j->resolve_only = resolve_only;
 	j->loop = r->loop;
 	if (!ok || pthread_attr_init(&attr) != 0) {
 		job_free(j);
@@ -184,6 +210,16 @@ void pgo_start_abandon(pgo_relay_start_t *j)
 		job_free(j);
 }
 
+static bool job_done(pgo_relay_start_t *j)
+{
+	bool done;
+
+	pthread_mutex_lock(&j->mu);
+	done = j->done;
+	pthread_mutex_unlock(&j->mu);
+	return done;
+}
+
 static void refuse(pgo_relay_t *r, const char *msg)
 {
 	snprintf(r->run.errmsg, sizeof(r->run.errmsg), "%s", msg);
@@ -209,6 +245,11 @@ static int start_take(pgo_relay_t *r, pgo_relay_start_t *j, pgo_pooler_t *kind)
 	pgo_error_t err;
 	int rc;
 
+	if (j->resolved) {
+		pgo_resolved_free(r->resolved);
+		r->resolved = j->resolved;
+		j->resolved = NULL;
+	}
 	if (j->rc == PGO_ERR_CONNECT)
 		return failed(r, j->err.msg, kind);
 	if (j->rc == PGO_ERR_SCHEMA) {
@@ -238,23 +279,58 @@ static int start_take(pgo_relay_t *r, pgo_relay_start_t *j, pgo_pooler_t *kind)
 int pgo_start_step(pgo_relay_t *r, pgo_pooler_t *kind)
 {
 	pgo_relay_start_t *j = r->start;
-	bool done;
 	int rc;
 
 	if (!j) {
-		r->start = job_start(r);
+		r->start = job_start(r, false);
 		if (r->start)
 			return PGO_ERR_AGAIN;
 		refuse(r, "out of memory (or no thread) for a relay's start");
 		return PGO_ERR_NOMEM;
 	}
-	pthread_mutex_lock(&j->mu);
-	done = j->done;
-	pthread_mutex_unlock(&j->mu);
-	if (!done)
+	if (!job_done(j))
 		return PGO_ERR_AGAIN;
 	r->start = NULL;
 	rc = start_take(r, j, kind);
 	job_free(j);
 	return rc;
+}
+
+/* A running relay looks its host names up again this often, and this
+ * often while its connections fail (a name may point elsewhere after a
+ * failover). */
+#define RESOLVE_EVERY_MS  PGO_SECONDS(30)
+#define RESOLVE_OUTAGE_MS PGO_SECONDS(2)
+
+int64_t pgo_start_resolve(pgo_relay_t *r, int64_t now)
+{
+	pgo_relay_start_t *j = r->resolve;
+	int64_t due;
+
+	if (!r->resolved)
+		return 0; /* no name to look up (sockets, addresses) */
+	if (j) {
+		if (!job_done(j))
+			return 0; /* the thread wakes the loop */
+		r->resolve = NULL;
+		if (j->resolved &&
+		    !pgo_resolved_same(j->resolved, r->resolved)) {
+			pgo_log(PGO_LOG_INFO, r->subject,
+				"host addresses now %s (were %s)",
+				j->resolved->hostaddr, r->resolved->hostaddr);
+			pgo_resolved_free(r->resolved);
+			r->resolved = j->resolved;
+			j->resolved = NULL;
+		}
+		/* A lookup that failed keeps the addresses known. */
+		job_free(j);
+	}
+	due = r->resolved_at + (pgo_outage_on(pgo_outage_of(r->subject))
+					? RESOLVE_OUTAGE_MS
+					: RESOLVE_EVERY_MS);
+	if (now < due)
+		return due;
+	r->resolved_at = now;
+	r->resolve = job_start(r, true);
+	return r->resolve ? 0 : now + RESOLVE_OUTAGE_MS;
 }
