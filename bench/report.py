@@ -116,6 +116,13 @@ def describe(workload, p):
         if extra:
             text += " (%s)" % extra
         return text
+    if workload == "fleet-outage":
+        how = "stopped (pg_ctl stop -m immediate)" if p["how"] == "stop" \
+            else "its host hung (SIGSTOP on a TCP proxy)"
+        return "%d clusters, 1 relay process (ordered), %g/s per shard; " \
+            "%g s all up, then db3 %s for %g s, then %g s (phases by " \
+            "commit time)" % (p["shards"], p["rate"], p["up"], how,
+                              p["down"], p["after"])
     if workload == "notify-rtt":
         return "%d round trips" % p["count"]
     if workload == "fill":
