@@ -464,16 +464,16 @@ static bool host_literal(const char *h)
 	       inet_pton(AF_INET6, h, buf) == 1;
 }
 
-/* Appends item to the comma list *list (of *len bytes); false without
- * memory. */
-static bool list_add(char **list, size_t *len, const char *item)
+/* Appends item to the comma list *list (of *len bytes; first: none
+ * yet, an empty item being one too); false without memory. */
+static bool list_add(char **list, size_t *len, const char *item, bool first)
 {
 	size_t n = strlen(item);
 	char *grown = realloc(*list, *len + n + 2);
 
 	if (!grown)
 		return false;
-	if (*len)
+	if (!first)
 		grown[(*len)++] = ',';
 	memcpy(grown + *len, item, n + 1);
 	*len += n;
@@ -565,10 +565,14 @@ int pgo_conn_resolve(const char *url, pgo_resolved_t **out, char *why,
 		}
 		/* Each address its own item of the lists, as libpq tries
 		 * them in turn; a host without one left to libpq. */
-		for (int k = 0; ok && k < (m ? m : 1); k++)
-			ok = list_add(&r->host, &lh, h) &&
-			     list_add(&r->hostaddr, &la, m ? addrs[k] : "") &&
-			     (!p || list_add(&r->port, &lp, p));
+		for (int k = 0; ok && k < (m ? m : 1); k++) {
+			bool first = !i && !k;
+
+			ok = list_add(&r->host, &lh, h, first) &&
+			     list_add(&r->hostaddr, &la, m ? addrs[k] : "",
+				      first) &&
+			     (!p || list_add(&r->port, &lp, p, first));
+		}
 	}
 	PQconninfoFree(opts);
 	if (!r || !ok) {
