@@ -37,6 +37,7 @@
 #include "relay/relay_int.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/time.h"
 #include "conf/conf.h"
 #include "db/conn.h"
 #include "loop/loop.h"
@@ -249,6 +250,7 @@ static int start_take(pgo_relay_t *r, pgo_relay_start_t *j, pgo_pooler_t *kind)
 		pgo_resolved_free(r->resolved);
 		r->resolved = j->resolved;
 		j->resolved = NULL;
+		r->resolved_at = pgo_now_ms();
 	}
 	if (j->rc == PGO_ERR_CONNECT)
 		return failed(r, j->err.msg, kind);
