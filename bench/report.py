@@ -47,6 +47,14 @@ def held(p):
 def describe(workload, p):
     """The parameters column: what was run, in words."""
     relay = p.get("relay", "")
+    if workload == "fleet-outage":
+        how = "db3 stopped (pg_ctl stop -m immediate)" \
+            if p["how"] == "stop" else "db3's host hung (SIGSTOP on a " \
+            "TCP proxy)"
+        return "%d clusters, 1 relay process (ordered), %g/s per shard; " \
+            "%g s all up, then %s for %g s, then %g s (phases by " \
+            "commit time)" % (p["shards"], p["rate"], p["up"], how,
+                              p["down"], p["after"])
     if workload == "work":
         worker = p.get("worker", "")
         flags = worker.split(" worker", 1)[1] if " worker" in worker \

@@ -113,9 +113,12 @@ WAL_RELAY="$RELAY --queue $WALQ"
 if [ $QUICK = 1 ]; then
 	SECS=0.3 WARM=0.1 RTT=200 DRAIN=1000 REPEAT=1 LAT_SECS=0.5 LAT500=0.5 GRACE=3 LIMIT=20
 	STEADY=1 AFTER=0.5 WINDOW=0.5 HISTORY=20000 HDRAIN=2000 HOLD=0.3
+	OUT_UP=6 OUT_DOWN=3 OUT_AFTER=3
 else
 	SECS=10 WARM=1 RTT=5000 DRAIN=100000 REPEAT=3 LAT_SECS=10 LAT500=20 GRACE=5 LIMIT=60
 	STEADY=60 AFTER=20 WINDOW=5 HISTORY=10000000 HDRAIN=100000 HOLD=60
+	# The fleet outage (issue 41): 60 s all up, 60 s one down, 30 s after.
+	OUT_UP=60 OUT_DOWN=60 OUT_AFTER=30
 fi
 DRAIN_RELAY="$RELAY --batch 1000 --in-flight 2"
 # One worker process, 2 connections (the host's cores), batches of 100.
@@ -212,6 +215,8 @@ W=(
 	"held snapshot, WAL: send(), 8 clients, relay streaming, $HOLD s, none held|enqueue --mode send --queue $WALQ --clients 8 --seconds $HOLD --warmup $WARM --relay-cmd \"$WAL_RELAY\""
 	"held snapshot, WAL: send(), 8 clients, relay streaming, $HOLD s, snapshot held|enqueue --mode send --queue $WALQ --clients 8 --seconds $HOLD --warmup $WARM --hold-xmin --relay-cmd \"$WAL_RELAY\""
 	"held snapshot, WAL: drain $DRAIN events, 1 relay, snapshot held|drain --queue $WALQ --hold-xmin --events $DRAIN --relays 1 --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$WAL_DRAIN_RELAY\""
+	"fleet of 3 clusters, 500/s each, one stopped for ${OUT_DOWN} s|fleet-outage --how stop --rate 500 --up $OUT_UP --down $OUT_DOWN --after $OUT_AFTER"
+	"fleet of 3 clusters, 500/s each, one's host hung for ${OUT_DOWN} s|fleet-outage --how stall --rate 500 --up $OUT_UP --down $OUT_DOWN --after $OUT_AFTER"
 	"history: $HISTORY events through, then drain $HDRAIN|history --history $HISTORY --events $HDRAIN --repeat $REPEAT --timeout $LIMIT --relay-cmd \"$DRAIN_RELAY --mode concurrent\""
 )
 
@@ -251,7 +256,10 @@ for w in "${RUNS[@]}"; do
 		psql -XAtq "$(pg_url "bench_s$i")" -c "TRUNCATE pgoutbox.outbox" >/dev/null
 	done
 	log=$TMP/relay-$n.log
-	if ! eval "\"\$BENCH\" $args --db \"\$URL\" --json \"\$RUN_JSON\" --run-id \"\$RUN_ID\" --relay-log \"\$log\" --label \"\$label\""; then
+	# The fleet outage starts clusters of its own (bench/fleet_outage.sh).
+	bench='"$BENCH"'
+	case $args in fleet-outage\ *) bench='bench/fleet_outage.sh "$PGO"' args=${args#fleet-outage } ;; esac
+	if ! eval "$bench $args --db \"\$URL\" --json \"\$RUN_JSON\" --run-id \"\$RUN_ID\" --relay-log \"\$log\" --label \"\$label\""; then
 		failed+=("$label")
 		echo "   FAILED: $label" >&2
 		[ -s "$log" ] && { echo "   -- relay log (last lines)" >&2; tail -n 15 "$log" | sed 's/^/   | /' >&2; }

@@ -7,6 +7,7 @@
  * lines.  The defaults every session gets (keepalives, timeouts) and
  * that the URL overrides them; the deadline and the stop of a blocking
  * runner's connect, against a socket that accepts and never answers.
+ * A fleet's lookup of its host names, for libpq's hostaddr.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -378,6 +379,106 @@ static void test_connect_deadline(void **state)
 	PQfinish(pg);
 }
 
+/* A fleet's lookup of its host names (pgo_conn_resolve()): what needs
+ * none, and the lists libpq is given for what does. */
+struct resolve_case {
+	const char *url;
+	int rc;
+	const char *host, *hostaddr, *port; /* NULL: no lists at all */
+};
+
+static int items(const char *list)
+{
+	int n = 1;
+
+	for (; *list; list++)
+		n += *list == ',';
+	return n;
+}
+
+static void check_lists(const struct resolve_case *c, pgo_resolved_t *r)
+{
+	char host[256], addr[256], want[256];
+	char *hs, *as, *ws, *h, *a, *w;
+
+	snprintf(host, sizeof(host), "%s", r->host);
+	snprintf(addr, sizeof(addr), "%s,", r->hostaddr);
+	snprintf(want, sizeof(want), "%s", c->host);
+	assert_int_equal(items(r->host), items(r->hostaddr));
+	if (c->port)
+		assert_int_equal(items(r->port), items(r->host));
+	else
+		assert_null(r->port);
+	hs = host;
+	as = addr;
+	for (h = strsep(&hs, ","); h; h = strsep(&hs, ",")) {
+		a = strsep(&as, ",");
+		assert_non_null(a);
+		if (strcmp(h, "localhost") == 0) {
+			if (strcmp(a, "127.0.0.1") != 0 &&
+			    strcmp(a, "::1") != 0)
+				fail_msg("%s: localhost at %s", c->url, a);
+		} else if (*a) {
+			fail_msg("%s: %s at %s", c->url, h, a);
+		}
+	}
+	/* Every host of the URL is there, in its order. */
+	ws = want;
+	hs = r->host;
+	for (w = strsep(&ws, ","); w; w = strsep(&ws, ",")) {
+		hs = strstr(hs, w);
+		if (!hs)
+			fail_msg("%s: %s missing from %s", c->url, w, r->host);
+	}
+}
+
+static void test_resolve(void **state)
+{
+	static const struct resolve_case cases[] = {
+		{"host=/tmp dbname=x", PGO_OK, NULL, NULL, NULL},
+		{"host=127.0.0.1 dbname=x", PGO_OK, NULL, NULL, NULL},
+		{"host=::1 dbname=x", PGO_OK, NULL, NULL, NULL},
+		{"host=localhost hostaddr=10.0.0.1", PGO_OK, NULL, NULL, NULL},
+		{"postgres://localhost:5433/x", PGO_OK, "localhost",
+		 "127.0.0.1", NULL},
+		{"host=localhost,/tmp port=5433,5434", PGO_OK, "localhost,/tmp",
+		 "127.0.0.1,", "5433,5434"},
+		{"host=nothing.invalid,localhost", PGO_OK,
+		 "nothing.invalid,localhost", ",127.0.0.1", NULL},
+		{"host=nothing.invalid", PGO_ERR_CONNECT, NULL, NULL, NULL},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct resolve_case *c = &cases[i];
+		pgo_resolved_t *r = NULL;
+		char why[256] = "";
+		int rc = pgo_conn_resolve(c->url, &r, why, sizeof(why));
+
+		if (rc != c->rc)
+			fail_msg("%s: rc %d, not %d (%s)", c->url, rc, c->rc,
+				 why);
+		if (!c->host) {
+			if (r)
+				fail_msg("%s: looked up %s", c->url,
+					 r->hostaddr);
+			if (rc == PGO_ERR_CONNECT)
+				assert_non_null(strstr(why, "nothing.invalid"));
+			continue;
+		}
+		assert_non_null(r);
+		/* localhost may have ::1 too (then an item more for it): the
+		 * lists match item for item, and each name's items are its
+		 * addresses; a socket's or a failed name's is empty. */
+		check_lists(c, r);
+		/* The lists exactly, where localhost is 127.0.0.1 alone. */
+		if (items(r->host) == items(c->host) &&
+		    !strstr(r->hostaddr, "::1"))
+			assert_string_equal(r->hostaddr, c->hostaddr);
+		pgo_resolved_free(r);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -387,6 +488,7 @@ int main(void)
 		cmocka_unit_test(test_outage_storm),
 		cmocka_unit_test(test_params),
 		cmocka_unit_test(test_connect_deadline),
+		cmocka_unit_test(test_resolve),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include "db/conn.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -449,6 +453,158 @@ static int host_lists(const char *url, PQconninfoOption **opts,
 						 : list_len(*addr);
 }
 
+/* Whether host h needs no name lookup: a socket directory, an abstract
+ * socket, a numeric address, or libpq's default. */
+static bool host_literal(const char *h)
+{
+	unsigned char buf[sizeof(struct in6_addr)];
+
+	return !*h || h[0] == '/' || h[0] == '@' ||
+	       inet_pton(AF_INET, h, buf) == 1 ||
+	       inet_pton(AF_INET6, h, buf) == 1;
+}
+
+/* Appends item to the comma list *list (of *len bytes; first: none
+ * yet, an empty item being one too); false without memory. */
+static bool list_add(char **list, size_t *len, const char *item, bool first)
+{
+	size_t n = strlen(item);
+	char *grown = realloc(*list, *len + n + 2);
+
+	if (!grown)
+		return false;
+	if (!first)
+		grown[(*len)++] = ',';
+	memcpy(grown + *len, item, n + 1);
+	*len += n;
+	*list = grown;
+	return true;
+}
+
+void pgo_resolved_free(pgo_resolved_t *r)
+{
+	if (!r)
+		return;
+	free(r->host);
+	free(r->hostaddr);
+	free(r->port);
+	free(r);
+}
+
+bool pgo_resolved_same(const pgo_resolved_t *a, const pgo_resolved_t *b)
+{
+	return a && b && strcmp(a->host, b->host) == 0 &&
+	       strcmp(a->hostaddr, b->hostaddr) == 0 && !a->port == !b->port &&
+	       (!a->port || !strcmp(a->port, b->port));
+}
+
+/* The numeric addresses of name h, at most max of them, into addrs
+ * (INET6_ADDRSTRLEN each); how many, 0 with why set. */
+#define RESOLVE_MAX 8
+static int lookup(const char *h, char addrs[][INET6_ADDRSTRLEN], int max,
+		  char *why, size_t why_len)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_STREAM},
+			*res = NULL;
+	int rc = getaddrinfo(h, NULL, &hints, &res), n = 0;
+
+	if (rc != 0) {
+		snprintf(why, why_len,
+			 "could not translate host name \"%s\" to address: %s",
+			 h, gai_strerror(rc));
+		return 0;
+	}
+	for (struct addrinfo *a = res; a && n < max; a = a->ai_next) {
+		bool dup = false;
+
+		if (getnameinfo(a->ai_addr, a->ai_addrlen, addrs[n],
+				INET6_ADDRSTRLEN, NULL, 0, NI_NUMERICHOST) != 0)
+			continue;
+		for (int k = 0; k < n && !dup; k++)
+			dup = strcmp(addrs[k], addrs[n]) == 0;
+		if (!dup)
+			n++;
+	}
+	freeaddrinfo(res);
+	if (!n)
+		snprintf(why, why_len, "host name \"%s\" has no address", h);
+	return n;
+}
+
+int pgo_conn_resolve(const char *url, pgo_resolved_t **out, char *why,
+		     size_t why_len)
+{
+	PQconninfoOption *opts;
+	const char *host, *addr, *port;
+	char hbuf[256], pbuf[16];
+	char addrs[RESOLVE_MAX][INET6_ADDRSTRLEN];
+	size_t lh = 0, la = 0, lp = 0;
+	int n, names = 0, found = 0;
+	bool ports, ok = true;
+	pgo_resolved_t *r;
+
+	*out = NULL;
+	n = host_lists(url, &opts, &host, &addr, &port);
+	if ((addr && *addr) || !host || !*host) {
+		PQconninfoFree(opts); /* hostaddr given, or the default */
+		return PGO_OK;
+	}
+	r = calloc(1, sizeof(*r));
+	ports = port && strchr(port, ',');
+	for (int i = 0; r && ok && i < n; i++) {
+		const char *h = list_item(host, i, hbuf, sizeof(hbuf));
+		const char *p =
+			ports ? list_item(port, i, pbuf, sizeof(pbuf)) : NULL;
+		int m = 0;
+
+		if (!host_literal(h)) {
+			names++;
+			m = lookup(h, addrs, RESOLVE_MAX, why, why_len);
+			found += m > 0;
+		}
+		/* Each address its own item of the lists, as libpq tries
+		 * them in turn; a host without one left to libpq. */
+		for (int k = 0; ok && k < (m ? m : 1); k++) {
+			bool first = !i && !k;
+
+			ok = list_add(&r->host, &lh, h, first) &&
+			     list_add(&r->hostaddr, &la, m ? addrs[k] : "",
+				      first) &&
+			     (!p || list_add(&r->port, &lp, p, first));
+		}
+	}
+	PQconninfoFree(opts);
+	if (!r || !ok) {
+		pgo_resolved_free(r);
+		snprintf(why, why_len, "out of memory");
+		return PGO_ERR_NOMEM;
+	}
+	if (!names || !found) {
+		pgo_resolved_free(r); /* nothing to look up, or no luck */
+		return names ? PGO_ERR_CONNECT : PGO_OK;
+	}
+	*out = r;
+	return PGO_OK;
+}
+
+int pgo_resolved_params(const pgo_resolved_t *r, const char **keys,
+			const char **vals, int n)
+{
+	if (!r)
+		return n;
+	keys[n] = "host";
+	vals[n++] = r->host;
+	keys[n] = "hostaddr";
+	vals[n++] = r->hostaddr;
+	if (r->port) {
+		keys[n] = "port";
+		vals[n++] = r->port;
+	}
+	keys[n] = vals[n] = NULL;
+	return n;
+}
+
 void pgo_conn_kick(pgo_conn_t *c, int64_t now)
 {
 	char timeout[24];
@@ -461,6 +617,15 @@ void pgo_conn_kick(pgo_conn_t *c, int64_t now)
 	if (c->state != PGO_CONN_DOWN || now < c->retry_at || c->refused)
 		return;
 	pgo_conn_params(c->conf, c->setup->app_name, keys, vals, timeout);
+	if (c->setup->resolved && *c->setup->resolved) {
+		/* Looked up beforehand, in a thread: libpq resolves nothing
+		 * here (after the URL, so these win). */
+		int n = 0;
+
+		while (keys[n])
+			n++;
+		pgo_resolved_params(*c->setup->resolved, keys, vals, n);
+	}
 	/* PQconnectPoll has no connect_timeout: one host's attempt is given
 	 * up here (pgo_conn_expire).  A list is left to libpq, which moves
 	 * to the next host only when one fails: a deadline would restart it

@@ -118,6 +118,11 @@ typedef struct pgo_conn_setup {
 	 * conn.c's (warnings logged, notices at debug); NULL: conn.c's. */
 	PQnoticeReceiver notice;
 	void *notice_arg;
+	/* The addresses of the URL's host names, looked up in a thread
+	 * (pgo_conn_resolve()), given to libpq (hostaddr) so that it
+	 * resolves nothing while the loop waits; NULL, or *resolved NULL:
+	 * libpq resolves them itself. */
+	struct pgo_resolved *const *resolved;
 } pgo_conn_setup_t;
 
 typedef struct pgo_conn {
@@ -165,6 +170,27 @@ void pgo_conn_params(const pgo_conf_t *conf, const char *app_name,
 void pgo_conn_params_url(const char *db_url, int64_t connect_timeout_ms,
 			 const char *app_name, const char *keys[PGO_CONN_KEYS],
 			 const char *vals[PGO_CONN_KEYS], char timeout[24]);
+/* A URL's hosts with their names looked up (pgo_conn_resolve()): libpq's
+ * host, hostaddr and port lists, an item per address. */
+typedef struct pgo_resolved {
+	char *host;	/* each name once per address */
+	char *hostaddr; /* its address ("": libpq's, a socket or a number) */
+	char *port;	/* NULL: the URL's (one port for all) */
+} pgo_resolved_t;
+/* Looks up the host names of url (else PGHOST) with getaddrinfo(),
+ * blocking (a thread's work): *out the lists, every address of each name
+ * (up to 8), an empty hostaddr for a host that needs no lookup (a
+ * socket, a numeric address) or whose lookup failed while another's
+ * succeeded.  PGO_OK with *out NULL when there is nothing to look up
+ * (sockets, numeric addresses, hostaddr given); PGO_ERR_CONNECT (why
+ * set) when no name could be looked up. */
+int pgo_conn_resolve(const char *url, pgo_resolved_t **out, char *why,
+		     size_t why_len);
+void pgo_resolved_free(pgo_resolved_t *r);
+bool pgo_resolved_same(const pgo_resolved_t *a, const pgo_resolved_t *b);
+/* Puts r's keywords at keys[n] on (room for 3 and NULL); the new n. */
+int pgo_resolved_params(const pgo_resolved_t *r, const char **keys,
+			const char **vals, int n);
 /* Closes the connection (if any) and frees the round's results. */
 void pgo_conn_close(pgo_conn_t *c);
 /* Starts connecting if DOWN and retry_at has passed. */
@@ -275,11 +301,17 @@ typedef enum pgo_pooler {
 	PGO_POOLER_STATEMENT = 3    /* per statement: no transactions */
 } pgo_pooler_t;
 
-/* Finds out with two blocking connections of conf's database (see
+/* Finds out with two connections of conf's database (see
  * pooler.c for how).  PGO_OK and *kind, or PGO_ERR_CONNECT / PGO_ERR_DB
  * with err set (retriable as libpq's rule says). */
 int pgo_pooler_probe(const pgo_conf_t *conf, const char *app_name,
 		     pgo_pooler_t *kind, pgo_error_t *err);
+/* The same with the connection keywords given (pgo_conn_params()), no
+ * step waiting longer than limit_ms (0: 10 s), ended by *stop (may be
+ * NULL); touches nothing else, so a thread may run it. */
+int pgo_pooler_probe_params(const char *const *keys, const char *const *vals,
+			    int64_t limit_ms, volatile sig_atomic_t *stop,
+			    pgo_pooler_t *kind, pgo_error_t *err);
 /* The probe until it answers, at start: a failure is logged once and
  * tried again with backoff, turning loop meanwhile (a stop request wakes
  * it).  PGO_OK and *kind; PGO_ERR_AGAIN when *stop was set first.  A

@@ -6,7 +6,7 @@
  * does not survive between transactions: advisory locks, LISTEN, named
  * prepared statements and SET stay behind on a server connection that
  * other clients (producers) get next.  The runners ask once at start,
- * with blocking connections of their own, and refuse or adapt.
+ * with connections of their own, and refuse or adapt.
  *
  * The test: PostgreSQL's own pid (pg_backend_pid()) is the one libpq got
  * at connect (PQbackendPID) unless something stands between; poolers send
@@ -20,6 +20,10 @@
  * A needs another (p2 == p1, p3 != p1); either sign is proof.  Neither, a
  * few times over, means session pooling.  A pooler in statement mode
  * refuses B's BEGIN: no transactions at all, reported as such.
+ *
+ * libpq is driven without blocking (conn.c's pgo_pq_connect/exec): no
+ * step waits longer than database.connect_timeout for a host that hangs,
+ * and a fleet's relay runs the probe in a thread (relay/start.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,12 +39,39 @@
 
 #define PROBE_ROUNDS 3
 
-/* pg_backend_pid() on c, or -1 with err set. */
-static int server_pid(PGconn *c, const char *sql, pgo_error_t *err)
+/* One probe's connections and their limit: no step of it waits longer
+ * than limit ms for PostgreSQL (a host or path that hangs), and a stop
+ * request ends it. */
+typedef struct probe {
+	int64_t limit;
+	volatile sig_atomic_t *stop;
+} probe_t;
+
+/* sql's result on c (the caller clears it), or NULL with err set. */
+static PGresult *run(const probe_t *p, PGconn *c, const char *sql,
+		     pgo_error_t *err)
 {
-	PGresult *r = PQexec(c, sql);
+	pgo_pq_wait_t how;
+	char why[256];
+	PGresult *r = pgo_pq_exec(c, sql, 0, NULL, pgo_now_ms() + p->limit,
+				  p->stop, &how);
+
+	if (!r)
+		pgo_error_set(
+			err, PGO_ERR_DB, 1,
+			"probing for a connection pooler: %s",
+			pgo_pq_wait_why(c, how, p->limit, why, sizeof(why)));
+	return r;
+}
+
+/* pg_backend_pid() on c, or -1 with err set. */
+static int server_pid(const probe_t *p, PGconn *c, pgo_error_t *err)
+{
+	PGresult *r = run(p, c, "SELECT pg_backend_pid()", err);
 	int pid = -1;
 
+	if (!r)
+		return -1;
 	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
 		pid = atoi(PQgetvalue(r, 0, 0));
 	else
@@ -51,35 +82,40 @@ static int server_pid(PGconn *c, const char *sql, pgo_error_t *err)
 	return pid;
 }
 
-static PGconn *open_conn(const pgo_conf_t *conf, const char *app_name,
-			 pgo_error_t *err)
+static PGconn *open_conn(const probe_t *p, const char *const *keys,
+			 const char *const *vals, pgo_error_t *err)
 {
-	char timeout[24];
-	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
-	PGconn *c;
+	pgo_pq_wait_t how;
+	char why[256];
+	PGconn *c = pgo_pq_connect(keys, vals, p->limit, p->stop, &how);
 
-	pgo_conn_params(conf, app_name, keys, vals, timeout);
-	c = PQconnectdbParams(keys, vals, 1);
-	if (!c || PQstatus(c) != CONNECTION_OK) {
+	if (!c || how != PGO_PQ_READY) {
 		pgo_error_set(err, PGO_ERR_CONNECT, 1, "%s",
-			      c ? pgo_pq_msg(c, NULL) : "out of memory");
+			      !c ? "out of memory"
+			      : how == PGO_PQ_LOST
+				      ? pgo_pq_msg(c, NULL)
+				      : pgo_pq_wait_why(c, how, p->limit, why,
+							sizeof(why)));
 		PQfinish(c);
 		return NULL;
 	}
 	return c;
 }
 
-int pgo_pooler_probe(const pgo_conf_t *conf, const char *app_name,
-		     pgo_pooler_t *kind, pgo_error_t *err)
+int pgo_pooler_probe_params(const char *const *keys, const char *const *vals,
+			    int64_t limit_ms, volatile sig_atomic_t *stop,
+			    pgo_pooler_t *kind, pgo_error_t *err)
 {
+	probe_t p = {.limit = limit_ms > 0 ? limit_ms : PGO_SECONDS(10),
+		     .stop = stop};
 	PGconn *a = NULL, *b = NULL;
 	int rc = PGO_OK;
 
 	*kind = PGO_POOLER_NONE;
-	if (!(a = open_conn(conf, app_name, err)))
+	if (!(a = open_conn(&p, keys, vals, err)))
 		return PGO_ERR_CONNECT;
 	{
-		int p1 = server_pid(a, "SELECT pg_backend_pid()", err);
+		int p1 = server_pid(&p, a, err);
 
 		if (p1 < 0) {
 			rc = PGO_ERR_DB;
@@ -89,7 +125,7 @@ int pgo_pooler_probe(const pgo_conf_t *conf, const char *app_name,
 			goto out; /* PostgreSQL itself */
 	}
 	*kind = PGO_POOLER_SESSION;
-	if (!(b = open_conn(conf, app_name, err))) {
+	if (!(b = open_conn(&p, keys, vals, err))) {
 		rc = PGO_ERR_CONNECT;
 		goto out;
 	}
@@ -97,21 +133,24 @@ int pgo_pooler_probe(const pgo_conf_t *conf, const char *app_name,
 		int p1, p2, p3;
 		PGresult *r;
 
-		if ((p1 = server_pid(a, "SELECT pg_backend_pid()", err)) < 0) {
+		if ((p1 = server_pid(&p, a, err)) < 0) {
 			rc = PGO_ERR_DB;
 			goto out;
 		}
-		r = PQexec(b, "BEGIN");
+		if (!(r = run(&p, b, "BEGIN", err))) {
+			rc = PGO_ERR_DB;
+			goto out;
+		}
 		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 			PQclear(r);
 			*kind = PGO_POOLER_STATEMENT;
 			goto out;
 		}
 		PQclear(r);
-		p2 = server_pid(b, "SELECT pg_backend_pid()", err);
-		p3 = p2 < 0 ? -1
-			    : server_pid(a, "SELECT pg_backend_pid()", err);
-		PQclear(PQexec(b, "ROLLBACK"));
+		p2 = server_pid(&p, b, err);
+		p3 = p2 < 0 ? -1 : server_pid(&p, a, err);
+		if (p2 >= 0)
+			PQclear(run(&p, b, "ROLLBACK", err));
 		if (p2 < 0 || p3 < 0) {
 			rc = PGO_ERR_DB;
 			goto out;
@@ -127,6 +166,18 @@ out:
 	if (rc == PGO_OK)
 		pgo_error_clear(err);
 	return rc;
+}
+
+int pgo_pooler_probe(const pgo_conf_t *conf, const char *app_name,
+		     pgo_pooler_t *kind, pgo_error_t *err)
+{
+	char timeout[24];
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
+
+	pgo_conn_params(conf, app_name, keys, vals, timeout);
+	return pgo_pooler_probe_params(keys, vals,
+				       pgo_conf_values(conf)->connect_timeout,
+				       NULL, kind, err);
 }
 
 int pgo_pooler_wait(const pgo_conf_t *conf, const char *app_name,

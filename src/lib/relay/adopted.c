@@ -23,7 +23,8 @@
  *           application's table changes only by `done`.
  *
  * Reading the map is the one blocking step (pgo_adopted_load(), called by
- * pgo_relay_new() before the loop runs); building is pure.
+ * pgo_relay_new() before the loop runs; a fleet's relay reads it in a
+ * thread, start.c); building is pure.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -61,18 +62,66 @@ static const char *map(const pgo_relay_t *r, int col)
 /* Whether claims of pgoutbox's own queue name are fair across keys
  * (pgoutbox.set_queue(name, fair => true)): read once, at start; a
  * relay started before the change claims as before until restarted. */
-static void load_fair(pgo_relay_t *r, PGconn *pg, const char *name)
+static bool read_fair(PGconn *pg, const char *name)
 {
 	PGresult *res = PQexecParams(
 		pg, "SELECT fair FROM pgoutbox.queue_controls WHERE queue = $1",
 		1, NULL, &name, NULL, NULL, 0);
+	bool fair = PQresultStatus(res) == PGRES_TUPLES_OK &&
+		    PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
 
-	r->fair = PQresultStatus(res) == PGRES_TUPLES_OK &&
-		  PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
+	PQclear(res);
+	return fair;
+}
+
+void pgo_adopted_read(PGconn *pg, const char *name, pgo_adopted_found_t *out)
+{
+	PGresult *res;
+
+	memset(out, 0, sizeof(*out));
+	res = PQexecParams(pg,
+			   "SELECT tbl_sql, event_id, topic_sql, key_sql, "
+			   "type_sql, payload_sql, headers_sql, created_sql, "
+			   "pending_sql, done_sql, channel, shard_col, shards "
+			   "FROM pgoutbox.adopted_map($1)",
+			   1, NULL, &name, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+		out->map = res;
+		return;
+	}
+	/* No such row: one of pgoutbox's own queues. */
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		snprintf(out->warn, sizeof(out->warn),
+			 "cannot read whether queue %s is an adopted table "
+			 "(%s): relaying it as pgoutbox.%s",
+			 name, pgo_pq_msg(pg, res), name);
+	PQclear(res);
+	out->fair = read_fair(pg, name);
+}
+
+int pgo_adopted_apply(pgo_relay_t *r, pgo_adopted_found_t *found,
+		      pgo_error_t *err)
+{
+	const char *name = pgo_conf_values(r->conf)->queue;
+
+	if (found->warn[0])
+		pgo_log(PGO_LOG_WARN, r->subject, "%s", found->warn);
+	r->fair = found->fair;
 	if (r->fair)
 		pgo_log(PGO_LOG_INFO, r->subject,
 			"claims are fair across keys (set_queue fair)");
-	PQclear(res);
+	PQclear(r->adopted);
+	r->adopted = found->map;
+	found->map = NULL;
+	if (r->adopted && r->mode == PGO_MODE_ORDERED &&
+	    PQgetisnull(r->adopted, 0, M_SHARD_COL))
+		return pgo_error_set(
+			err, PGO_ERR_INVALID, 0,
+			"queue %s was adopted with --shards 0 (no shard "
+			"column): relay it with --mode concurrent or strict, "
+			"or adopt it again with shards for the ordered mode",
+			name);
+	return PGO_OK;
 }
 
 int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err)
@@ -81,8 +130,8 @@ int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err)
 	char timeout[24];
 	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 	const char *name = v->queue;
+	pgo_adopted_found_t found;
 	PGconn *pg;
-	PGresult *res;
 
 	pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
 	pg = PQconnectdbParams(keys, vals, 1);
@@ -112,34 +161,9 @@ int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err)
 		PQfinish(pg);
 		return PGO_ERR_SCHEMA;
 	}
-	res = PQexecParams(pg,
-			   "SELECT tbl_sql, event_id, topic_sql, key_sql, "
-			   "type_sql, payload_sql, headers_sql, created_sql, "
-			   "pending_sql, done_sql, channel, shard_col, shards "
-			   "FROM pgoutbox.adopted_map($1)",
-			   1, NULL, &name, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-		/* No such row: one of pgoutbox's own queues. */
-		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-			pgo_log(PGO_LOG_WARN, r->subject,
-				"cannot read whether queue %s is an adopted "
-				"table (%s): relaying it as pgoutbox.%s",
-				name, pgo_pq_msg(pg, res), name);
-		PQclear(res);
-		load_fair(r, pg, name);
-		PQfinish(pg);
-		return PGO_OK;
-	}
+	pgo_adopted_read(pg, name, &found);
 	PQfinish(pg);
-	r->adopted = res;
-	if (r->mode == PGO_MODE_ORDERED && PQgetisnull(res, 0, M_SHARD_COL))
-		return pgo_error_set(
-			err, PGO_ERR_INVALID, 0,
-			"queue %s was adopted with --shards 0 (no shard "
-			"column): relay it with --mode concurrent or strict, "
-			"or adopt it again with shards for the ordered mode",
-			name);
-	return PGO_OK;
+	return pgo_adopted_apply(r, &found, err);
 }
 
 void pgo_adopted_free(pgo_relay_t *r)

@@ -15,10 +15,12 @@
  * sink).  A busy database cannot take more than its slots; an idle one
  * costs its timers.  The order of the databases rotates every turn.
  *
- * A database that cannot be reached pauses only itself: its connections
- * reconnect with their own backoff (conn.c, non-blocking).  The pooler
- * probe a relay makes before its first turn connects blocking (up to
- * database.connect_timeout, once per try); until it succeeds the
+ * A database that cannot be reached, or whose host hangs, pauses only
+ * itself: no step of the loop waits for one database.  Its connections
+ * reconnect with their own backoff (conn.c, non-blocking).  What a relay
+ * reads before its first turn (the schema check, an adopted table's map,
+ * the pooler probe) is read in a thread (start.c), where libpq may block
+ * on a connect or a host name's resolution; until it succeeds the
  * database waits with a backoff of its own.  A database whose relay
  * ends with a fatal error (no schema, a newer one, relays of another
  * mode) stops alone, logged; the process exits with that error once
@@ -466,8 +468,11 @@ static int64_t probe_db(pgo_fleet_t *f, fleet_db_t *d, int64_t now)
 	rc = pgo_relay_begin(d->relay, false);
 	if (rc == PGO_OK) {
 		d->state = DB_RUNNING;
+		d->backoff = 0;
 		return 0;
 	}
+	if (rc == PGO_ERR_AGAIN && d->relay->start)
+		return 0; /* its start thread wakes the loop when done */
 	if (rc != PGO_ERR_AGAIN) {
 		d->state = DB_OVER;
 		d->rc = rc;
@@ -503,6 +508,8 @@ static int64_t prepare_all(pgo_fleet_t *f, int64_t now, size_t *live)
 		(*live)++;
 		if (d->state != DB_RUNNING)
 			continue;
+		deadline = pgo_deadline_min(deadline,
+					    pgo_start_resolve(d->relay, now));
 		dl = pgo_relay_turn_prepare(d->relay, now, &over);
 		if (!over) {
 			deadline = pgo_deadline_min(deadline, dl);

@@ -85,6 +85,8 @@ static void setup_sessions(pgo_relay_t *r, const struct pgo_conf_values *v)
 			       "current_setting('block_size')::bigint";
 	r->setup.prep_name[2] = NULL;
 	r->setup.check_schema = true;
+	/* A fleet's relay: the addresses its start thread looked up. */
+	r->setup.resolved = r->shared ? &r->resolved : NULL;
 	/* A work queue's rows are jobs for workers: a relay would publish
 	 * and delete them.  An adopted table (adopted.c) is relayed.  A
 	 * queue captured through the WAL is streamed (wal.c), not claimed:
@@ -112,6 +114,19 @@ static void setup_sessions(pgo_relay_t *r, const struct pgo_conf_values *v)
 	r->setup_quiet = r->setup;
 	if (v->listen)
 		r->setup_quiet.sql[n - 1] = NULL; /* the same, minus LISTEN */
+}
+
+void pgo_relay_build_sql(pgo_relay_t *r)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+
+	pgo_claim_sql_build(&r->sql, r->mode, r->fair, v);
+	if (r->adopted)
+		pgo_adopted_build_sql(r);
+	setup_sessions(r, v);
+	/* An adopted table has no claim floor (floor.c). */
+	if (r->adopted)
+		r->floor.used = false;
 }
 
 /* The relay.in_flight slots, each with its connection, leases, arena and
@@ -179,16 +194,15 @@ static pgo_relay_t *relay_make(pgo_conf_t *conf, pgo_sink_t *sink,
 	snprintf(r->app_name, sizeof(r->app_name), "pgoutbox relay %s",
 		 v->name && *v->name ? v->name : "");
 	r->mode = v->mode;
-	if (pgo_adopted_load(r, err) != PGO_OK ||
-	    pgo_wal_load(r, err) != PGO_OK) {
+	/* A fleet's relay reads these in a thread before its first turn
+	 * (start.c), and builds its statements again then. */
+	if (!r->shared && (pgo_adopted_load(r, err) != PGO_OK ||
+			   pgo_wal_load(r, err) != PGO_OK)) {
 		r->sink = NULL; /* not attached yet */
 		pgo_relay_destroy(r);
 		return NULL;
 	}
-	pgo_claim_sql_build(&r->sql, r->mode, r->fair, v);
-	if (r->adopted)
-		pgo_adopted_build_sql(r);
-	setup_sessions(r, v);
+	pgo_relay_build_sql(r);
 	if (!init_slots(r, conf)) {
 		pgo_relay_destroy(r);
 		pgo_error_set(err, PGO_ERR_NOMEM, 1,
@@ -201,6 +215,8 @@ static pgo_relay_t *relay_make(pgo_conf_t *conf, pgo_sink_t *sink,
 			      "out of memory for a relay");
 		return NULL;
 	}
+	r->wake.setup.resolved = r->setup.resolved;
+	r->floor.setup.resolved = r->setup.resolved;
 	r->rnd = (unsigned)getpid() ^ (unsigned)pgo_wall_us();
 	return r;
 }
@@ -253,6 +269,9 @@ void pgo_relay_destroy(pgo_relay_t *r)
 {
 	if (!r)
 		return;
+	pgo_start_abandon(r->start);
+	pgo_start_abandon(r->resolve);
+	pgo_resolved_free(r->resolved);
 	pgo_wake_close(r);
 	pgo_floor_close(r);
 	for (int i = 0; i < r->nslots; i++) {
@@ -496,27 +515,22 @@ static bool step_slots(pgo_relay_t *r)
 /* Through a transaction pooler a session is not ours: the ordered modes
  * (shard leases are session advisory locks) are refused, the concurrent
  * mode runs without LISTEN, prepared statements and session settings.
- * PGO_ERR_INVALID (errmsg set) for a refusal. */
+ * A fleet's relay (!wait) learns it, and what relay_make() reads for a
+ * single relay, from its start thread (start.c).  PGO_ERR_AGAIN: not
+ * yet; else PGO_ERR_INVALID (or the start's error), errmsg set, for a
+ * refusal. */
 static int check_pooler(pgo_relay_t *r, bool wait)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	pgo_pooler_t kind;
 
 	if (!wait) {
-		/* A fleet's relay: one probe (its connect blocks the loop
-		 * up to database.connect_timeout); the fleet asks again. */
-		pgo_error_t err;
+		/* A fleet's relay: the probe and what a relay reads at
+		 * start, in a thread (start.c); the fleet asks again. */
+		int rc = pgo_start_step(r, &kind);
 
-		if (pgo_pooler_probe(r->conf, r->app_name, &kind, &err) !=
-		    PGO_OK) {
-			if (pgo_conn_start_refusal(r->conf, err.msg, true,
-						   NULL) == PGO_OK) {
-				pgo_outage_failed(pgo_outage_of(r->subject),
-						  r->subject, false, err.msg);
-				return PGO_ERR_AGAIN;
-			}
-			kind = PGO_POOLER_NONE; /* the slots say why */
-		}
+		if (rc != PGO_OK)
+			return rc;
 	} else if (pgo_pooler_wait(r->conf, r->app_name, r->subject, r->loop,
 				   &r->run.stop, &kind) != PGO_OK) {
 		return PGO_OK; /* stopped first */
@@ -745,7 +759,6 @@ static int run_end(pgo_relay_t *r, bool fatal)
 
 int pgo_relay_begin(pgo_relay_t *r, bool wait)
 {
-	pgo_error_t err;
 	int rc;
 
 	if (r->wal)
@@ -753,24 +766,13 @@ int pgo_relay_begin(pgo_relay_t *r, bool wait)
 	rc = check_pooler(r, wait);
 	if (rc == PGO_ERR_AGAIN)
 		return rc;
-	/* A fleet's database that could not be reached at start: whether
-	 * its queue is captured through the WAL is read now that it can
-	 * (the probe above reached it). */
-	if (rc == PGO_OK && !r->capture_known && r->shared) {
-		if (pgo_wal_load(r, &err) != PGO_OK) {
-			relay_error(r, "%s", err.msg);
-			pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
-			return PGO_ERR_INVALID;
-		}
-		/* Not reached again (the probe's refusal, or it went down
-		 * meanwhile): the table path, whose connections say why (and
-		 * refuse a WAL queue, to be started again). */
-		if (r->wal)
-			return pgo_wal_begin(r);
-	}
+	/* A fleet's relay learns in its start thread (start.c) whether its
+	 * queue is captured through the WAL: then its stream begins. */
+	if (rc == PGO_OK && r->wal)
+		return pgo_wal_begin(r);
 	if (rc != PGO_OK) {
 		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
-		return PGO_ERR_INVALID;
+		return rc;
 	}
 	run_start(r, pgo_now_ms());
 	return PGO_OK;

@@ -276,10 +276,6 @@ struct pgo_relay {
 	PGresult *adopted;
 	/* A queue captured through the WAL (wal.c), NULL for a table. */
 	struct relay_wal *wal;
-	/* The queue's capture was read (pgo_wal_load() reached the
-	 * database); a fleet's relay reads it again before its first turn
-	 * while not. */
-	bool capture_known;
 	bool pooled;	     /* through a transaction pooler (pooler.c) */
 	pgo_relay_sql_t sql; /* its statements (claim.c) */
 	/* The slots: one connection and one cycle each (cycle.c). */
@@ -301,6 +297,14 @@ struct pgo_relay {
 	relay_turn_t turn;	 /* the loop's turn (pgo_relay_turn_*) */
 	/* A fleet's relay: the loop, sink and monitor are the fleet's. */
 	bool shared;
+	/* ... and what it reads before its first turn, read in a thread
+	 * (start.c); NULL when none runs. */
+	struct pgo_relay_start *start;
+	/* Its host names' addresses, looked up in a thread (start.c), for
+	 * its connections (pgo_conn_setup_t.resolved); NULL: libpq's. */
+	pgo_resolved_t *resolved;
+	struct pgo_relay_start *resolve;    /* a lookup running, or NULL */
+	int64_t resolved_at;		    /* when the last one started */
 	char database[PGO_DB_NAME_MAX + 1]; /* its name ("": one database) */
 };
 
@@ -311,14 +315,33 @@ struct pgo_relay {
 pgo_relay_t *pgo_relay_new_shared(pgo_conf_t *conf, pgo_sink_t *sink,
 				  const pgo_relay_shared_t *sh,
 				  pgo_error_t *err);
-/* Before the first turn: the pooler probe (once: PGO_ERR_AGAIN while
- * the database cannot be reached; wait: until it can, turning the loop),
- * then the run's timers.  PGO_ERR_INVALID (errmsg set) for a refusal.
- * A queue captured through the WAL begins its stream instead (wal.c);
- * a fleet's relay that could not read the capture at start reads it
- * here once the probe reached the database.  The turn's halves and the
- * end go to wal.c likewise. */
+/* Before the first turn: the pooler probe (!wait, a fleet's relay: in
+ * a thread with what the relay reads at start, start.c; PGO_ERR_AGAIN
+ * until it is done and while the database cannot be reached; wait:
+ * until it can, turning the loop), then the run's timers.
+ * PGO_ERR_INVALID, PGO_ERR_SCHEMA (errmsg set) for a refusal.  A queue
+ * captured through the WAL begins its stream instead (wal.c); the
+ * turn's halves and the end go to wal.c likewise. */
 int pgo_relay_begin(pgo_relay_t *r, bool wait);
+/* The relay's statements and session setups, from its mode, fairness
+ * and adopted table's map (claim.c, adopted.c). */
+void pgo_relay_build_sql(pgo_relay_t *r);
+
+/* start.c: what a fleet's relay reads before its first turn */
+
+typedef struct pgo_relay_start pgo_relay_start_t;
+/* Starts the thread (r->start) or takes what it found: PGO_OK and
+ * *kind (the pooler) once it is done and the database answered;
+ * PGO_ERR_AGAIN while it runs (r->start set: the loop is woken when it
+ * is done) or after a failure worth a retry (r->start NULL); another
+ * error (errmsg set) when the relay cannot run on this database. */
+int pgo_start_step(pgo_relay_t *r, pgo_pooler_t *kind);
+/* The relay gives its start thread up (NULL: none). */
+void pgo_start_abandon(pgo_relay_start_t *j);
+/* A running fleet relay's host names looked up again when due, in a
+ * thread; the addresses found taken when it is done.  Returns when it
+ * is next due (0: the loop is woken). */
+int64_t pgo_start_resolve(pgo_relay_t *r, int64_t now);
 /* The first half of a turn: timers, reload, stop, the slots' scheduling.
  * Returns the relay's deadline for the loop's wait (0: none), or sets
  * *over when the run is over (stopped and drained, or fatal). */
@@ -403,6 +426,18 @@ const char *pgo_claim_shard_of(const slot_t *s, size_t i);
  * of pgoutbox's own queues.  PGO_ERR_INVALID when the mode cannot relay
  * it. */
 int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err);
+/* What pgo_adopted_read() found on a connection (no relay, no log: a
+ * fleet's start thread reads it, start.c). */
+typedef struct pgo_adopted_found {
+	PGresult *map;	/* the map's row; NULL: one of pgoutbox's own */
+	bool fair;	/* own queue: set_queue(fair) */
+	char warn[512]; /* the map could not be read: why ("": it was) */
+} pgo_adopted_found_t;
+void pgo_adopted_read(PGconn *pg, const char *queue, pgo_adopted_found_t *out);
+/* Takes what was found into r (map moved): logged, the mode checked.
+ * PGO_ERR_INVALID when the mode cannot relay it. */
+int pgo_adopted_apply(pgo_relay_t *r, pgo_adopted_found_t *found,
+		      pgo_error_t *err);
 void pgo_adopted_free(pgo_relay_t *r);
 /* Builds the claim, LISTEN, retry, dead-letter and done statements from
  * the map into r->sql, over what pgo_claim_sql_build() wrote (pure). */

@@ -358,38 +358,13 @@ double pgo_wal_lag_seconds(const pgo_relay_t *r)
 	return at && now > at ? (double)(now - at) / 1e6 : 0.0;
 }
 
-int pgo_wal_load(pgo_relay_t *r, pgo_error_t *err)
+int pgo_wal_attach(pgo_relay_t *r, pgo_error_t *err)
 {
-	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
-	char timeout[24];
 	const char *name = pgo_conf_values(r->conf)->queue;
-	PGconn *pg;
-	PGresult *res;
 	struct relay_wal *w;
 
-	(void)err;
-	if (r->adopted) {
-		r->capture_known = true;
+	if (r->wal)
 		return PGO_OK;
-	}
-	pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
-	pg = PQconnectdbParams(keys, vals, 1);
-	if (!pg || PQstatus(pg) != CONNECTION_OK) {
-		PQfinish(pg);
-		return PGO_OK; /* the slots report it */
-	}
-	r->capture_known = true;
-	res = PQexecParams(
-		pg, "SELECT capture FROM pgoutbox.queues WHERE name = $1", 1,
-		NULL, &name, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
-	    strcmp(PQgetvalue(res, 0, 0), "wal") != 0) {
-		PQclear(res);
-		PQfinish(pg);
-		return PGO_OK; /* a table queue, or a schema without capture */
-	}
-	PQclear(res);
-	PQfinish(pg);
 	w = calloc(1, sizeof(*w));
 	if (!w || !(w->arena = pgo_arena_new(64 * 1024))) {
 		free(w);
@@ -400,6 +375,34 @@ int pgo_wal_load(pgo_relay_t *r, pgo_error_t *err)
 	snprintf(w->prefix, sizeof(w->prefix), "pgoutbox:%s", name);
 	r->wal = w;
 	return PGO_OK;
+}
+
+int pgo_wal_load(pgo_relay_t *r, pgo_error_t *err)
+{
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
+	char timeout[24];
+	const char *name = pgo_conf_values(r->conf)->queue;
+	PGconn *pg;
+	PGresult *res;
+	bool wal;
+
+	if (r->adopted)
+		return PGO_OK;
+	pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
+	pg = PQconnectdbParams(keys, vals, 1);
+	if (!pg || PQstatus(pg) != CONNECTION_OK) {
+		PQfinish(pg);
+		return PGO_OK; /* the slots report it */
+	}
+	res = PQexecParams(
+		pg, "SELECT capture FROM pgoutbox.queues WHERE name = $1", 1,
+		NULL, &name, NULL, NULL, 0);
+	/* Otherwise a table queue, or a schema without capture. */
+	wal = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+	      strcmp(PQgetvalue(res, 0, 0), "wal") == 0;
+	PQclear(res);
+	PQfinish(pg);
+	return wal ? pgo_wal_attach(r, err) : PGO_OK;
 }
 
 void pgo_wal_free(pgo_relay_t *r)

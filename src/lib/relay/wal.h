@@ -7,10 +7,10 @@
  * the sink acked.
  *
  * relay.c asks pgo_wal_load() at start whether the queue is captured
- * this way; if so pgo_relay_run() hands over to pgo_wal_run() and the
- * sink's done() goes to pgo_wal_sink_done().  A fleet's relay (fleet.c)
- * runs the same in halves, through pgo_relay_begin() and
- * pgo_relay_turn_*().  The envelope parser is
+ * this way (a fleet's relay asks in its start thread, start.c); if so
+ * pgo_relay_run() hands over to pgo_wal_run() and the sink's done() goes to
+ * pgo_wal_sink_done().  A fleet's relay (fleet.c) runs the same in halves,
+ * through pgo_relay_begin() and pgo_relay_turn_*().  The envelope parser is
  * pure, for the unit tests.
  */
 #ifndef PGO_RELAY_WAL_H
@@ -26,6 +26,9 @@
  * set for a WAL queue, left NULL for a table queue or when the database
  * cannot be reached (the table path then reports it). */
 int pgo_wal_load(pgo_relay_t *r, pgo_error_t *err);
+/* Makes r a WAL queue's relay (its stream not begun), as a fleet's
+ * relay does when its start thread (start.c) read the capture. */
+int pgo_wal_attach(pgo_relay_t *r, pgo_error_t *err);
 void pgo_wal_free(pgo_relay_t *r);
 /* Runs the streaming relay until stopped; PGO_OK, or an error when the
  * slot is missing or lost (errmsg set). */
