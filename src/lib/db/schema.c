@@ -95,11 +95,13 @@ static int exec_ok(PGconn *conn, const char *sql, const char *what,
  * limits (queue_controls).  20 does: a binary of 18 cannot relay a
  * queue captured through the WAL.  21 (WAL dead letters) does not.
  * 22 does: relays of 20 ignore the pause of an outbox and its fair
- * claims, and their workers claim jobs whose dependencies are not done.  A version that only adds objects the older
+ * claims, and their workers claim jobs whose dependencies are not done.
+ * 23 does: a relay of 22 would claim a table adopted with capture wal
+ * as a table (it streams nothing).  A version that only adds objects the older
  * binaries never use does not: leave it out. */
 static bool breaks_older(int version)
 {
-	return version <= 20 || version == 22;
+	return version <= 20 || version == 22 || version == 23;
 }
 
 const char pgo_schema_seen_sql[] =

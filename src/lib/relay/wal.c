@@ -98,8 +98,9 @@ static bool txn_acked(const wal_txn_t *t)
 #define DEAD_SQL                                                               \
 	"INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, type, "     \
 	"payload, headers, created_at, attempts, last_error) VALUES "          \
-	"($1::bigint, $2, $3, $4, $5, $6::jsonb, coalesce($7::jsonb, "         \
-	"'{}'), $8::timestamptz, $9::int, $10) ON CONFLICT (queue, id) DO "    \
+	"($1::bigint, $2, $3, $4, $5, pgoutbox.adopted_jsonb($6), "            \
+	"coalesce(pgoutbox.adopted_jsonb($7), '{}'), $8::timestamptz, "        \
+	"$9::int, $10) ON CONFLICT (queue, id) DO "                            \
 	"UPDATE SET attempts = EXCLUDED.attempts, last_error = "               \
 	"EXCLUDED.last_error, failed_at = now()"
 
@@ -124,16 +125,7 @@ static bool dead_letter(pgo_relay_t *r, const size_t *idx, size_t n)
 	const char *queue = pgo_conf_values(r->conf)->queue;
 	bool ok;
 
-	if (!w->dead_pg || PQstatus(w->dead_pg) != CONNECTION_OK) {
-		const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
-		char timeout[24];
-
-		PQfinish(w->dead_pg);
-		pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
-		w->dead_pg = PQconnectdbParams(keys, vals, 1);
-	}
-	ok = w->dead_pg && PQstatus(w->dead_pg) == CONNECTION_OK &&
-	     dead_exec(w->dead_pg, "BEGIN");
+	ok = pgo_wal_plain(r) && dead_exec(w->dead_pg, "BEGIN");
 	for (size_t j = 0; ok && j < n; j++) {
 		const pgo_event_t *e = &w->src[idx[j]]->ev;
 		char id[24], attempts[16];
@@ -201,6 +193,11 @@ static void submit(pgo_relay_t *r)
 			break;
 		n += t->n;
 		k++;
+	}
+	/* An adopted table's rows become events first (wal_adopted.c). */
+	if (w->adopted && pgo_wal_adopted_eval(r, k) != PGO_OK) {
+		w->pause_until = pgo_now_ms() + 1000;
+		return;
 	}
 	pgo_arena_reset(w->arena);
 	memset(b, 0, sizeof(*b));
@@ -330,7 +327,7 @@ static void pump(pgo_relay_t *r, int64_t now)
 	if (!w->head && !w->cur && !w->in_sink && w->sent_end > w->confirmed)
 		w->confirmed = w->sent_end;
 	if (w->in_sink || !w->head || r->run.stop || r->outage.down ||
-	    now < w->pause_until)
+	    w->fatal || now < w->pause_until)
 		return;
 	submit(r);
 }
@@ -355,8 +352,10 @@ int pgo_wal_load(pgo_relay_t *r, pgo_error_t *err)
 	struct relay_wal *w;
 
 	(void)err;
-	if (r->adopted)
+	if (r->adopted && !pgo_adopted_wal(r))
 		return PGO_OK;
+	if (r->adopted)
+		goto wal; /* adopted.c read the capture with the map */
 	pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
 	pg = PQconnectdbParams(keys, vals, 1);
 	if (!pg || PQstatus(pg) != CONNECTION_OK) {
@@ -374,6 +373,7 @@ int pgo_wal_load(pgo_relay_t *r, pgo_error_t *err)
 	}
 	PQclear(res);
 	PQfinish(pg);
+wal:
 	w = calloc(1, sizeof(*w));
 	if (!w || !(w->arena = pgo_arena_new(64 * 1024))) {
 		free(w);
@@ -383,6 +383,9 @@ int pgo_wal_load(pgo_relay_t *r, pgo_error_t *err)
 	snprintf(w->slot, sizeof(w->slot), "pgoutbox_%s", name);
 	snprintf(w->prefix, sizeof(w->prefix), "pgoutbox:%s", name);
 	r->wal = w;
+	if (r->adopted && !pgo_wal_adopted_init(r))
+		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
+				     "out of memory for a relay");
 	return PGO_OK;
 }
 
@@ -396,6 +399,7 @@ void pgo_wal_free(pgo_relay_t *r)
 	PQclear(w->check);
 	PQfinish(w->pg);
 	PQfinish(w->dead_pg);
+	pgo_wal_adopted_free(w);
 	pgo_arena_destroy(w->arena);
 	free(w);
 	r->wal = NULL;
@@ -449,6 +453,10 @@ static int wal_turn(pgo_relay_t *r, int64_t now)
 	}
 	if (w->state == WAL_STREAMING && pgo_wal_read(r, now))
 		pump(r, now);
+	if (w->fatal) {
+		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
+		return PGO_ERR_INVALID;
+	}
 	if (w->state == WAL_STREAMING &&
 	    (w->reply || w->confirmed > w->reported || now >= w->next_status))
 		pgo_wal_send_status(r, now);

@@ -7,6 +7,8 @@
  *   wal_stream.c    the replication connection: setup, the stream,
  *                   pgoutput's messages, standby status updates
  *   wal_envelope.c  a logical message's envelope -> the event
+ *   wal_adopted.c   an adopted table's inserts (pgoutput's Relation and
+ *                   Insert) -> rows -> the events, by the table's map
  */
 #ifndef PGO_RELAY_WAL_INT_H
 #define PGO_RELAY_WAL_INT_H
@@ -21,6 +23,8 @@ typedef struct wal_ev {
 	pgo_event_t ev; /* its strings point into mem */
 	char *mem;	/* malloc'd (pgo_wal_envelope()) */
 	bool acked;	/* the sink acked it */
+	bool row;	/* mem is an adopted table's row (a JSON object
+			 * of its columns' text), ev not made yet */
 } wal_ev_t;
 
 /* A committed transaction: its events of the queue, in order. */
@@ -67,15 +71,37 @@ struct relay_wal {
 	uint64_t sent_end;	/* the last keepalive's sent position */
 	int64_t next_status;	/* monotonic ms: the next status update */
 	bool reply;		/* the server asked for one */
-	PGconn *dead_pg;	/* writes dead letters (plain SQL) */
-	int64_t backoff;	/* after a batch not all acked, ms */
-	int64_t pause_until;	/* no batch before (monotonic ms) */
+	PGconn *dead_pg;	/* plain SQL: dead letters, the map */
+	/* An adopted table captured through the WAL (wal_adopted.c). */
+	bool adopted;	/* streams its inserts, not messages */
+	uint32_t relid; /* the table's oid */
+	char **cols;	/* its columns, from the last Relation */
+	size_t ncols;
+	char *map_sql;	     /* rows -> events (malloc'd) */
+	bool fatal;	     /* stop: the map no longer fits (errmsg) */
+	int64_t backoff;     /* after a batch not all acked, ms */
+	int64_t pause_until; /* no batch before (monotonic ms) */
 };
 
 /* wal.c: the FIFO. */
 void pgo_wal_txn_free(wal_txn_t *t);
 /* Frees every transaction read, the open one too. */
 void pgo_wal_fifo_clear(struct relay_wal *w);
+
+/* wal_adopted.c: an adopted table's inserts. */
+/* Builds the map's statement: false without memory. */
+bool pgo_wal_adopted_init(pgo_relay_t *r);
+void pgo_wal_adopted_free(struct relay_wal *w);
+/* pgoutput's 'R' and 'I' messages (the table's; others ignored). */
+void pgo_wal_adopted_relation(pgo_relay_t *r, const char *m, size_t len);
+void pgo_wal_adopted_insert(pgo_relay_t *r, const char *m, size_t len);
+/* Makes the events of the first k transactions from their rows:
+ * PGO_OK; PGO_ERR_DB to try again later (no connection); PGO_ERR_INVALID
+ * when the map cannot be evaluated (w->fatal, errmsg set). */
+int pgo_wal_adopted_eval(pgo_relay_t *r, size_t k);
+/* The connection of plain SQL (dead letters, the map), made when first
+ * needed (blocking); NULL when it cannot be made. */
+PGconn *pgo_wal_plain(pgo_relay_t *r);
 
 /* wal_stream.c: the connection. */
 /* The loop's watch on the socket, for the state. */

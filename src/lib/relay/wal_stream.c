@@ -12,7 +12,9 @@
  *              again every second (the slot's active flag elects).
  *   STREAMING  XLogData ('w') carries pgoutput's messages: 'B' opens a
  *              transaction, 'M' is one of its messages (ours by the
- *              prefix), 'C' closes it with its end LSN; the transaction
+ *              prefix), 'R' and 'I' an adopted table's columns and
+ *              inserts (wal_adopted.c), 'C' closes it with its end
+ *              LSN; the transaction
  *              joins the FIFO of committed ones.  Keepalives ('k') carry
  *              the server's sent position and may ask for a reply.
  *
@@ -221,7 +223,15 @@ static void on_pgoutput(pgo_relay_t *r, const char *m, size_t len)
 		w->cur->n++;
 		return;
 	}
-	default: return; /* relations, types, origins: none of ours */
+	case 'R':
+		if (w->adopted)
+			pgo_wal_adopted_relation(r, m, len);
+		return;
+	case 'I':
+		if (w->adopted)
+			pgo_wal_adopted_insert(r, m, len);
+		return;
+	default: return; /* types, origins: none of ours */
 	}
 }
 

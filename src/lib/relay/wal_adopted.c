@@ -1,0 +1,404 @@
+/*
+ * wal_adopted.c — an adopted table captured through the WAL
+ * (`pgoutbox adopt --capture wal`, docs/adopt.md): the relay streams the
+ * table's inserts, not logical messages, so a row the application
+ * deletes in the transaction that inserted it is still an event.
+ *
+ * The table is in the publication pgoutbox_wal, which publishes inserts
+ * only; pgoutput sends a Relation message ('R': the table's oid and
+ * columns, again after each change of its definition) before the first
+ * Insert ('I') of the table in a session and after each change.  Each
+ * Insert of the table, its columns as text ('t'; 'n' NULL), becomes a
+ * row of its transaction: a JSON object of column name -> text.
+ *
+ * Before a batch goes to the sink, its rows become events by the map of
+ * table-mode adoption (the same SQL expressions, the same NULL rules),
+ * in one statement over the plain connection: each row is rebuilt as
+ * the table's row type from its columns' text (by name, against the
+ * table's columns now: a column added since is NULL in older rows) and
+ * the map evaluated over it.  The relay needs no right on the table for
+ * that.  A map that no longer fits (a mapped column renamed or dropped)
+ * stops the relay with the error: unadopt and adopt again.
+ *
+ * An insert's values are always whole: PostgreSQL decodes TOASTed values
+ * of an insert from the WAL; the unchanged-value marker ('u') belongs to
+ * updates only, and one in an insert is logged and taken as NULL.
+ */
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay/wal_int.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "pgoutbox.h"
+#include "relay/relay_int.h"
+
+/* The map's statement: $1, a JSON array of rows (objects of column ->
+ * text); one result row per row, in order: id, topic, key, type,
+ * payload, headers, created_at (RFC 3339 UTC).  The row is rebuilt
+ * through the row type's text input (record_in: every column's own
+ * input function, as COPY), the literal made from the table's columns
+ * in attnum order.  The aliases do not shadow the table's columns. */
+static const char MAP_SQL[] =
+	"SELECT (t.%s)::text, %s, %s, %s, %s, coalesce(%s, '{}'), "
+	"to_char(coalesce(%s, now()) AT TIME ZONE 'UTC', "
+	"'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
+	"FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY "
+	"AS pgoutbox_r(pgoutbox_o, pgoutbox_n) "
+	"CROSS JOIN LATERAL (SELECT (pgoutbox_s.pgoutbox_row).* FROM "
+	"(SELECT ((SELECT '(' || string_agg(CASE WHEN "
+	"pgoutbox_r.pgoutbox_o ->> a.attname IS NULL THEN '' ELSE '\"' || "
+	"replace(replace(pgoutbox_r.pgoutbox_o ->> a.attname, '\\', '\\\\'), "
+	"'\"', '\\\"') || '\"' END, ',' ORDER BY a.attnum) || ')' "
+	"FROM pg_catalog.pg_attribute a WHERE a.attrelid = %s::oid "
+	"AND a.attnum > 0 AND NOT a.attisdropped))::%s AS pgoutbox_row "
+	"OFFSET 0) pgoutbox_s) t "
+	"ORDER BY pgoutbox_r.pgoutbox_n";
+
+bool pgo_wal_adopted_init(pgo_relay_t *r)
+{
+	struct relay_wal *w = r->wal;
+	pgo_buf_t b;
+
+	w->adopted = true;
+	w->relid = (uint32_t)strtoul(pgo_adopted_map(r, PGO_ADOPTED_RELID),
+				     NULL, 10);
+	pgo_buf_init(&b);
+	pgo_buf_printf(&b, MAP_SQL, pgo_adopted_map(r, PGO_ADOPTED_EID),
+		       pgo_adopted_map(r, PGO_ADOPTED_TOPIC),
+		       pgo_adopted_map(r, PGO_ADOPTED_KEY),
+		       pgo_adopted_map(r, PGO_ADOPTED_TYPE),
+		       pgo_adopted_map(r, PGO_ADOPTED_PAYLOAD),
+		       pgo_adopted_map(r, PGO_ADOPTED_HEADERS),
+		       pgo_adopted_map(r, PGO_ADOPTED_CREATED),
+		       pgo_adopted_map(r, PGO_ADOPTED_RELID),
+		       pgo_adopted_map(r, PGO_ADOPTED_TBL));
+	if (b.oom) {
+		pgo_buf_free(&b);
+		return false;
+	}
+	w->map_sql = b.data;
+	return true;
+}
+
+static void cols_free(struct relay_wal *w)
+{
+	for (size_t i = 0; i < w->ncols; i++)
+		free(w->cols[i]);
+	free(w->cols);
+	w->cols = NULL;
+	w->ncols = 0;
+}
+
+void pgo_wal_adopted_free(struct relay_wal *w)
+{
+	cols_free(w);
+	free(w->map_sql);
+	w->map_sql = NULL;
+}
+
+static uint32_t get32(const char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return ntohl(v);
+}
+
+static uint16_t get16(const char *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return ntohs(v);
+}
+
+/* A NUL-terminated string at p, within end: its length, or -1. */
+static long str_at(const char *p, const char *end)
+{
+	const char *nul = p < end ? memchr(p, '\0', (size_t)(end - p)) : NULL;
+
+	return nul ? nul - p : -1;
+}
+
+/* 'R': relid, namespace, name, replica identity, ncols, then per column
+ * flags, name, type oid, typmod.  Only the table's are kept. */
+void pgo_wal_adopted_relation(pgo_relay_t *r, const char *m, size_t len)
+{
+	struct relay_wal *w = r->wal;
+	const char *p = m + 1, *end = m + len;
+	char **cols;
+	uint16_t n;
+	long l;
+
+	if (len < 5 || get32(p) != w->relid)
+		return;
+	p += 4;
+	for (int i = 0; i < 2; i++) { /* namespace, name */
+		if ((l = str_at(p, end)) < 0)
+			goto bad;
+		p += l + 1;
+	}
+	if (end - p < 3)
+		goto bad;
+	n = get16(p + 1);
+	p += 3;
+	cols = calloc(n ? n : 1, sizeof(*cols));
+	if (!cols)
+		goto bad;
+	cols_free(w);
+	w->cols = cols;
+	for (uint16_t i = 0; i < n; i++) {
+		if (end - p < 1 || (l = str_at(p + 1, end)) < 0 ||
+		    end - (p + 1 + l + 1) < 8)
+			goto bad;
+		if (!(w->cols[i] = strndup(p + 1, (size_t)l)))
+			goto bad;
+		w->ncols = i + 1u;
+		p += 1 + l + 1 + 8;
+	}
+	pgo_log(PGO_LOG_DEBUG, r->subject, "table %s: %zu columns",
+		pgo_adopted_map(r, PGO_ADOPTED_TBL), w->ncols);
+	return;
+bad:
+	cols_free(w);
+	pgo_log(PGO_LOG_ERROR, r->subject,
+		"a Relation message of table %s could not be read: its "
+		"inserts cannot be relayed until the next one",
+		pgo_adopted_map(r, PGO_ADOPTED_TBL));
+}
+
+/* Appends the JSON string of s[0..n) (PostgreSQL's text has no NUL). */
+static void json_str_n(pgo_buf_t *b, const char *s, size_t n)
+{
+	char *t = strndup(s, n);
+
+	if (!t) {
+		b->oom = true;
+		return;
+	}
+	pgo_buf_json_str(b, t);
+	free(t);
+}
+
+/* 'I': relid, 'N', ncols, then per column 'n' (NULL), 'u' (unchanged:
+ * updates only), or 't' with a length and the text. */
+void pgo_wal_adopted_insert(pgo_relay_t *r, const char *m, size_t len)
+{
+	struct relay_wal *w = r->wal;
+	const char *p = m + 1, *end = m + len;
+	wal_txn_t *t = w->cur;
+	wal_ev_t *e;
+	pgo_buf_t b;
+	uint16_t n;
+
+	if (len < 8 || get32(p) != w->relid || !t)
+		return;
+	if (p[4] != 'N' || !w->ncols) {
+		pgo_log(PGO_LOG_ERROR, r->subject,
+			"an insert into %s without %s: not relayed",
+			pgo_adopted_map(r, PGO_ADOPTED_TBL),
+			w->ncols ? "its new row" : "its Relation message");
+		return;
+	}
+	n = get16(p + 5);
+	p += 7;
+	pgo_buf_init(&b);
+	pgo_buf_puts(&b, "{");
+	for (uint16_t i = 0; i < n; i++) {
+		char kind;
+
+		if (end - p < 1)
+			goto bad;
+		kind = *p++;
+		if (i >= w->ncols) { /* more than the Relation said */
+			if (kind == 't' || kind == 'b') {
+				if (end - p < 4)
+					goto bad;
+				p += 4 + get32(p);
+			}
+			continue;
+		}
+		if (b.len > 1)
+			pgo_buf_puts(&b, ",");
+		pgo_buf_json_str(&b, w->cols[i]);
+		pgo_buf_puts(&b, ":");
+		if (kind == 't') {
+			uint32_t l;
+
+			if (end - p < 4 || (size_t)(end - p - 4) < get32(p))
+				goto bad;
+			l = get32(p);
+			json_str_n(&b, p + 4, l);
+			p += 4 + l;
+		} else {
+			if (kind == 'u')
+				pgo_log(PGO_LOG_ERROR, r->subject,
+					"an insert into %s has an unchanged "
+					"TOAST value in column %s: taken as "
+					"NULL",
+					pgo_adopted_map(r, PGO_ADOPTED_TBL),
+					w->cols[i]);
+			else if (kind != 'n')
+				goto bad;
+			pgo_buf_puts(&b, "null");
+		}
+	}
+	pgo_buf_puts(&b, "}");
+	if (b.oom) {
+		pgo_buf_free(&b);
+		pgo_wal_drop(r, "out of memory");
+		return;
+	}
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 8;
+		wal_ev_t *evs = realloc(t->evs, cap * sizeof(*evs));
+
+		if (!evs) {
+			pgo_buf_free(&b);
+			pgo_wal_drop(r, "out of memory");
+			return;
+		}
+		t->evs = evs;
+		t->cap = cap;
+	}
+	e = &t->evs[t->n++];
+	memset(e, 0, sizeof(*e));
+	e->mem = b.data;
+	e->row = true;
+	return;
+bad:
+	pgo_buf_free(&b);
+	pgo_log(PGO_LOG_ERROR, r->subject,
+		"an insert into %s could not be read: not relayed",
+		pgo_adopted_map(r, PGO_ADOPTED_TBL));
+}
+
+PGconn *pgo_wal_plain(pgo_relay_t *r)
+{
+	struct relay_wal *w = r->wal;
+
+	if (!w->dead_pg || PQstatus(w->dead_pg) != CONNECTION_OK) {
+		const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
+		char timeout[24];
+
+		PQfinish(w->dead_pg);
+		pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
+		w->dead_pg = PQconnectdbParams(keys, vals, 1);
+	}
+	return w->dead_pg && PQstatus(w->dead_pg) == CONNECTION_OK ? w->dead_pg
+								   : NULL;
+}
+
+/* One event from result row i: its strings in one block. */
+static bool make_event(wal_ev_t *e, PGresult *res, int i)
+{
+	size_t len[7], total = 0;
+	char *mem, *p;
+	const char *v[7];
+
+	for (int c = 0; c < 7; c++) {
+		v[c] = PQgetvalue(res, i, c);
+		len[c] = strlen(v[c]) + 1;
+		total += len[c];
+	}
+	if (!(mem = malloc(total)))
+		return false;
+	p = mem;
+	for (int c = 0; c < 7; c++) {
+		memcpy(p, v[c], len[c]);
+		v[c] = p;
+		p += len[c];
+	}
+	free(e->mem);
+	e->mem = mem;
+	e->row = false;
+	memset(&e->ev, 0, sizeof(e->ev));
+	e->ev.id = strtoll(v[0], NULL, 10);
+	e->ev.topic = v[1];
+	e->ev.key = PQgetisnull(res, i, 2) ? NULL : v[2];
+	e->ev.type = v[3];
+	e->ev.payload = v[4];
+	e->ev.headers = v[5];
+	e->ev.created_at = v[6];
+	return true;
+}
+
+int pgo_wal_adopted_eval(pgo_relay_t *r, size_t k)
+{
+	struct relay_wal *w = r->wal;
+	pgo_buf_t rows;
+	PGconn *pg;
+	PGresult *res;
+	const char *param;
+	size_t n = 0;
+	int i = 0, rc = PGO_OK;
+	wal_txn_t *t;
+
+	pgo_buf_init(&rows);
+	pgo_buf_puts(&rows, "[");
+	t = w->head;
+	for (size_t j = 0; j < k && t; j++, t = t->next)
+		for (size_t e = 0; e < t->n; e++)
+			if (t->evs[e].row) {
+				pgo_buf_puts(&rows, n++ ? "," : "");
+				pgo_buf_puts(&rows, t->evs[e].mem);
+			}
+	pgo_buf_puts(&rows, "]");
+	if (!n) {
+		pgo_buf_free(&rows);
+		return PGO_OK;
+	}
+	if (rows.oom || !(pg = pgo_wal_plain(r))) {
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"cannot make the events of table %s (%s): trying "
+			"again in a second",
+			pgo_adopted_map(r, PGO_ADOPTED_TBL),
+			rows.oom     ? "out of memory"
+			: w->dead_pg ? pgo_pq_msg(w->dead_pg, NULL)
+				     : "out of memory");
+		pgo_buf_free(&rows);
+		return PGO_ERR_DB;
+	}
+	param = rows.data;
+	res = PQexecParams(pg, w->map_sql, 1, NULL, &param, NULL, NULL, 0);
+	pgo_buf_free(&rows);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+	    PQntuples(res) != (int)n || PQnfields(res) != 7) {
+		if (PQstatus(pg) != CONNECTION_OK) {
+			pgo_log(PGO_LOG_WARN, r->subject,
+				"cannot make the events of table %s (%s): "
+				"trying again in a second",
+				pgo_adopted_map(r, PGO_ADOPTED_TBL),
+				pgo_pq_msg(pg, res));
+			PQclear(res);
+			return PGO_ERR_DB;
+		}
+		snprintf(r->run.errmsg, sizeof(r->run.errmsg),
+			 "the map of adopted table %s does not fit its rows "
+			 "streamed from the WAL (a mapped column renamed or "
+			 "dropped?): %s; nothing was confirmed past them: "
+			 "fix the table, or `pgoutbox unadopt %s` and adopt "
+			 "it again (its slot goes: what it kept is lost)",
+			 pgo_adopted_map(r, PGO_ADOPTED_TBL),
+			 pgo_pq_msg(pg, res), pgo_conf_values(r->conf)->queue);
+		PQclear(res);
+		w->fatal = true;
+		return PGO_ERR_INVALID;
+	}
+	t = w->head;
+	for (size_t j = 0; j < k && t && rc == PGO_OK; j++, t = t->next)
+		for (size_t e = 0; e < t->n; e++)
+			if (t->evs[e].row &&
+			    !make_event(&t->evs[e], res, i++)) {
+				rc = PGO_ERR_DB;
+				break;
+			}
+	PQclear(res);
+	return rc;
+}
