@@ -11,3 +11,8 @@
 -- of WAL queues read messages, which no publish option filters.
 DROP FUNCTION pgoutbox.adopt(text, text, text, text, text, text, text, text, text, text, text, text, integer);
 ALTER PUBLICATION pgoutbox_wal SET (publish = 'insert');
+--
+-- dead_retry() sends a dead letter of a table adopted with capture wal
+-- again as a logical message, as for a WAL queue: a new body.
+-- adopted_pending() (for status) returns nothing for such a table: its
+-- rows are not its events.

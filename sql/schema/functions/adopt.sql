@@ -195,7 +195,17 @@ BEGIN
     -- before this transaction does (SHARE), so that every insert the
     -- slot decodes from now on sees the table in the publication.
     IF wal THEN
-        IF NOT EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.slot_name = slot) THEN
+        -- Slot names are the cluster's: one of another database is not
+        -- ours to stream.  One of this database (left by a queue or an
+        -- adoption of this name) decodes nothing of this table from
+        -- before this transaction: it is kept.
+        SELECT s.database INTO msg FROM pg_replication_slots s WHERE s.slot_name = slot;
+        IF msg IS DISTINCT FROM current_database() AND msg IS NOT NULL
+           OR EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.slot_name = slot AND s.database IS NULL) THEN
+            RAISE EXCEPTION 'pgoutbox adopt: --capture wal: the replication slot % exists already, for database % (slot names are the cluster''s): choose another --name, or drop that slot', slot, coalesce(msg, '(none: a physical slot)')
+                USING ERRCODE = 'duplicate_object';
+        END IF;
+        IF msg IS NULL THEN
             BEGIN
                 PERFORM pg_create_logical_replication_slot(slot, 'pgoutput');
             EXCEPTION WHEN others THEN
@@ -291,7 +301,8 @@ BEGIN
         RETURN NEXT format('WARNING: every row ever inserted into %s was deleted again (%s inserted, %s deleted). '
                            'If the application deletes each row in the transaction that inserts it (Debezium''s '
                            'outbox with log-based capture), no row is ever visible to a relay: pgoutbox cannot relay '
-                           'such events; the application must leave the row for the relay to delete (--done delete)',
+                           'such events from the table; adopt it with --capture wal (the relay reads the inserts '
+                           'from the WAL), or the application must leave the row for the relay to delete (--done delete)',
                            tbl, st.n_tup_ins, st.n_tup_del);
     END IF;
 
