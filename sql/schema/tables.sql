@@ -233,9 +233,11 @@ CREATE INDEX adopted_state_key ON pgoutbox.adopted_state (queue, key, id);
 -- tables adopted with capture wal (docs/adopt.md) join it, so it is one
 -- publication for them too (a publication made with the slot would not
 -- exist yet in the WAL written just before), and it publishes inserts
--- only: a row's insert is its event.  At a wal_level below logical
+-- only: a row's insert is its event; a partition's as its root's (the
+-- table adopted), so publish_via_partition_root.  At a wal_level below
+-- logical
 -- PostgreSQL warns that it would publish nothing, which is true and
 -- harmless.
 SET LOCAL client_min_messages = error;
-CREATE PUBLICATION pgoutbox_wal WITH (publish = 'insert');
+CREATE PUBLICATION pgoutbox_wal WITH (publish = 'insert', publish_via_partition_root = true);
 RESET client_min_messages;

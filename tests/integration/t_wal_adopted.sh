@@ -4,7 +4,8 @@
 #  1. At wal_level replica, `adopt --capture wal` says how to fix it;
 #     --done with --capture wal is refused.
 #  2. adopt makes the slot and publishes the table's inserts; rows
-#     committed before it are not events.
+#     committed before it are not events; the table's replica identity
+#     (NOTHING) does not matter.
 #  3. 4 producers (a transaction in ten rolled back), 3 relays, one killed
 #     -9 every second: every committed row delivered with the mapped fields
 #     (topic, key, type, payload, the uuid as the outbox_id header,
@@ -44,6 +45,9 @@ grep -q 'replication slot pgoutbox_orders' <<<"$out" || fail "no slot in: $out"
 [ "$(q "SELECT count(*) FROM pg_publication_tables WHERE pubname = 'pgoutbox_wal' AND tablename = 'outbox'")" = 1 ] ||
 	fail "the table is not published"
 q "DELETE FROM outbox"
+# Only inserts are published: a table without a replica identity still
+# takes its producers' deletes.
+q "ALTER TABLE outbox REPLICA IDENTITY NOTHING"
 
 psql -XAtq -v ON_ERROR_STOP=1 "$DATABASE_URL" >/dev/null <<'SQL'
 CREATE TABLE agg (key text PRIMARY KEY, version int NOT NULL DEFAULT 0);
@@ -145,6 +149,9 @@ for f in "$T_TMP"/r*.out; do
 		fail "per-key order broken"
 done
 dups=$(( $(ids_of "$T_TMP"/r*.out | wc -l) - got ))
+st=$("$PGO_BIN" status --queue orders) || fail "status: $st"
+grep -q 'capture: wal, slot pgoutbox_orders' <<<"$st" && grep -q 'pending: none' <<<"$st" &&
+	grep -q "retention: none (capture wal" <<<"$st" || fail "status: $st"
 note "kill -9: $total committed, all delivered with their fields, in per-key order; $kills relays killed, $dups duplicates; the table stays empty"
 
 # 4. A TOASTed payload, incompressible, inserted and deleted; then a
