@@ -11,8 +11,9 @@
 #     (topic, key, type, payload, the uuid as the outbox_id header,
 #     created_at), none of a rolled-back transaction, per key in commit
 #     order, and the table stays empty.
-#  4. A TOASTed payload (incompressible, 300 kB) arrives whole; a column
-#     added meanwhile changes nothing.
+#     A dead letter (its row deleted) is sent again by `dead retry`.
+#  4. A TOASTed payload (320 kB, stored out of line) arrives whole; a
+#     column added meanwhile changes nothing.
 #  5. A mapped column renamed: the relay stops, saying the map no longer
 #     fits.
 #  6. unadopt removes the slot and the table from the publication.
@@ -154,7 +155,23 @@ grep -q 'capture: wal, slot pgoutbox_orders' <<<"$st" && grep -q 'pending: none'
 	grep -q "retention: none (capture wal" <<<"$st" || fail "status: $st"
 note "kill -9: $total committed, all delivered with their fields, in per-key order; $kills relays killed, $dups duplicates; the table stays empty"
 
-# 4. A TOASTed payload, incompressible, inserted and deleted; then a
+# A dead letter: its row is gone, so `dead retry` sends it again as a
+# logical message, which the relay delivers with its id.
+for p in "${relays[@]}"; do stop_relay "$p"; done
+printf '#!/bin/sh\ncat >/dev/null\nexit 1\n' >"$T_TMP/reject.sh"
+chmod +x "$T_TMP/reject.sh"
+start_relay "$T_TMP/reject.out" --queue orders --sink exec --exec "$T_TMP/reject.sh" --max-attempts 1
+q "BEGIN; INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('agg', 'dead', 'x', '{\"d\": 1}'); DELETE FROM outbox; COMMIT"
+wait_until 30 '[ "$(q "SELECT count(*) FROM pgoutbox.dead_letters WHERE queue = '"'orders'"' AND key = '"'dead'"'")" = 1 ]'
+stop_relay "$RELAY_PID"
+dead_id=$(q "SELECT id FROM pgoutbox.dead_letters WHERE queue = 'orders'")
+"$PGO_BIN" dead retry --queue orders --all >/dev/null || fail "dead retry"
+relays=()
+start_one
+wait_until 30 'grep -q "^{\"id\":$dead_id,.*\"key\":\"dead\".*\"payload\":{\"d\": 1}" "$T_TMP"/r*.out'
+note "a dead letter (event $dead_id, its row deleted) sent again by dead retry"
+
+# 4. A TOASTed payload (320 kB of md5 text) inserted and deleted; then a
 # column added, and a row with it.
 q "BEGIN; INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
    SELECT 'agg', 'big', 'big', jsonb_build_object('blob', string_agg(md5(random()::text), '')) FROM generate_series(1, 10000);
