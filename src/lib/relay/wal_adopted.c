@@ -38,26 +38,31 @@
 #include "pgoutbox.h"
 #include "relay/relay_int.h"
 
-/* The map's statement: $1, a JSON array of rows (objects of column ->
- * text); one result row per row, in order: id, topic, key, type,
- * payload, headers, created_at (RFC 3339 UTC).  The row is rebuilt
- * through the row type's text input (record_in: every column's own
- * input function, as COPY), the literal made from the table's columns
- * in attnum order.  The aliases do not shadow the table's columns. */
+/* The map's statement, prepared once per connection: $1, a JSON array
+ * of rows (objects of column -> text); one result row per row, in
+ * order: id, topic, key, type, payload, headers, created_at (RFC 3339
+ * UTC).  The row is rebuilt through the row type's text input
+ * (record_in: every column's own input function, as COPY), the literal
+ * made from the table's columns now, in attnum order (read once per
+ * statement).  The aliases do not shadow the table's columns. */
 static const char MAP_SQL[] =
+	"WITH pgoutbox_c AS MATERIALIZED (SELECT array_agg(a.attname::text "
+	"ORDER BY a.attnum) AS pgoutbox_names FROM pg_catalog.pg_attribute a "
+	"WHERE a.attrelid = %s::oid AND a.attnum > 0 AND NOT "
+	"a.attisdropped) "
 	"SELECT (t.%s)::text, %s, %s, %s, %s, coalesce(%s, '{}'), "
 	"to_char(coalesce(%s, now()) AT TIME ZONE 'UTC', "
 	"'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
-	"FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY "
+	"FROM pgoutbox_c, jsonb_array_elements($1::jsonb) WITH ORDINALITY "
 	"AS pgoutbox_r(pgoutbox_o, pgoutbox_n) "
 	"CROSS JOIN LATERAL (SELECT (pgoutbox_s.pgoutbox_row).* FROM "
 	"(SELECT ((SELECT '(' || string_agg(CASE WHEN "
-	"pgoutbox_r.pgoutbox_o ->> a.attname IS NULL THEN '' ELSE '\"' || "
-	"replace(replace(pgoutbox_r.pgoutbox_o ->> a.attname, '\\', '\\\\'), "
-	"'\"', '\\\"') || '\"' END, ',' ORDER BY a.attnum) || ')' "
-	"FROM pg_catalog.pg_attribute a WHERE a.attrelid = %s::oid "
-	"AND a.attnum > 0 AND NOT a.attisdropped))::%s AS pgoutbox_row "
-	"OFFSET 0) pgoutbox_s) t "
+	"pgoutbox_r.pgoutbox_o ->> u.pgoutbox_name IS NULL THEN '' ELSE "
+	"'\"' || replace(replace(pgoutbox_r.pgoutbox_o ->> u.pgoutbox_name, "
+	"'\\', '\\\\'), '\"', '\\\"') || '\"' END, ',' ORDER BY "
+	"u.pgoutbox_ord) || ')' FROM unnest(pgoutbox_c.pgoutbox_names) "
+	"WITH ORDINALITY u(pgoutbox_name, pgoutbox_ord)))::%s "
+	"AS pgoutbox_row OFFSET 0) pgoutbox_s) t "
 	"ORDER BY pgoutbox_r.pgoutbox_n";
 
 bool pgo_wal_adopted_init(pgo_relay_t *r)
@@ -69,14 +74,14 @@ bool pgo_wal_adopted_init(pgo_relay_t *r)
 	w->relid = (uint32_t)strtoul(pgo_adopted_map(r, PGO_ADOPTED_RELID),
 				     NULL, 10);
 	pgo_buf_init(&b);
-	pgo_buf_printf(&b, MAP_SQL, pgo_adopted_map(r, PGO_ADOPTED_EID),
+	pgo_buf_printf(&b, MAP_SQL, pgo_adopted_map(r, PGO_ADOPTED_RELID),
+		       pgo_adopted_map(r, PGO_ADOPTED_EID),
 		       pgo_adopted_map(r, PGO_ADOPTED_TOPIC),
 		       pgo_adopted_map(r, PGO_ADOPTED_KEY),
 		       pgo_adopted_map(r, PGO_ADOPTED_TYPE),
 		       pgo_adopted_map(r, PGO_ADOPTED_PAYLOAD),
 		       pgo_adopted_map(r, PGO_ADOPTED_HEADERS),
 		       pgo_adopted_map(r, PGO_ADOPTED_CREATED),
-		       pgo_adopted_map(r, PGO_ADOPTED_RELID),
 		       pgo_adopted_map(r, PGO_ADOPTED_TBL));
 	if (b.oom) {
 		pgo_buf_free(&b);
@@ -162,6 +167,10 @@ void pgo_wal_adopted_relation(pgo_relay_t *r, const char *m, size_t len)
 		w->ncols = i + 1u;
 		p += 1 + l + 1 + 8;
 	}
+	/* The table's definition changed (or the stream began): the map's
+	 * statement is prepared again, against the table as it is now (a
+	 * plan made before would read a renamed column by its number). */
+	w->map_stale = true;
 	pgo_log(PGO_LOG_DEBUG, r->subject, "table %s: %zu columns",
 		pgo_adopted_map(r, PGO_ADOPTED_TBL), w->ncols);
 	return;
@@ -290,6 +299,7 @@ PGconn *pgo_wal_plain(pgo_relay_t *r)
 		PQfinish(w->dead_pg);
 		pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
 		w->dead_pg = PQconnectdbParams(keys, vals, 1);
+		w->map_prepared = false;
 	}
 	return w->dead_pg && PQstatus(w->dead_pg) == CONNECTION_OK ? w->dead_pg
 								   : NULL;
@@ -366,7 +376,22 @@ int pgo_wal_adopted_eval(pgo_relay_t *r, size_t k)
 		return PGO_ERR_DB;
 	}
 	param = rows.data;
-	res = PQexecParams(pg, w->map_sql, 1, NULL, &param, NULL, NULL, 0);
+	if (w->map_prepared && w->map_stale) {
+		PQclear(PQexec(pg, "DEALLOCATE pgoutbox_map"));
+		w->map_prepared = false;
+	}
+	w->map_stale = false;
+	if (!w->map_prepared) {
+		res = PQprepare(pg, "pgoutbox_map", w->map_sql, 1, NULL);
+		/* Not prepared (the map does not parse): the execution
+		 * below says why. */
+		w->map_prepared = PQresultStatus(res) == PGRES_COMMAND_OK;
+		PQclear(res);
+	}
+	res = w->map_prepared ? PQexecPrepared(pg, "pgoutbox_map", 1, &param,
+					       NULL, NULL, 0)
+			      : PQexecParams(pg, w->map_sql, 1, NULL, &param,
+					     NULL, NULL, 0);
 	pgo_buf_free(&rows);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK ||
 	    PQntuples(res) != (int)n || PQnfields(res) != 7) {

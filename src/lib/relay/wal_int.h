@@ -78,6 +78,8 @@ struct relay_wal {
 	char **cols;	/* its columns, from the last Relation */
 	size_t ncols;
 	char *map_sql;	     /* rows -> events (malloc'd) */
+	bool map_prepared;   /* as pgoutbox_map on dead_pg */
+	bool map_stale;	     /* a Relation came since: prepare again */
 	bool fatal;	     /* stop: the map no longer fits (errmsg) */
 	int64_t backoff;     /* after a batch not all acked, ms */
 	int64_t pause_until; /* no batch before (monotonic ms) */
