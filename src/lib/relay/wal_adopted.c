@@ -17,8 +17,9 @@
  * the table's row type from its columns' text (by name, against the
  * table's columns now: a column added since is NULL in older rows) and
  * the map evaluated over it.  The relay needs no right on the table for
- * that.  A map that no longer fits (a mapped column renamed or dropped)
- * stops the relay with the error: unadopt and adopt again.
+ * that.  A map that no longer fits (a mapped column renamed or dropped),
+ * or a row with a column the table has no more, stops the relay with
+ * the error: unadopt and adopt again.
  *
  * An insert's values are always whole: PostgreSQL decodes TOASTed values
  * of an insert from the WAL; the unchanged-value marker ('u') belongs to
@@ -44,7 +45,9 @@
  * UTC).  The row is rebuilt through the row type's text input
  * (record_in: every column's own input function, as COPY), the literal
  * made from the table's columns now, in attnum order (read once per
- * statement).  The aliases do not shadow the table's columns. */
+ * statement); and the row's columns the table has no more (renamed or
+ * dropped since the row was written), which stop the relay rather than
+ * go out as NULL.  The aliases do not shadow the table's columns. */
 static const char MAP_SQL[] =
 	"WITH pgoutbox_c AS MATERIALIZED (SELECT array_agg(a.attname::text "
 	"ORDER BY a.attnum) AS pgoutbox_names FROM pg_catalog.pg_attribute a "
@@ -52,7 +55,9 @@ static const char MAP_SQL[] =
 	"a.attisdropped) "
 	"SELECT (t.%s)::text, %s, %s, %s, %s, coalesce(%s, '{}'), "
 	"to_char(coalesce(%s, now()) AT TIME ZONE 'UTC', "
-	"'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
+	"'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "
+	"(SELECT string_agg(k, ', ') FROM jsonb_object_keys("
+	"pgoutbox_r.pgoutbox_o) k WHERE k <> ALL(pgoutbox_c.pgoutbox_names)) "
 	"FROM pgoutbox_c, jsonb_array_elements($1::jsonb) WITH ORDINALITY "
 	"AS pgoutbox_r(pgoutbox_o, pgoutbox_n) "
 	"CROSS JOIN LATERAL (SELECT (pgoutbox_s.pgoutbox_row).* FROM "
@@ -393,8 +398,29 @@ int pgo_wal_adopted_eval(pgo_relay_t *r, size_t k)
 			      : PQexecParams(pg, w->map_sql, 1, NULL, &param,
 					     NULL, NULL, 0);
 	pgo_buf_free(&rows);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK &&
+	    PQntuples(res) == (int)n && PQnfields(res) == 8)
+		for (int j = 0; j < (int)n; j++)
+			if (!PQgetisnull(res, j, 7)) {
+				snprintf(r->run.errmsg, sizeof(r->run.errmsg),
+					 "rows of adopted table %s streamed "
+					 "from the WAL have columns the table "
+					 "has no more (%s: renamed or dropped "
+					 "since they were written): not "
+					 "relayed with them as NULL; nothing "
+					 "was confirmed past them: "
+					 "`pgoutbox unadopt %s` and adopt it "
+					 "again (its slot goes: what it kept "
+					 "is lost)",
+					 pgo_adopted_map(r, PGO_ADOPTED_TBL),
+					 PQgetvalue(res, j, 7),
+					 pgo_conf_values(r->conf)->queue);
+				PQclear(res);
+				w->fatal = true;
+				return PGO_ERR_INVALID;
+			}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK ||
-	    PQntuples(res) != (int)n || PQnfields(res) != 7) {
+	    PQntuples(res) != (int)n || PQnfields(res) != 8) {
 		if (PQstatus(pg) != CONNECTION_OK) {
 			pgo_log(PGO_LOG_WARN, r->subject,
 				"cannot make the events of table %s (%s): "
