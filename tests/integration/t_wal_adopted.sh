@@ -2,7 +2,8 @@
 # producers INSERT the row and DELETE it in the same transaction, so only
 # the WAL has the event.
 #  1. At wal_level replica, `adopt --capture wal` says how to fix it;
-#     --done with --capture wal is refused.
+#     --done with --capture wal is refused; an adopt that fails after
+#     making its slot (a lock timeout) drops it again.
 #  2. adopt makes the slot and publishes the table's inserts; rows
 #     committed before it are not events; the table's replica identity
 #     (NOTHING) does not matter.
@@ -38,6 +39,19 @@ q "$TABLE_SQL"
 rc=0
 out=$("$PGO_BIN" adopt public.outbox --name orders --capture wal --done 'type = null' 2>&1) || rc=$?
 [ "$rc" = 2 ] && grep -q 'do not apply' <<<"$out" || fail "--done with --capture wal: exit $rc: $out"
+
+# A slot is not transactional: adopt failing after it made it (its lock
+# on the table timed out) drops it again.
+PGAPPNAME=locker psql -XAtq "$DATABASE_URL" -c "BEGIN; LOCK TABLE outbox IN ROW EXCLUSIVE MODE; SELECT pg_sleep(60)" >/dev/null 2>&1 &
+locker=$!; PIDS+=("$locker")
+wait_until 10 '[ "$(q "SELECT count(*) FROM pg_locks WHERE relation = '"'outbox'"'::regclass AND mode = '"'RowExclusiveLock'"'")" = 1 ]'
+rc=0
+out=$(PGOPTIONS='-c lock_timeout=300' "$PGO_BIN" adopt public.outbox --name orders --capture wal 2>&1) || rc=$?
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'locker'" >/dev/null
+wait "$locker" 2>/dev/null || true
+[ "$rc" != 0 ] && grep -q 'lock timeout' <<<"$out" || fail "adopt under a lock: exit $rc: $out"
+[ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pgoutbox_orders'")" = 0 ] ||
+	fail "a failed adopt left its slot"
 
 # 2. A row committed before adopt is not an event.
 q "INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('agg', 'before', 'x', '{}')"

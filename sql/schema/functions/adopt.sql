@@ -44,6 +44,7 @@ DECLARE
     st       record;
     wal      boolean := p_capture = 'wal';
     slot     text := 'pgoutbox_' || p_name;
+    made     boolean := false;  -- this call made the slot
 BEGIN
     -- The name.
     IF p_name IS NULL OR p_name !~ '^[a-z_][a-z0-9_]*$' OR length(p_name) > 48 OR p_name LIKE 'pg\_%' THEN
@@ -205,9 +206,15 @@ BEGIN
             RAISE EXCEPTION 'pgoutbox adopt: --capture wal: the replication slot % exists already, for database % (slot names are the cluster''s): choose another --name, or drop that slot', slot, coalesce(msg, '(none: a physical slot)')
                 USING ERRCODE = 'duplicate_object';
         END IF;
+        IF NOT pg_has_role((SELECT c.relowner FROM pg_class c WHERE c.oid = rel), 'USAGE')
+           OR NOT pg_has_role((SELECT p.pubowner FROM pg_publication p WHERE p.pubname = 'pgoutbox_wal'), 'USAGE') THEN
+            RAISE EXCEPTION 'pgoutbox adopt: --capture wal adds % to the publication pgoutbox_wal: run adopt as a role that owns both (the pgoutbox schema''s owner, or a superuser)', tbl
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
         IF msg IS NULL THEN
             BEGIN
                 PERFORM pg_create_logical_replication_slot(slot, 'pgoutput');
+                made := true;
             EXCEPTION WHEN others THEN
                 GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
                 RAISE EXCEPTION 'pgoutbox adopt: --capture wal: cannot create the replication slot %: % (call adopt in a transaction of its own, as a role with REPLICATION)', slot, msg
@@ -216,6 +223,10 @@ BEGIN
         END IF;
         added := added || jsonb_build_object('kind', 'slot', 'name', slot);
         RETURN NEXT format('replication slot %s (pgoutput): the table''s inserts, kept until a relay confirms them', slot);
+    END IF;
+    -- A slot is not transactional: dropped again if what follows fails.
+    BEGIN
+    IF wal THEN
         EXECUTE format('LOCK TABLE %s IN SHARE MODE', tbl);
         EXECUTE format('ALTER PUBLICATION pgoutbox_wal ADD TABLE %s', tbl);
         added := added || jsonb_build_object('kind', 'publication', 'name', 'pgoutbox_wal');
@@ -325,4 +336,10 @@ BEGIN
     RETURN NEXT format('adopted %s as "%s"%s: relay it with `pgoutbox relay --queue %s`%s', tbl, p_name,
                        CASE WHEN wal THEN ' (capture wal: inserts committed from now on)' ELSE '' END, p_name,
                        CASE WHEN p_shards = 0 AND NOT wal THEN ' --mode concurrent' ELSE '' END);
+    EXCEPTION WHEN others THEN
+        IF made THEN
+            PERFORM pg_drop_replication_slot(slot);
+        END IF;
+        RAISE;
+    END;
 END $$;
