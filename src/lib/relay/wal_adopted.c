@@ -98,9 +98,7 @@ bool pgo_wal_adopted_init(pgo_relay_t *r)
 
 static void cols_free(struct relay_wal *w)
 {
-	for (size_t i = 0; i < w->ncols; i++)
-		free(w->cols[i]);
-	free(w->cols);
+	pgo_wal_cols_free(w->cols, w->ncols);
 	w->cols = NULL;
 	w->ncols = 0;
 }
@@ -136,55 +134,52 @@ static long str_at(const char *p, const char *end)
 	return nul ? nul - p : -1;
 }
 
-/* 'R': relid, namespace, name, replica identity, ncols, then per column
- * flags, name, type oid, typmod.  Only the table's are kept. */
-void pgo_wal_adopted_relation(pgo_relay_t *r, const char *m, size_t len)
+void pgo_wal_cols_free(char **cols, size_t ncols)
 {
-	struct relay_wal *w = r->wal;
+	for (size_t i = 0; cols && i < ncols; i++)
+		free(cols[i]);
+	free(cols);
+}
+
+/* 'R': relid, namespace, name, replica identity, ncols, then per column
+ * flags, name, type oid, typmod. */
+int pgo_wal_relation(const char *m, size_t len, uint32_t *relid, char ***cols,
+		     size_t *ncols)
+{
 	const char *p = m + 1, *end = m + len;
-	char **cols;
+	char **c;
 	uint16_t n;
 	long l;
 
-	if (len < 5 || get32(p) != w->relid)
-		return;
+	*cols = NULL;
+	*ncols = 0;
+	if (len < 5 || m[0] != 'R')
+		return -1;
+	*relid = get32(p);
 	p += 4;
 	for (int i = 0; i < 2; i++) { /* namespace, name */
 		if ((l = str_at(p, end)) < 0)
-			goto bad;
+			return -1;
 		p += l + 1;
 	}
 	if (end - p < 3)
-		goto bad;
+		return -1;
 	n = get16(p + 1);
 	p += 3;
-	cols = calloc(n ? n : 1, sizeof(*cols));
-	if (!cols)
-		goto bad;
-	cols_free(w);
-	w->cols = cols;
+	if (!(c = calloc(n ? n : 1, sizeof(*c))))
+		return -1;
 	for (uint16_t i = 0; i < n; i++) {
 		if (end - p < 1 || (l = str_at(p + 1, end)) < 0 ||
-		    end - (p + 1 + l + 1) < 8)
-			goto bad;
-		if (!(w->cols[i] = strndup(p + 1, (size_t)l)))
-			goto bad;
-		w->ncols = i + 1u;
+		    end - (p + 1 + l + 1) < 8 ||
+		    !(c[i] = strndup(p + 1, (size_t)l))) {
+			pgo_wal_cols_free(c, i);
+			return -1;
+		}
 		p += 1 + l + 1 + 8;
 	}
-	/* The table's definition changed (or the stream began): the map's
-	 * statement is prepared again, against the table as it is now (a
-	 * plan made before would read a renamed column by its number). */
-	w->map_stale = true;
-	pgo_log(PGO_LOG_DEBUG, r->subject, "table %s: %zu columns",
-		pgo_adopted_map(r, PGO_ADOPTED_TBL), w->ncols);
-	return;
-bad:
-	cols_free(w);
-	pgo_log(PGO_LOG_ERROR, r->subject,
-		"a Relation message of table %s could not be read: its "
-		"inserts cannot be relayed until the next one",
-		pgo_adopted_map(r, PGO_ADOPTED_TBL));
+	*cols = c;
+	*ncols = n;
+	return 0;
 }
 
 /* Appends the JSON string of s[0..n) (PostgreSQL's text has no NUL). */
@@ -201,69 +196,120 @@ static void json_str_n(pgo_buf_t *b, const char *s, size_t n)
 }
 
 /* 'I': relid, 'N', ncols, then per column 'n' (NULL), 'u' (unchanged:
- * updates only), or 't' with a length and the text. */
+ * updates only), or 't' (or 'b') with a length and the value. */
+int pgo_wal_insert_row(const char *m, size_t len, char *const *cols,
+		       size_t ncols, uint32_t *relid, pgo_buf_t *out,
+		       size_t *unchanged)
+{
+	const char *p = m + 1, *end = m + len;
+	bool first = true;
+	uint16_t n;
+
+	*unchanged = ncols;
+	if (len < 8 || m[0] != 'I' || m[5] != 'N')
+		return -1;
+	*relid = get32(p);
+	n = get16(p + 5);
+	p += 7;
+	pgo_buf_puts(out, "{");
+	for (uint16_t i = 0; i < n; i++) {
+		char kind;
+		uint32_t l = 0;
+
+		if (end - p < 1)
+			return -1;
+		kind = *p++;
+		if (kind == 't' || kind == 'b') {
+			if (end - p < 4 || (size_t)(end - p - 4) < get32(p))
+				return -1;
+			l = get32(p);
+			p += 4;
+		} else if (kind != 'n' && kind != 'u') {
+			return -1;
+		}
+		if (i < ncols) { /* more than the Relation said: skipped */
+			if (!first)
+				pgo_buf_puts(out, ",");
+			first = false;
+			pgo_buf_json_str(out, cols[i]);
+			pgo_buf_puts(out, ":");
+			if (kind == 't' || kind == 'b')
+				json_str_n(out, p, l);
+			else
+				pgo_buf_puts(out, "null");
+			if (kind == 'u' && *unchanged == ncols)
+				*unchanged = i;
+		}
+		p += l;
+	}
+	pgo_buf_puts(out, "}");
+	return 0;
+}
+
+/* 'R' of the table: its columns now (again after each change of its
+ * definition). */
+void pgo_wal_adopted_relation(pgo_relay_t *r, const char *m, size_t len)
+{
+	struct relay_wal *w = r->wal;
+	uint32_t relid = 0;
+	char **cols;
+	size_t ncols;
+
+	if (len < 5 || get32(m + 1) != w->relid)
+		return;
+	if (pgo_wal_relation(m, len, &relid, &cols, &ncols) != 0) {
+		cols_free(w);
+		pgo_log(PGO_LOG_ERROR, r->subject,
+			"a Relation message of table %s could not be read: "
+			"its inserts cannot be relayed until the next one",
+			pgo_adopted_map(r, PGO_ADOPTED_TBL));
+		return;
+	}
+	cols_free(w);
+	w->cols = cols;
+	w->ncols = ncols;
+	/* The table's definition changed (or the stream began): the map's
+	 * statement is prepared again, against the table as it is now (a
+	 * plan made before would read a renamed column by its number). */
+	w->map_stale = true;
+	pgo_log(PGO_LOG_DEBUG, r->subject, "table %s: %zu columns",
+		pgo_adopted_map(r, PGO_ADOPTED_TBL), w->ncols);
+}
+
+/* 'I' of the table: a row of the open transaction. */
 void pgo_wal_adopted_insert(pgo_relay_t *r, const char *m, size_t len)
 {
 	struct relay_wal *w = r->wal;
-	const char *p = m + 1, *end = m + len;
 	wal_txn_t *t = w->cur;
 	wal_ev_t *e;
 	pgo_buf_t b;
-	uint16_t n;
+	uint32_t relid = 0;
+	size_t unchanged;
 
-	if (len < 8 || get32(p) != w->relid || !t)
+	if (len < 8 || get32(m + 1) != w->relid || !t)
 		return;
-	if (p[4] != 'N' || !w->ncols) {
+	if (!w->ncols) {
 		pgo_log(PGO_LOG_ERROR, r->subject,
-			"an insert into %s without %s: not relayed",
-			pgo_adopted_map(r, PGO_ADOPTED_TBL),
-			w->ncols ? "its new row" : "its Relation message");
+			"an insert into %s without its Relation message: not "
+			"relayed",
+			pgo_adopted_map(r, PGO_ADOPTED_TBL));
 		return;
 	}
-	n = get16(p + 5);
-	p += 7;
 	pgo_buf_init(&b);
-	pgo_buf_puts(&b, "{");
-	for (uint16_t i = 0; i < n; i++) {
-		char kind;
-
-		if (end - p < 1)
-			goto bad;
-		kind = *p++;
-		if (i >= w->ncols) { /* more than the Relation said */
-			if (kind == 't' || kind == 'b') {
-				if (end - p < 4)
-					goto bad;
-				p += 4 + get32(p);
-			}
-			continue;
-		}
-		if (b.len > 1)
-			pgo_buf_puts(&b, ",");
-		pgo_buf_json_str(&b, w->cols[i]);
-		pgo_buf_puts(&b, ":");
-		if (kind == 't') {
-			uint32_t l;
-
-			if (end - p < 4 || (size_t)(end - p - 4) < get32(p))
-				goto bad;
-			l = get32(p);
-			json_str_n(&b, p + 4, l);
-			p += 4 + l;
-		} else {
-			if (kind == 'u')
-				pgo_log(PGO_LOG_ERROR, r->subject,
-					"an insert into %s has an unchanged "
-					"TOAST value in column %s: taken as "
-					"NULL",
-					pgo_adopted_map(r, PGO_ADOPTED_TBL),
-					w->cols[i]);
-			else if (kind != 'n')
-				goto bad;
-			pgo_buf_puts(&b, "null");
-		}
+	if (pgo_wal_insert_row(m, len, w->cols, w->ncols, &relid, &b,
+			       &unchanged) != 0) {
+		pgo_buf_free(&b);
+		pgo_log(PGO_LOG_ERROR, r->subject,
+			"an insert into %s could not be read: not relayed",
+			pgo_adopted_map(r, PGO_ADOPTED_TBL));
+		return;
 	}
-	pgo_buf_puts(&b, "}");
+	if (unchanged < w->ncols)
+		pgo_log(PGO_LOG_ERROR, r->subject,
+			"an insert into %s has an unchanged TOAST value in "
+			"column %s: taken as NULL",
+			pgo_adopted_map(r, PGO_ADOPTED_TBL),
+			w->cols[unchanged]);
 	if (b.oom) {
 		pgo_buf_free(&b);
 		pgo_wal_drop(r, "out of memory");
@@ -285,12 +331,6 @@ void pgo_wal_adopted_insert(pgo_relay_t *r, const char *m, size_t len)
 	memset(e, 0, sizeof(*e));
 	e->mem = b.data;
 	e->row = true;
-	return;
-bad:
-	pgo_buf_free(&b);
-	pgo_log(PGO_LOG_ERROR, r->subject,
-		"an insert into %s could not be read: not relayed",
-		pgo_adopted_map(r, PGO_ADOPTED_TBL));
 }
 
 PGconn *pgo_wal_plain(pgo_relay_t *r)
