@@ -13,10 +13,10 @@
  *   STREAMING  XLogData ('w') carries pgoutput's messages: 'B' opens a
  *              transaction, 'M' is one of its messages (ours by the
  *              prefix), 'R' and 'I' an adopted table's columns and
- *              inserts (wal_adopted.c), 'C' closes it with its end
- *              LSN; the transaction
- *              joins the FIFO of committed ones.  Keepalives ('k') carry
- *              the server's sent position and may ask for a reply.
+ *              inserts (wal_adopted.c), 'C' closes it with its end LSN;
+ *              the transaction joins the FIFO of committed ones.
+ *              Keepalives ('k') carry the server's sent position and
+ *              may ask for a reply.
  *
  * The confirmed position wal.c moves goes to the server in standby
  * status updates ('r').
