@@ -194,10 +194,22 @@ static void submit(pgo_relay_t *r)
 		n += t->n;
 		k++;
 	}
-	/* An adopted table's rows become events first (wal_adopted.c). */
-	if (w->adopted && pgo_wal_adopted_eval(r, k) != PGO_OK) {
-		w->pause_until = pgo_now_ms() + 1000;
-		return;
+	/* An adopted table's rows become events first (wal_adopted.c):
+	 * the head transactions that are all events go now; when the head
+	 * has rows, the map's statement runs, and the next turn after its
+	 * result submits. */
+	if (w->adopted) {
+		size_t ready = pgo_wal_adopted_ready(w, k);
+
+		if (!ready) {
+			if (pgo_wal_adopted_eval(r, k) == PGO_ERR_DB)
+				w->pause_until = pgo_now_ms() + 1000;
+			return;
+		}
+		k = ready;
+		n = 0;
+		for (wal_txn_t *t = w->head; t && ready--; t = t->next)
+			n += t->n;
 	}
 	pgo_arena_reset(w->arena);
 	memset(b, 0, sizeof(*b));
@@ -451,6 +463,8 @@ static int wal_turn(pgo_relay_t *r, int64_t now)
 			pgo_wal_drop(r, pgo_pq_msg(w->pg, NULL));
 		w->revents = 0;
 	}
+	if (w->adopted && w->eval_busy)
+		pgo_wal_adopted_poll(r);
 	if (w->state == WAL_STREAMING && pgo_wal_read(r, now))
 		pump(r, now);
 	if (w->fatal) {
@@ -504,6 +518,9 @@ static void wal_close(pgo_relay_t *r)
 	w->state = WAL_DOWN;
 	pgo_loop_io_del(w->io);
 	w->io = NULL;
+	if (w->plain_io)
+		pgo_loop_io_del(w->plain_io);
+	w->plain_io = NULL;
 }
 
 int pgo_wal_run(pgo_relay_t *r)
@@ -513,6 +530,12 @@ int pgo_wal_run(pgo_relay_t *r)
 	int rc = PGO_OK;
 
 	w->io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note, &w->revents);
+	if (w->io && w->adopted &&
+	    !(w->plain_io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
+					    &w->plain_revents))) {
+		pgo_loop_io_del(w->io);
+		w->io = NULL;
+	}
 	if (!w->io) {
 		snprintf(r->run.errmsg, sizeof(r->run.errmsg), "out of memory");
 		return PGO_ERR_NOMEM;

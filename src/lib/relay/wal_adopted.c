@@ -13,7 +13,9 @@
  *
  * Before a batch goes to the sink, its rows become events by the map of
  * table-mode adoption (the same SQL expressions, the same NULL rules),
- * in one statement over the plain connection: each row is rebuilt as
+ * in one prepared statement over the plain connection, sent without
+ * blocking the loop and read when its socket has the result (connecting
+ * and preparing block, once per connection): each row is rebuilt as
  * the table's row type from its columns' text (by name, against the
  * table's columns now: a column added since is NULL in older rows) and
  * the map evaluated over it.  The relay needs no right on the table for
@@ -26,6 +28,7 @@
  * updates only, and one in an insert is logged and taken as NULL.
  */
 #include <arpa/inet.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +39,7 @@
 #include "base/time.h"
 #include "conf/conf.h"
 #include "db/conn.h"
+#include "loop/loop.h"
 #include "pgoutbox.h"
 #include "relay/relay_int.h"
 
@@ -108,6 +112,8 @@ void pgo_wal_adopted_free(struct relay_wal *w)
 	cols_free(w);
 	free(w->map_sql);
 	w->map_sql = NULL;
+	PQclear(w->eval_res);
+	w->eval_res = NULL;
 }
 
 static uint32_t get32(const char *p)
@@ -384,31 +390,106 @@ static bool make_event(wal_ev_t *e, PGresult *res, int i)
 	return true;
 }
 
+size_t pgo_wal_adopted_ready(const struct relay_wal *w, size_t k)
+{
+	size_t ready = 0;
+
+	for (const wal_txn_t *t = w->head; t && ready < k; t = t->next) {
+		for (size_t e = 0; e < t->n; e++)
+			if (t->evs[e].row)
+				return ready;
+		ready++;
+	}
+	return ready;
+}
+
+/* The map's result is in: each row of the FIFO, in order, becomes its
+ * event.  PGO_OK; PGO_ERR_DB (the connection failed: try again);
+ * PGO_ERR_INVALID (w->fatal, errmsg set). */
+static int evaluated(pgo_relay_t *r, PGconn *pg, PGresult *res)
+{
+	struct relay_wal *w = r->wal;
+	int n = (int)w->eval_n, i = 0;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == n &&
+	    PQnfields(res) == 8)
+		for (int j = 0; j < n; j++)
+			if (!PQgetisnull(res, j, 7)) {
+				snprintf(r->run.errmsg, sizeof(r->run.errmsg),
+					 "rows of adopted table %s streamed "
+					 "from the WAL have columns the table "
+					 "has no more (%s: renamed or dropped "
+					 "since they were written): not "
+					 "relayed with them as NULL; nothing "
+					 "was confirmed past them: "
+					 "`pgoutbox unadopt %s` and adopt it "
+					 "again (its slot goes: what it kept "
+					 "is lost)",
+					 pgo_adopted_map(r, PGO_ADOPTED_TBL),
+					 PQgetvalue(res, j, 7),
+					 pgo_conf_values(r->conf)->queue);
+				w->fatal = true;
+				return PGO_ERR_INVALID;
+			}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != n ||
+	    PQnfields(res) != 8) {
+		if (PQstatus(pg) != CONNECTION_OK) {
+			pgo_log(PGO_LOG_WARN, r->subject,
+				"cannot make the events of table %s (%s): "
+				"trying again in a second",
+				pgo_adopted_map(r, PGO_ADOPTED_TBL),
+				pgo_pq_msg(pg, res));
+			return PGO_ERR_DB;
+		}
+		snprintf(r->run.errmsg, sizeof(r->run.errmsg),
+			 "the map of adopted table %s does not fit its rows "
+			 "streamed from the WAL (a mapped column renamed or "
+			 "dropped?): %s; nothing was confirmed past them: "
+			 "fix the table, or `pgoutbox unadopt %s` and adopt "
+			 "it again (its slot goes: what it kept is lost)",
+			 pgo_adopted_map(r, PGO_ADOPTED_TBL),
+			 pgo_pq_msg(pg, res), pgo_conf_values(r->conf)->queue);
+		w->fatal = true;
+		return PGO_ERR_INVALID;
+	}
+	/* The rows sent were the FIFO's first ones; rows only join at its
+	 * end, and none leaves before it is an event and acked. */
+	for (wal_txn_t *t = w->head; t && i < n; t = t->next)
+		for (size_t e = 0; e < t->n && i < n; e++)
+			if (t->evs[e].row && !make_event(&t->evs[e], res, i++))
+				return PGO_ERR_DB;
+	return PGO_OK;
+}
+
 int pgo_wal_adopted_eval(pgo_relay_t *r, size_t k)
 {
 	struct relay_wal *w = r->wal;
 	pgo_buf_t rows;
 	PGconn *pg;
-	PGresult *res;
 	const char *param;
 	size_t n = 0;
-	int i = 0, rc = PGO_OK;
-	wal_txn_t *t;
+	int sent;
 
+	if (w->eval_busy)
+		return PGO_ERR_AGAIN;
 	pgo_buf_init(&rows);
 	pgo_buf_puts(&rows, "[");
-	t = w->head;
-	for (size_t j = 0; j < k && t; j++, t = t->next)
-		for (size_t e = 0; e < t->n; e++)
-			if (t->evs[e].row) {
-				pgo_buf_puts(&rows, n++ ? "," : "");
-				pgo_buf_puts(&rows, t->evs[e].mem);
-			}
+	{
+		wal_txn_t *t = w->head;
+
+		for (size_t j = 0; j < k && t; j++, t = t->next)
+			for (size_t e = 0; e < t->n; e++)
+				if (t->evs[e].row) {
+					pgo_buf_puts(&rows, n++ ? "," : "");
+					pgo_buf_puts(&rows, t->evs[e].mem);
+				}
+	}
 	pgo_buf_puts(&rows, "]");
 	if (!n) {
 		pgo_buf_free(&rows);
 		return PGO_OK;
 	}
+	/* Connecting and preparing block, once per connection. */
 	if (rows.oom || !(pg = pgo_wal_plain(r))) {
 		pgo_log(PGO_LOG_WARN, r->subject,
 			"cannot make the events of table %s (%s): trying "
@@ -427,69 +508,96 @@ int pgo_wal_adopted_eval(pgo_relay_t *r, size_t k)
 	}
 	w->map_stale = false;
 	if (!w->map_prepared) {
-		res = PQprepare(pg, "pgoutbox_map", w->map_sql, 1, NULL);
+		PGresult *res =
+			PQprepare(pg, "pgoutbox_map", w->map_sql, 1, NULL);
+
 		/* Not prepared (the map does not parse): the execution
 		 * below says why. */
 		w->map_prepared = PQresultStatus(res) == PGRES_COMMAND_OK;
 		PQclear(res);
 	}
-	res = w->map_prepared ? PQexecPrepared(pg, "pgoutbox_map", 1, &param,
-					       NULL, NULL, 0)
-			      : PQexecParams(pg, w->map_sql, 1, NULL, &param,
-					     NULL, NULL, 0);
+	/* The statement itself does not block the loop: its result is read
+	 * by pgo_wal_adopted_poll() when the socket has it. */
+	PQsetnonblocking(pg, 1);
+	sent = w->map_prepared ? PQsendQueryPrepared(pg, "pgoutbox_map", 1,
+						     &param, NULL, NULL, 0)
+			       : PQsendQueryParams(pg, w->map_sql, 1, NULL,
+						   &param, NULL, NULL, 0);
 	pgo_buf_free(&rows);
-	if (PQresultStatus(res) == PGRES_TUPLES_OK &&
-	    PQntuples(res) == (int)n && PQnfields(res) == 8)
-		for (int j = 0; j < (int)n; j++)
-			if (!PQgetisnull(res, j, 7)) {
-				snprintf(r->run.errmsg, sizeof(r->run.errmsg),
-					 "rows of adopted table %s streamed "
-					 "from the WAL have columns the table "
-					 "has no more (%s: renamed or dropped "
-					 "since they were written): not "
-					 "relayed with them as NULL; nothing "
-					 "was confirmed past them: "
-					 "`pgoutbox unadopt %s` and adopt it "
-					 "again (its slot goes: what it kept "
-					 "is lost)",
-					 pgo_adopted_map(r, PGO_ADOPTED_TBL),
-					 PQgetvalue(res, j, 7),
-					 pgo_conf_values(r->conf)->queue);
-				PQclear(res);
-				w->fatal = true;
-				return PGO_ERR_INVALID;
-			}
-	if (PQresultStatus(res) != PGRES_TUPLES_OK ||
-	    PQntuples(res) != (int)n || PQnfields(res) != 8) {
-		if (PQstatus(pg) != CONNECTION_OK) {
-			pgo_log(PGO_LOG_WARN, r->subject,
-				"cannot make the events of table %s (%s): "
-				"trying again in a second",
-				pgo_adopted_map(r, PGO_ADOPTED_TBL),
-				pgo_pq_msg(pg, res));
-			PQclear(res);
-			return PGO_ERR_DB;
-		}
-		snprintf(r->run.errmsg, sizeof(r->run.errmsg),
-			 "the map of adopted table %s does not fit its rows "
-			 "streamed from the WAL (a mapped column renamed or "
-			 "dropped?): %s; nothing was confirmed past them: "
-			 "fix the table, or `pgoutbox unadopt %s` and adopt "
-			 "it again (its slot goes: what it kept is lost)",
-			 pgo_adopted_map(r, PGO_ADOPTED_TBL),
-			 pgo_pq_msg(pg, res), pgo_conf_values(r->conf)->queue);
-		PQclear(res);
-		w->fatal = true;
-		return PGO_ERR_INVALID;
+	if (!sent) {
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"cannot make the events of table %s (%s): trying "
+			"again in a second",
+			pgo_adopted_map(r, PGO_ADOPTED_TBL),
+			pgo_pq_msg(pg, NULL));
+		PQfinish(w->dead_pg);
+		w->dead_pg = NULL;
+		return PGO_ERR_DB;
 	}
-	t = w->head;
-	for (size_t j = 0; j < k && t && rc == PGO_OK; j++, t = t->next)
-		for (size_t e = 0; e < t->n; e++)
-			if (t->evs[e].row &&
-			    !make_event(&t->evs[e], res, i++)) {
-				rc = PGO_ERR_DB;
-				break;
-			}
-	PQclear(res);
-	return rc;
+	w->eval_busy = true;
+	w->eval_n = n;
+	w->eval_epoch = w->epoch;
+	pgo_loop_io_set(w->plain_io, PQsocket(pg),
+			POLLIN | (PQflush(pg) > 0 ? POLLOUT : 0));
+	return PGO_ERR_AGAIN;
+}
+
+void pgo_wal_adopted_poll(pgo_relay_t *r)
+{
+	struct relay_wal *w = r->wal;
+	PGconn *pg = w->dead_pg;
+	PGresult *res, *last = NULL;
+	int rc = PGO_OK;
+
+	if (!w->eval_busy)
+		return;
+	w->plain_revents = 0;
+	if (PQflush(pg) < 0 || !PQconsumeInput(pg)) {
+		last = NULL;
+		rc = PGO_ERR_DB;
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"cannot make the events of table %s (%s): trying "
+			"again in a second",
+			pgo_adopted_map(r, PGO_ADOPTED_TBL),
+			pgo_pq_msg(pg, NULL));
+		PQfinish(w->dead_pg);
+		w->dead_pg = NULL;
+		goto done;
+	}
+	if (PQisBusy(pg)) {
+		pgo_loop_io_set(w->plain_io, PQsocket(pg),
+				POLLIN | (PQflush(pg) > 0 ? POLLOUT : 0));
+		return;
+	}
+	/* Its one result, then NULL: read while nothing blocks. */
+	while ((res = PQgetResult(pg))) {
+		if (!last)
+			last = res;
+		else
+			PQclear(res);
+		if (PQisBusy(pg)) {
+			/* The end not in yet: rare; wait for it with the
+			 * result kept. */
+			PQclear(w->eval_res);
+			w->eval_res = last;
+			pgo_loop_io_set(w->plain_io, PQsocket(pg), POLLIN);
+			return;
+		}
+	}
+	if (!last) {
+		last = w->eval_res;
+		w->eval_res = NULL;
+	}
+	/* The stream was lost meanwhile: its rows are gone, the result
+	 * too. */
+	if (w->eval_epoch == w->epoch)
+		rc = evaluated(r, pg, last);
+	PQclear(last);
+done:
+	PQclear(w->eval_res);
+	w->eval_res = NULL;
+	w->eval_busy = false;
+	pgo_loop_io_set(w->plain_io, -1, 0);
+	if (rc == PGO_ERR_DB)
+		w->pause_until = pgo_now_ms() + 1000;
 }

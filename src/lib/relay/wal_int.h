@@ -77,12 +77,19 @@ struct relay_wal {
 	uint32_t relid; /* the table's oid */
 	char **cols;	/* its columns, from the last Relation */
 	size_t ncols;
-	char *map_sql;	     /* rows -> events (malloc'd) */
-	bool map_prepared;   /* as pgoutbox_map on dead_pg */
-	bool map_stale;	     /* a Relation came since: prepare again */
-	bool fatal;	     /* stop: the map no longer fits (errmsg) */
-	int64_t backoff;     /* after a batch not all acked, ms */
-	int64_t pause_until; /* no batch before (monotonic ms) */
+	char *map_sql;		 /* rows -> events (malloc'd) */
+	bool map_prepared;	 /* as pgoutbox_map on dead_pg */
+	bool map_stale;		 /* a Relation came since: prepare again */
+	bool fatal;		 /* stop: the map no longer fits (errmsg) */
+	bool eval_busy;		 /* the map's statement runs on dead_pg */
+	size_t eval_n;		 /* for the FIFO's first eval_n rows */
+	unsigned eval_epoch;	 /* sent at this epoch */
+	PGresult *eval_res;	 /* its result, while the end is not in */
+	pgo_loop_io_t *plain_io; /* dead_pg's socket while it runs */
+	short plain_revents;	 /* what the loop saw on it */
+	unsigned epoch;		 /* +1 each time the stream is lost */
+	int64_t backoff;	 /* after a batch not all acked, ms */
+	int64_t pause_until;	 /* no batch before (monotonic ms) */
 };
 
 /* wal.c: the FIFO. */
@@ -97,10 +104,16 @@ void pgo_wal_adopted_free(struct relay_wal *w);
 /* pgoutput's 'R' and 'I' messages (the table's; others ignored). */
 void pgo_wal_adopted_relation(pgo_relay_t *r, const char *m, size_t len);
 void pgo_wal_adopted_insert(pgo_relay_t *r, const char *m, size_t len);
-/* Makes the events of the first k transactions from their rows:
- * PGO_OK; PGO_ERR_DB to try again later (no connection); PGO_ERR_INVALID
- * when the map cannot be evaluated (w->fatal, errmsg set). */
+/* How many of the first k transactions hold no row (all events). */
+size_t pgo_wal_adopted_ready(const struct relay_wal *w, size_t k);
+/* Sends the map's statement for the rows of the first k transactions:
+ * PGO_ERR_AGAIN while it runs (pgo_wal_adopted_poll() reads its result);
+ * PGO_OK when they hold none; PGO_ERR_DB to try again later. */
 int pgo_wal_adopted_eval(pgo_relay_t *r, size_t k);
+/* Reads the statement's result when in: the rows become events, or
+ * w->fatal (errmsg set) when the map does not fit them, or a pause
+ * when the connection failed. */
+void pgo_wal_adopted_poll(pgo_relay_t *r);
 /* The connection of plain SQL (dead letters, the map), made when first
  * needed (blocking); NULL when it cannot be made. */
 PGconn *pgo_wal_plain(pgo_relay_t *r);

@@ -111,6 +111,7 @@ void pgo_wal_drop(pgo_relay_t *r, const char *why)
 	w->in_sink = false;
 	pgo_arena_reset(w->arena);
 	pgo_wal_fifo_clear(w);
+	w->epoch++; /* a map's result in flight is for rows gone */
 	PQfinish(w->pg);
 	w->pg = NULL;
 	w->state = WAL_DOWN;
