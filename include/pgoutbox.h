@@ -855,6 +855,14 @@ typedef void (*pgo_adopt_line_fn)(void *ctx, const char *line);
  * wrong. */
 PGO_EXPORT int pgo_adopt(PGconn *conn, const pgo_adopt_map_t *m,
 			 pgo_adopt_line_fn line, void *ctx, pgo_error_t *err);
+/* pgo_adopt() with how the events are captured: "table" (pgo_adopt(),
+ * NULL too) or "wal": the relay streams the table's inserts from the
+ * slot pgoutbox_<name> (wal_level = logical; m->pending, m->done and
+ * m->channel must be NULL).  Call it outside a transaction that has
+ * written (PostgreSQL makes a slot only there). */
+PGO_EXPORT int pgo_adopt_capture(PGconn *conn, const pgo_adopt_map_t *m,
+				 const char *capture, pgo_adopt_line_fn line,
+				 void *ctx, pgo_error_t *err);
 /* Removes exactly what adopt added, and the map. */
 PGO_EXPORT int pgo_unadopt(PGconn *conn, const char *name,
 			   pgo_adopt_line_fn line, void *ctx, pgo_error_t *err);

@@ -57,7 +57,7 @@ REVOKE ALL ON FUNCTION pgoutbox.cron_history_maintain(interval) FROM PUBLIC;
 -- The owner's tools: retention, adoption, queue shapes.
 REVOKE ALL ON FUNCTION pgoutbox.set_retention(text, text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.archive_partitions(text, integer) FROM PUBLIC;
-REVOKE ALL ON FUNCTION pgoutbox.adopt(text, text, text, text, text, text, text, text, text, text, text, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.adopt(text, text, text, text, text, text, text, text, text, text, text, text, integer, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.unadopt(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.add_caps(text) FROM PUBLIC;
 -- ... and the controls of work queues.

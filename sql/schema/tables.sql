@@ -226,12 +226,18 @@ CREATE TABLE pgoutbox.adopted_state (
 CREATE INDEX adopted_state_key ON pgoutbox.adopted_state (queue, key, id);
 
 -- The publication the relays of WAL queues name to pgoutput (docs/wal.md).
--- It publishes no table: the relays stream logical messages only, which
--- pgoutput sends whatever the publication holds, but it must name one
--- that exists, and one that existed before the slot it decodes (its
--- catalog is read as of the WAL it decodes): made here, before any slot.
--- At a wal_level below logical PostgreSQL warns that it would publish
--- nothing, which is true and harmless.
+-- The relays of WAL queues stream logical messages only, which pgoutput
+-- sends whatever the publication holds, but it must name one that
+-- exists, and one that existed before the slot it decodes (its catalog
+-- is read as of the WAL it decodes): made here, before any slot.  The
+-- tables adopted with capture wal (docs/adopt.md) join it, so it is one
+-- publication for them too (a publication made with the slot would not
+-- exist yet in the WAL written just before), and it publishes inserts
+-- only: a row's insert is its event; a partition's as its root's (the
+-- table adopted), so publish_via_partition_root.  At a wal_level below
+-- logical
+-- PostgreSQL warns that it would publish nothing, which is true and
+-- harmless.
 SET LOCAL client_min_messages = error;
-CREATE PUBLICATION pgoutbox_wal;
+CREATE PUBLICATION pgoutbox_wal WITH (publish = 'insert', publish_via_partition_root = true);
 RESET client_min_messages;

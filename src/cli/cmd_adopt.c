@@ -21,6 +21,7 @@ static const char *const flags[] = {"--db", "--db-file", NULL};
 /* adopt's map, filled by the flags (the table is the argument). */
 static pgo_adopt_map_t map;
 static const char *shards_arg; /* --shards as given */
+static const char *capture;    /* --capture: table (NULL) or wal */
 
 static const cli_opt_t adopt_opts[] = {
 	{"--name", "NAME", "the queue name relays use (required)", &map.name,
@@ -59,6 +60,12 @@ static const cli_opt_t adopt_opts[] = {
 	 "shards of the ordered modes (default 64); 0: concurrent "
 	 "mode only, no shard column",
 	 &shards_arg, NULL},
+	{"--capture", "MODE",
+	 "table (default): the relay claims the rows; wal: it streams "
+	 "each row's insert from a replication slot, so rows the "
+	 "application deletes in the inserting transaction are relayed "
+	 "too (wal_level = logical; no --pending, --done, --channel)",
+	 &capture, NULL},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 static const cli_cmd_t adopt_cmd = {
@@ -67,7 +74,7 @@ static const cli_cmd_t adopt_cmd = {
 		 "[--id COL] [--topic SQL] [--key SQL] [--type SQL]\n"
 		 "         [--payload SQL] [--headers SQL] "
 		 "[--created-at SQL] [--pending SQL] [--done SQL]\n"
-		 "         [--channel NAME] [--shards N]",
+		 "         [--channel NAME] [--shards N] [--capture MODE]",
 	.summary = "Lets the relay drain an outbox table the "
 		   "application already has, as queue NAME\n"
 		   "(`pgoutbox relay --queue NAME`).  Checks the table "
@@ -76,7 +83,9 @@ static const cli_cmd_t adopt_cmd = {
 		   "NAME` removes it.",
 	.details = "Defaults follow Debezium's outbox table (id, "
 		   "aggregatetype, aggregateid, type,\npayload), every "
-		   "row pending and deleted once sent.  See "
+		   "row pending and deleted once sent.  With --capture "
+		   "wal the relay streams\nthe table's inserts from the "
+		   "slot pgoutbox_NAME instead (docs/adopt.md).  See "
 		   "docs/adopt.md.",
 	.opts = adopt_opts,
 	.flags = flags,
@@ -115,11 +124,18 @@ int cmd_adopt(int argc, char **argv)
 		}
 		map.shards = (int)n;
 	}
+	if (capture && strcmp(capture, "table") != 0 &&
+	    strcmp(capture, "wal") != 0) {
+		cli_error("adopt", "--capture is table or wal, not \"%s\"",
+			  capture);
+		goto out;
+	}
 	rc = EXIT_FAIL;
 	conn = cli_connect(cli.conf, "pgoutbox adopt");
 	if (!conn)
 		goto out;
-	if (pgo_adopt(conn, &map, print_line, NULL, &err) != PGO_OK) {
+	if (pgo_adopt_capture(conn, &map, capture, print_line, NULL, &err) !=
+	    PGO_OK) {
 		cli_error("adopt", "%s", err.msg);
 		/* A map that does not fit is the operator's to fix. */
 		rc = err.retriable ? EXIT_FAIL : EXIT_USAGE;

@@ -2,13 +2,20 @@
 -- added (and warnings).  Raises, changing nothing, when the table or the
 -- map does not fit.  Defaults follow Debezium's outbox (aggregatetype,
 -- aggregateid, type, payload; every row pending, deleted once sent).
+-- p_capture 'wal': the relay streams the table's inserts from the slot
+-- pgoutbox_<name> (the table joins the publication pgoutbox_wal), so a
+-- row the producer deletes in its own transaction is still relayed;
+-- the rows are never read nor marked, so --pending, --done and
+-- --channel do not apply.  The slot is made first, while this
+-- transaction has written nothing (PostgreSQL's rule): call it in a
+-- transaction of its own.
 CREATE OR REPLACE FUNCTION pgoutbox.adopt(p_table text, p_name text,
                                p_id text DEFAULT NULL, p_topic text DEFAULT NULL,
                                p_key text DEFAULT NULL, p_type text DEFAULT NULL,
                                p_payload text DEFAULT NULL, p_headers text DEFAULT NULL,
                                p_created_at text DEFAULT NULL, p_pending text DEFAULT NULL,
                                p_done text DEFAULT NULL, p_channel text DEFAULT NULL,
-                               p_shards integer DEFAULT 64)
+                               p_shards integer DEFAULT 64, p_capture text DEFAULT 'table')
 RETURNS SETOF text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -35,6 +42,9 @@ DECLARE
     idx      text;
     trg      text;
     st       record;
+    wal      boolean := p_capture = 'wal';
+    slot     text := 'pgoutbox_' || p_name;
+    made     boolean := false;  -- this call made the slot
 BEGIN
     -- The name.
     IF p_name IS NULL OR p_name !~ '^[a-z_][a-z0-9_]*$' OR length(p_name) > 48 OR p_name LIKE 'pg\_%' THEN
@@ -46,6 +56,22 @@ BEGIN
        OR to_regclass(format('pgoutbox.%I', p_name)) IS NOT NULL THEN
         RAISE EXCEPTION 'pgoutbox adopt: the name "%" is taken (a queue or adopted table of that name exists); choose another --name, or `pgoutbox unadopt %` first', p_name, p_name
             USING ERRCODE = 'duplicate_object';
+    END IF;
+    IF p_capture IS NULL OR p_capture NOT IN ('table', 'wal') THEN
+        RAISE EXCEPTION 'pgoutbox adopt: --capture must be table or wal, not %', coalesce(p_capture, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF wal THEN
+        IF current_setting('wal_level') <> 'logical' THEN
+            RAISE EXCEPTION 'pgoutbox adopt: --capture wal needs wal_level = logical, and this server runs wal_level = %', current_setting('wal_level')
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Set wal_level = logical (ALTER SYSTEM SET wal_level = logical, or in postgresql.conf) and restart PostgreSQL; max_replication_slots and max_wal_senders must leave room for one slot and one sender.';
+        END IF;
+        IF p_pending IS NOT NULL OR p_done IS NOT NULL OR p_channel IS NOT NULL THEN
+            RAISE EXCEPTION 'pgoutbox adopt: --capture wal relays each row''s insert from the WAL and never reads nor marks the rows: --pending, --done and --channel do not apply (delete the rows in the application, or leave them)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        p_shards := 0;  -- one relay streams, in commit order: no shards
     END IF;
     IF p_shards IS NULL OR p_shards NOT BETWEEN 0 AND 4096 THEN
         RAISE EXCEPTION 'pgoutbox adopt: --shards must be between 0 (concurrent mode only) and 4096, not %', p_shards
@@ -165,7 +191,47 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    -- What the relay needs, added.
+    -- What the relay needs, added.  Capture wal: the slot first (this
+    -- transaction has written nothing yet), then no insert may commit
+    -- before this transaction does (SHARE), so that every insert the
+    -- slot decodes from now on sees the table in the publication.
+    IF wal THEN
+        -- Slot names are the cluster's: one of another database is not
+        -- ours to stream.  One of this database (left by a queue or an
+        -- adoption of this name) decodes nothing of this table from
+        -- before this transaction: it is kept.
+        SELECT s.database INTO msg FROM pg_replication_slots s WHERE s.slot_name = slot;
+        IF msg IS DISTINCT FROM current_database() AND msg IS NOT NULL
+           OR EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.slot_name = slot AND s.database IS NULL) THEN
+            RAISE EXCEPTION 'pgoutbox adopt: --capture wal: the replication slot % exists already, for database % (slot names are the cluster''s): choose another --name, or drop that slot', slot, coalesce(msg, '(none: a physical slot)')
+                USING ERRCODE = 'duplicate_object';
+        END IF;
+        IF NOT pg_has_role((SELECT c.relowner FROM pg_class c WHERE c.oid = rel), 'USAGE')
+           OR NOT pg_has_role((SELECT p.pubowner FROM pg_publication p WHERE p.pubname = 'pgoutbox_wal'), 'USAGE') THEN
+            RAISE EXCEPTION 'pgoutbox adopt: --capture wal adds % to the publication pgoutbox_wal: run adopt as a role that owns both (the pgoutbox schema''s owner, or a superuser)', tbl
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        IF msg IS NULL THEN
+            BEGIN
+                PERFORM pg_create_logical_replication_slot(slot, 'pgoutput');
+                made := true;
+            EXCEPTION WHEN others THEN
+                GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+                RAISE EXCEPTION 'pgoutbox adopt: --capture wal: cannot create the replication slot %: % (call adopt in a transaction of its own, as a role with REPLICATION)', slot, msg
+                    USING ERRCODE = 'object_not_in_prerequisite_state';
+            END;
+        END IF;
+        added := added || jsonb_build_object('kind', 'slot', 'name', slot);
+        RETURN NEXT format('replication slot %s (pgoutput): the table''s inserts, kept until a relay confirms them', slot);
+    END IF;
+    -- A slot is not transactional: dropped again if what follows fails.
+    BEGIN
+    IF wal THEN
+        EXECUTE format('LOCK TABLE %s IN SHARE MODE', tbl);
+        EXECUTE format('ALTER PUBLICATION pgoutbox_wal ADD TABLE %s', tbl);
+        added := added || jsonb_build_object('kind', 'publication', 'name', 'pgoutbox_wal');
+        RETURN NEXT format('publication pgoutbox_wal: publishes the inserts of %s', tbl);
+    END IF;
     IF eid = 'pgoutbox_seq' THEN
         EXECUTE format('ALTER TABLE %s ADD COLUMN pgoutbox_seq bigint GENERATED BY DEFAULT AS IDENTITY', tbl);
         added := added || jsonb_build_object('kind', 'column', 'name', 'pgoutbox_seq');
@@ -189,7 +255,9 @@ BEGIN
     -- The index on pending rows, unless the table has one already: the
     -- predicate is read back as PostgreSQL prints it (through a CHECK
     -- constraint that is never validated) and compared with each index's.
-    IF pending = 'true' THEN
+    IF wal THEN
+        NULL;  -- nothing is claimed: no index, no trigger
+    ELSIF pending = 'true' THEN
         pred := NULL;
     ELSE
         BEGIN
@@ -203,6 +271,7 @@ BEGIN
          WHERE c.conrelid = rel AND c.conname = 'pgoutbox_adopt_probe';
         EXECUTE format('ALTER TABLE %s DROP CONSTRAINT pgoutbox_adopt_probe', tbl);
     END IF;
+    IF NOT wal THEN
     SELECT ic.relname INTO idx FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
      WHERE i.indrelid = rel AND i.indisvalid AND i.indexprs IS NULL
        AND i.indkey[0] = (SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = rel
@@ -234,19 +303,22 @@ BEGIN
     ELSE
         RETURN NEXT format('(no trigger: the relay listens on the application''s channel %I)', p_channel);
     END IF;
+    END IF;
     -- Rows that vanish as fast as they come: Debezium-style producers that
     -- delete the row in the transaction that inserts it.
     SELECT s.n_tup_ins, s.n_tup_del, s.n_live_tup INTO st
       FROM pg_stat_user_tables s WHERE s.relid = rel;
-    IF st.n_tup_ins > 0 AND st.n_tup_del >= st.n_tup_ins THEN
+    IF NOT wal AND st.n_tup_ins > 0 AND st.n_tup_del >= st.n_tup_ins THEN
         RETURN NEXT format('WARNING: every row ever inserted into %s was deleted again (%s inserted, %s deleted). '
                            'If the application deletes each row in the transaction that inserts it (Debezium''s '
                            'outbox with log-based capture), no row is ever visible to a relay: pgoutbox cannot relay '
-                           'such events; the application must leave the row for the relay to delete (--done delete)',
+                           'such events from the table; adopt it with --capture wal (the relay reads the inserts '
+                           'from the WAL), or the application must leave the row for the relay to delete (--done delete)',
                            tbl, st.n_tup_ins, st.n_tup_del);
     END IF;
 
-    INSERT INTO pgoutbox.queues (name, shards, kind) VALUES (p_name, greatest(p_shards, 1), 'adopted');
+    INSERT INTO pgoutbox.queues (name, shards, kind, capture)
+    VALUES (p_name, greatest(p_shards, 1), 'adopted', p_capture);
     INSERT INTO pgoutbox.shard_leases (queue, shard)
     SELECT p_name, s FROM generate_series(-1, greatest(p_shards, 1) - 1) s;
     INSERT INTO pgoutbox.adopted (name, tbl, tbl_sql, event_id, topic_sql, key_sql, type_sql,
@@ -258,8 +330,16 @@ BEGIN
             jsonb_strip_nulls(jsonb_build_object('id', idcol, 'topic', topic, 'key', key, 'type', typ,
                                'payload', coalesce(p_payload, 'payload'), 'headers', p_headers,
                                'created_at', p_created_at, 'pending', p_pending, 'done', done,
-                               'channel', p_channel)),
+                               'channel', p_channel,
+                               'capture', CASE WHEN wal THEN 'wal' END)),
             added);
-    RETURN NEXT format('adopted %s as "%s": relay it with `pgoutbox relay --queue %s`%s', tbl, p_name, p_name,
-                       CASE WHEN p_shards = 0 THEN ' --mode concurrent' ELSE '' END);
+    RETURN NEXT format('adopted %s as "%s"%s: relay it with `pgoutbox relay --queue %s`%s', tbl, p_name,
+                       CASE WHEN wal THEN ' (capture wal: inserts committed from now on)' ELSE '' END, p_name,
+                       CASE WHEN p_shards = 0 AND NOT wal THEN ' --mode concurrent' ELSE '' END);
+    EXCEPTION WHEN others THEN
+        IF made THEN
+            PERFORM pg_drop_replication_slot(slot);
+        END IF;
+        RAISE;
+    END;
 END $$;

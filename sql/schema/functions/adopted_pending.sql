@@ -1,7 +1,7 @@
 -- The pending events of an adopted table as `pgoutbox status` reads a
 -- queue: run_at, attempts and last_error from the bookkeeping; dead
 -- letters left out (they are in pgoutbox.dead_letters).  The caller needs
--- SELECT on the table.
+-- SELECT on the table.  None for a table adopted with capture wal.
 CREATE OR REPLACE FUNCTION pgoutbox.adopted_pending(p_name text)
 RETURNS TABLE (id bigint, topic text, key text, created_at timestamptz, shard integer,
                run_at timestamptz, attempts integer, last_error text)
@@ -12,6 +12,11 @@ BEGIN
     SELECT * INTO a FROM pgoutbox.adopted x WHERE x.name = p_name;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'pgoutbox: nothing is adopted as "%"', p_name USING ERRCODE = 'undefined_object';
+    END IF;
+    -- Captured through the WAL: the rows are not the events (the
+    -- slot's lag is what waits; status shows the slot).
+    IF EXISTS (SELECT 1 FROM pgoutbox.queues q WHERE q.name = p_name AND q.capture = 'wal') THEN
+        RETURN;
     END IF;
     -- The map's expressions see the table alone (no column of the
     -- bookkeeping may capture their names).

@@ -9,7 +9,8 @@
 -- with its id, created_at and the rest of its envelope, so that the
 -- relay streams it at this transaction's commit (after the events
 -- committed since it failed) and dedup downstream still knows its id.
--- That calls pg_logical_emit_message() as the caller.
+-- That calls pg_logical_emit_message() as the caller.  So for a table
+-- adopted with capture wal, whose rows may be gone (docs/adopt.md).
 CREATE OR REPLACE FUNCTION pgoutbox.dead_retry(queue text, ids bigint[] DEFAULT NULL,
                                                topic text DEFAULT NULL,
                                                type text DEFAULT NULL)
@@ -23,7 +24,7 @@ DECLARE
     d record;
 BEGIN
     SELECT q.kind, q.capture INTO k, c FROM pgoutbox.queues q WHERE q.name = dead_retry.queue;
-    IF k IS NULL OR k = 'adopted' THEN
+    IF k IS NULL OR (k = 'adopted' AND c IS DISTINCT FROM 'wal') THEN
         RAISE EXCEPTION 'pgoutbox.dead_retry: no work queue or outbox named "%"', queue
             USING ERRCODE = 'undefined_table';
     END IF;

@@ -1,6 +1,8 @@
 -- Removes what adopt added (in reverse order) and the map; the
 -- application's rows stay as they are.  Dead letters stay in
--- pgoutbox.dead_letters; the retry bookkeeping goes.
+-- pgoutbox.dead_letters; the retry bookkeeping goes.  Capture wal: the
+-- table leaves the publication and the slot goes last (PostgreSQL
+-- refuses to drop a slot a relay streams: stop the relays first).
 CREATE OR REPLACE FUNCTION pgoutbox.unadopt(p_name text) RETURNS SETOF text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -23,6 +25,16 @@ BEGIN
             EXECUTE format('DROP INDEX %I.%I', nsp, obj->>'name');
         WHEN 'column' THEN
             EXECUTE format('ALTER TABLE %s DROP COLUMN %I', a.tbl, obj->>'name');
+        WHEN 'publication' THEN
+            IF EXISTS (SELECT 1 FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid
+                        WHERE p.pubname = obj->>'name' AND pr.prrelid = a.tbl) THEN
+                EXECUTE format('ALTER PUBLICATION %I DROP TABLE %s', obj->>'name', a.tbl);
+            END IF;
+        WHEN 'slot' THEN
+            IF EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.slot_name = obj->>'name'
+                          AND s.database = current_database()) THEN
+                PERFORM pg_drop_replication_slot(obj->>'name');
+            END IF;
         END CASE;
         RETURN NEXT format('dropped %s %s', obj->>'kind', obj->>'name');
     END LOOP;

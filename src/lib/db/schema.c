@@ -97,11 +97,12 @@ static int exec_ok(PGconn *conn, const char *sql, const char *what,
  * 22 does: relays of 20 ignore the pause of an outbox and its fair
  * claims, and their workers claim jobs whose dependencies are not done.
  * 23 does: WAL queues' messages carry no created_at, which relays of 22
- * would leave empty.  A version that only adds objects the older
- * binaries never use does not: leave it out. */
+ * would leave empty.  24 does: a relay of 23 would claim a table adopted
+ * with capture wal as a table (it streams nothing).  A version that only
+ * adds objects the older binaries never use does not: leave it out. */
 static bool breaks_older(int version)
 {
-	return version <= 20 || version == 22 || version == 23;
+	return version <= 20 || (version >= 22 && version <= 24);
 }
 
 const char pgo_schema_seen_sql[] =

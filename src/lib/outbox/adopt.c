@@ -40,22 +40,32 @@ static int run_lines(PGconn *conn, const char *sql, int n,
 	return PGO_OK;
 }
 
-int pgo_adopt(PGconn *conn, const pgo_adopt_map_t *m, pgo_adopt_line_fn line,
-	      void *ctx, pgo_error_t *err)
+int pgo_adopt_capture(PGconn *conn, const pgo_adopt_map_t *m,
+		      const char *capture, pgo_adopt_line_fn line, void *ctx,
+		      pgo_error_t *err)
 {
 	char shards[16];
-	const char *p[13] = {m->table,	 m->name,    m->id,	 m->topic,
-			     m->key,	 m->type,    m->payload, m->headers,
-			     m->created, m->pending, m->done,	 m->channel,
-			     shards};
+	const char *p[14] = {m->table,	 m->name,
+			     m->id,	 m->topic,
+			     m->key,	 m->type,
+			     m->payload, m->headers,
+			     m->created, m->pending,
+			     m->done,	 m->channel,
+			     shards,	 capture ? capture : "table"};
 
 	if (pgo_ident_check(m->name, err) != PGO_OK)
 		return err->code;
 	snprintf(shards, sizeof(shards), "%d", m->shards);
 	return run_lines(conn,
 			 "SELECT * FROM pgoutbox.adopt($1, $2, $3, $4, $5, "
-			 "$6, $7, $8, $9, $10, $11, $12, $13::integer)",
-			 13, p, line, ctx, err);
+			 "$6, $7, $8, $9, $10, $11, $12, $13::integer, $14)",
+			 14, p, line, ctx, err);
+}
+
+int pgo_adopt(PGconn *conn, const pgo_adopt_map_t *m, pgo_adopt_line_fn line,
+	      void *ctx, pgo_error_t *err)
+{
+	return pgo_adopt_capture(conn, m, "table", line, ctx, err);
 }
 
 int pgo_unadopt(PGconn *conn, const char *name, pgo_adopt_line_fn line,

@@ -98,10 +98,12 @@ static int pending_from(PGconn *conn, const char *queue, facts_t *f, char *from,
 	    strcmp(PQgetvalue(kind, 0, 0), "adopted") == 0) {
 		snprintf(from, size, "pgoutbox.adopted_pending('%s')", queue);
 		/* Its retention is its `done`: delete, or mark and keep. */
-		f->adopted = query(conn,
-				   "SELECT done_sql, tbl_sql FROM "
-				   "pgoutbox.adopted_map($1)",
-				   queue, err);
+		f->adopted =
+			query(conn,
+			      "SELECT CASE WHEN pgoutbox.queue_capture(name) "
+			      "= 'wal' THEN NULL ELSE done_sql END, tbl_sql "
+			      "FROM pgoutbox.adopted_map($1)",
+			      queue, err);
 		if (!f->adopted) {
 			PQclear(kind);
 			return PGO_ERR_DB;
@@ -463,7 +465,14 @@ static void write_text(const facts_t *f, const char *database,
 	if (f->adopted && PQntuples(f->adopted) == 1) {
 		const char *done = PQgetvalue(f->adopted, 0, 0);
 
-		if (strcmp(done, "delete") == 0)
+		/* Captured through the WAL: the relay never touches the
+		 * rows (docs/adopt.md). */
+		if (PQgetisnull(f->adopted, 0, 0))
+			fprintf(out,
+				"  retention: none (capture wal: the rows of "
+				"%s are the application's)\n",
+				PQgetvalue(f->adopted, 0, 1));
+		else if (strcmp(done, "delete") == 0)
 			fprintf(out,
 				"  retention: delete on ack (rows of %s)\n",
 				PQgetvalue(f->adopted, 0, 1));
@@ -671,9 +680,12 @@ static void json_retention(pgo_buf_t *b, bool *first, const facts_t *f)
 
 		pgo_buf_puts(b, "{");
 		j_str(b, &r, "mode",
-		      strcmp(done, "delete") == 0 ? "delete" : "mark");
+		      PQgetisnull(f->adopted, 0, 0) ? "none"
+		      : strcmp(done, "delete") == 0 ? "delete"
+						    : "mark");
 		j_str(b, &r, "table", PQgetvalue(f->adopted, 0, 1));
-		j_str(b, &r, "done", done);
+		if (!PQgetisnull(f->adopted, 0, 0))
+			j_str(b, &r, "done", done);
 		pgo_buf_puts(b, "}");
 	} else if (PQntuples(res) == 1) {
 		bool r = true;

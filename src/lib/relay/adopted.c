@@ -51,6 +51,8 @@ enum {
 	M_CHANNEL,
 	M_SHARD_COL,
 	M_SHARDS,
+	M_RELID,   /* the table's oid (capture wal: pgoutput's relation) */
+	M_CAPTURE, /* table or wal (wal.c streams it) */
 	M_N
 };
 
@@ -82,7 +84,8 @@ void pgo_adopted_read(PGconn *pg, const char *name, pgo_adopted_found_t *out)
 	res = PQexecParams(pg,
 			   "SELECT tbl_sql, event_id, topic_sql, key_sql, "
 			   "type_sql, payload_sql, headers_sql, created_sql, "
-			   "pending_sql, done_sql, channel, shard_col, shards "
+			   "pending_sql, done_sql, channel, shard_col, shards, "
+			   "tbl::oid, pgoutbox.queue_capture(name) "
 			   "FROM pgoutbox.adopted_map($1)",
 			   1, NULL, &name, NULL, NULL, 0);
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
@@ -114,7 +117,7 @@ int pgo_adopted_apply(pgo_relay_t *r, pgo_adopted_found_t *found,
 	r->adopted = found->map;
 	found->map = NULL;
 	if (r->adopted && r->mode == PGO_MODE_ORDERED &&
-	    PQgetisnull(r->adopted, 0, M_SHARD_COL))
+	    PQgetisnull(r->adopted, 0, M_SHARD_COL) && !pgo_adopted_wal(r))
 		return pgo_error_set(
 			err, PGO_ERR_INVALID, 0,
 			"queue %s was adopted with --shards 0 (no shard "
@@ -164,6 +167,20 @@ int pgo_adopted_load(pgo_relay_t *r, pgo_error_t *err)
 	pgo_adopted_read(pg, name, &found);
 	PQfinish(pg);
 	return pgo_adopted_apply(r, &found, err);
+}
+
+bool pgo_adopted_wal(const pgo_relay_t *r)
+{
+	return r->adopted && strcmp(map(r, M_CAPTURE), "wal") == 0;
+}
+
+const char *pgo_adopted_map(const pgo_relay_t *r, pgo_adopted_col_t col)
+{
+	static const int cols[] = {M_TBL,     M_EID,	 M_TOPIC,
+				   M_KEY,     M_TYPE,	 M_PAYLOAD,
+				   M_HEADERS, M_CREATED, M_RELID};
+
+	return map(r, cols[col]);
 }
 
 void pgo_adopted_free(pgo_relay_t *r)

@@ -439,6 +439,22 @@ void pgo_adopted_read(PGconn *pg, const char *queue, pgo_adopted_found_t *out);
 int pgo_adopted_apply(pgo_relay_t *r, pgo_adopted_found_t *found,
 		      pgo_error_t *err);
 void pgo_adopted_free(pgo_relay_t *r);
+/* Whether the adopted table is captured through the WAL (wal.c streams
+ * its inserts; wal_adopted.c evaluates the map). */
+bool pgo_adopted_wal(const pgo_relay_t *r);
+/* One expression (or name) of the map, borrowed from r->adopted. */
+typedef enum pgo_adopted_col {
+	PGO_ADOPTED_TBL = 0, /* "schema"."table" */
+	PGO_ADOPTED_EID,     /* the quoted bigint event id column */
+	PGO_ADOPTED_TOPIC,
+	PGO_ADOPTED_KEY,
+	PGO_ADOPTED_TYPE,
+	PGO_ADOPTED_PAYLOAD,
+	PGO_ADOPTED_HEADERS,
+	PGO_ADOPTED_CREATED,
+	PGO_ADOPTED_RELID /* the table's oid, as text */
+} pgo_adopted_col_t;
+const char *pgo_adopted_map(const pgo_relay_t *r, pgo_adopted_col_t col);
 /* Builds the claim, LISTEN, retry, dead-letter and done statements from
  * the map into r->sql, over what pgo_claim_sql_build() wrote (pure). */
 void pgo_adopted_build_sql(pgo_relay_t *r);

@@ -273,6 +273,14 @@ static int start_take(pgo_relay_t *r, pgo_relay_start_t *j, pgo_pooler_t *kind)
 		refuse(r, err.msg);
 		return rc;
 	}
+	if (pgo_adopted_wal(r)) {
+		snprintf(r->run.errmsg, sizeof(r->run.errmsg),
+			 "queue %s is a table adopted with capture wal, which "
+			 "a fleet does not stream: run a relay of its own for "
+			 "this database",
+			 j->queue);
+		return PGO_ERR_INVALID;
+	}
 	pgo_relay_build_sql(r);
 	if (j->probe_rc != PGO_OK)
 		return failed(r, j->probe_err.msg, kind);

@@ -104,8 +104,9 @@ static bool txn_acked(const wal_txn_t *t)
 #define DEAD_SQL                                                               \
 	"INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, type, "     \
 	"payload, headers, created_at, attempts, last_error) VALUES "          \
-	"($1::bigint, $2, $3, $4, $5, $6::jsonb, coalesce($7::jsonb, "         \
-	"'{}'), $8::timestamptz, $9::int, $10) ON CONFLICT (queue, id) DO "    \
+	"($1::bigint, $2, $3, $4, $5, pgoutbox.adopted_jsonb($6), "            \
+	"coalesce(pgoutbox.adopted_jsonb($7), '{}'), $8::timestamptz, "        \
+	"$9::int, $10) ON CONFLICT (queue, id) DO "                            \
 	"UPDATE SET attempts = EXCLUDED.attempts, last_error = "               \
 	"EXCLUDED.last_error, failed_at = now()"
 
@@ -130,16 +131,7 @@ static bool dead_letter(pgo_relay_t *r, const size_t *idx, size_t n)
 	const char *queue = pgo_conf_values(r->conf)->queue;
 	bool ok;
 
-	if (!w->dead_pg || PQstatus(w->dead_pg) != CONNECTION_OK) {
-		const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
-		char timeout[24];
-
-		PQfinish(w->dead_pg);
-		pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
-		w->dead_pg = PQconnectdbParams(keys, vals, 1);
-	}
-	ok = w->dead_pg && PQstatus(w->dead_pg) == CONNECTION_OK &&
-	     dead_exec(w->dead_pg, "BEGIN");
+	ok = pgo_wal_plain(r) && dead_exec(w->dead_pg, "BEGIN");
 	for (size_t j = 0; ok && j < n; j++) {
 		const pgo_event_t *e = &w->src[idx[j]]->ev;
 		char id[24], attempts[16];
@@ -207,6 +199,23 @@ static void submit(pgo_relay_t *r)
 			break;
 		n += t->n;
 		k++;
+	}
+	/* An adopted table's rows become events first (wal_adopted.c):
+	 * the head transactions that are all events go now; when the head
+	 * has rows, the map's statement runs, and the next turn after its
+	 * result submits. */
+	if (w->adopted) {
+		size_t ready = pgo_wal_adopted_ready(w, k);
+
+		if (!ready) {
+			if (pgo_wal_adopted_eval(r, k) == PGO_ERR_DB)
+				w->pause_until = pgo_now_ms() + 1000;
+			return;
+		}
+		k = ready;
+		n = 0;
+		for (wal_txn_t *t = w->head; t && ready--; t = t->next)
+			n += t->n;
 	}
 	pgo_arena_reset(w->arena);
 	memset(b, 0, sizeof(*b));
@@ -343,7 +352,7 @@ static void pump(pgo_relay_t *r, int64_t now)
 	if (!w->head && !w->cur && !w->in_sink && w->sent_end > w->confirmed)
 		w->confirmed = w->sent_end;
 	if (w->in_sink || !w->head || r->run.stop || r->outage.down ||
-	    now < w->pause_until)
+	    w->fatal || now < w->pause_until)
 		return;
 	submit(r);
 }
@@ -374,6 +383,9 @@ int pgo_wal_attach(pgo_relay_t *r, pgo_error_t *err)
 	snprintf(w->slot, sizeof(w->slot), "pgoutbox_%s", name);
 	snprintf(w->prefix, sizeof(w->prefix), "pgoutbox:%s", name);
 	r->wal = w;
+	if (r->adopted && !pgo_wal_adopted_init(r))
+		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
+				     "out of memory for a relay");
 	return PGO_OK;
 }
 
@@ -386,8 +398,9 @@ int pgo_wal_load(pgo_relay_t *r, pgo_error_t *err)
 	PGresult *res;
 	bool wal;
 
+	/* An adopted table: adopted.c read its capture with the map. */
 	if (r->adopted)
-		return PGO_OK;
+		return pgo_adopted_wal(r) ? pgo_wal_attach(r, err) : PGO_OK;
 	pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
 	pg = PQconnectdbParams(keys, vals, 1);
 	if (!pg || PQstatus(pg) != CONNECTION_OK) {
@@ -416,6 +429,7 @@ void pgo_wal_free(pgo_relay_t *r)
 	PQclear(w->check);
 	PQfinish(w->pg);
 	PQfinish(w->dead_pg);
+	pgo_wal_adopted_free(w);
 	pgo_arena_destroy(w->arena);
 	free(w);
 	r->wal = NULL;
@@ -473,8 +487,14 @@ static int wal_turn(pgo_relay_t *r, int64_t now)
 			pgo_wal_drop(r, pgo_pq_msg(w->pg, NULL));
 		w->revents = 0;
 	}
+	if (w->adopted && w->eval_busy)
+		pgo_wal_adopted_poll(r);
 	if (w->state == WAL_STREAMING && pgo_wal_read(r, now))
 		pump(r, now);
+	if (w->fatal) {
+		pgo_log(PGO_LOG_ERROR, r->subject, "%s", r->run.errmsg);
+		return PGO_ERR_INVALID;
+	}
 	if (w->state == WAL_STREAMING &&
 	    (w->reply || w->confirmed > w->reported || now >= w->next_status))
 		pgo_wal_send_status(r, now);
@@ -522,6 +542,9 @@ static void wal_close(pgo_relay_t *r)
 	w->state = WAL_DOWN;
 	pgo_loop_io_del(w->io);
 	w->io = NULL;
+	if (w->plain_io)
+		pgo_loop_io_del(w->plain_io);
+	w->plain_io = NULL;
 }
 
 int pgo_wal_begin(pgo_relay_t *r)
@@ -530,6 +553,12 @@ int pgo_wal_begin(pgo_relay_t *r)
 	struct relay_wal *w = r->wal;
 
 	w->io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note, &w->revents);
+	if (w->io && w->adopted &&
+	    !(w->plain_io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
+					    &w->plain_revents))) {
+		pgo_loop_io_del(w->io);
+		w->io = NULL;
+	}
 	if (!w->io) {
 		snprintf(r->run.errmsg, sizeof(r->run.errmsg), "out of memory");
 		return PGO_ERR_NOMEM;

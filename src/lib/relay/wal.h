@@ -64,4 +64,22 @@ double pgo_wal_lag_seconds(const pgo_relay_t *r);
 bool pgo_wal_envelope(const char *json, size_t len, int64_t commit_us,
 		      pgo_event_t *ev, char **mem);
 
+/* pgoutput's Relation message m[0..len) ('R', protocol 1): its oid in
+ * *relid, its column names in *cols (malloc'd, each malloc'd; free with
+ * pgo_wal_cols_free()) and their count in *ncols.  -1 when it cannot be
+ * read (nothing allocated).  Pure, for the unit tests. */
+int pgo_wal_relation(const char *m, size_t len, uint32_t *relid, char ***cols,
+		     size_t *ncols);
+void pgo_wal_cols_free(char **cols, size_t ncols);
+/* pgoutput's Insert message m[0..len) ('I') of a relation whose columns
+ * are cols[0..ncols): its new row appended to out as a JSON object of
+ * column name -> text (null for NULL), its oid in *relid.  Columns past
+ * ncols are skipped; *unchanged is the first column sent as unchanged
+ * ('u', which inserts do not have; taken as null), else ncols.  -1 when
+ * it cannot be read (out then holds a part).  Pure. */
+struct pgo_buf;
+int pgo_wal_insert_row(const char *m, size_t len, char *const *cols,
+		       size_t ncols, uint32_t *relid, struct pgo_buf *out,
+		       size_t *unchanged);
+
 #endif

@@ -7,6 +7,8 @@
  *   wal_stream.c    the replication connection: setup, the stream,
  *                   pgoutput's messages, standby status updates
  *   wal_envelope.c  a logical message's envelope -> the event
+ *   wal_adopted.c   an adopted table's inserts (pgoutput's Relation and
+ *                   Insert) -> rows -> the events, by the table's map
  */
 #ifndef PGO_RELAY_WAL_INT_H
 #define PGO_RELAY_WAL_INT_H
@@ -21,6 +23,8 @@ typedef struct wal_ev {
 	pgo_event_t ev; /* its strings point into mem */
 	char *mem;	/* malloc'd (pgo_wal_envelope()) */
 	bool acked;	/* the sink acked it */
+	bool row;	/* mem is an adopted table's row (a JSON object
+			 * of its columns' text), ev not made yet */
 } wal_ev_t;
 
 /* A committed transaction: its events of the queue, in order. */
@@ -41,33 +45,49 @@ typedef enum wal_state {
 } wal_state_t;
 
 struct relay_wal {
-	char slot[80];		 /* pgoutbox_<queue> */
-	char prefix[80];	 /* pgoutbox:<queue> */
-	PGconn *pg;		 /* the replication connection */
-	wal_state_t state;	 /* see wal_stream.c */
-	pgo_loop_io_t *io;	 /* its socket in the loop */
-	short revents;		 /* what the loop saw on it */
-	int64_t retry_at;	 /* DOWN: connect then (monotonic ms) */
-	bool standing_by;	 /* another relay streams: said so once */
-	short want;		 /* setup: the events libpq waits for */
-	int64_t setup_until;	 /* setup: give up then (monotonic ms) */
-	PGresult *check;	 /* CHECKING: the check's result */
-	char last_err[512];	 /* the last connection error logged */
-	wal_txn_t *head, *tail;	 /* committed transactions, commit order */
-	wal_txn_t *cur;		 /* between 'B' and 'C' */
-	size_t pending;		 /* events in the FIFO */
-	bool in_sink;		 /* the sink holds batch */
-	pgo_batch_t batch;	 /* the batch in the sink */
-	wal_ev_t **src;		 /* batch event i -> its event */
-	size_t batch_txns;	 /* transactions the batch covers */
-	pgo_arena_t *arena;	 /* the batch's memory */
-	uint64_t received;	 /* the highest WAL end received */
-	uint64_t confirmed;	 /* the flush position to report */
-	uint64_t reported;	 /* the one last reported */
-	uint64_t sent_end;	 /* the last keepalive's sent position */
-	int64_t next_status;	 /* monotonic ms: the next status update */
-	bool reply;		 /* the server asked for one */
-	PGconn *dead_pg;	 /* writes dead letters (plain SQL) */
+	char slot[80];		/* pgoutbox_<queue> */
+	char prefix[80];	/* pgoutbox:<queue> */
+	PGconn *pg;		/* the replication connection */
+	wal_state_t state;	/* see wal_stream.c */
+	pgo_loop_io_t *io;	/* its socket in the loop */
+	short revents;		/* what the loop saw on it */
+	int64_t retry_at;	/* DOWN: connect then (monotonic ms) */
+	bool standing_by;	/* another relay streams: said so once */
+	short want;		/* setup: the events libpq waits for */
+	int64_t setup_until;	/* setup: give up then (monotonic ms) */
+	PGresult *check;	/* CHECKING: the check's result */
+	char last_err[512];	/* the last connection error logged */
+	wal_txn_t *head, *tail; /* committed transactions, commit order */
+	wal_txn_t *cur;		/* between 'B' and 'C' */
+	size_t pending;		/* events in the FIFO */
+	bool in_sink;		/* the sink holds batch */
+	pgo_batch_t batch;	/* the batch in the sink */
+	wal_ev_t **src;		/* batch event i -> its event */
+	size_t batch_txns;	/* transactions the batch covers */
+	pgo_arena_t *arena;	/* the batch's memory */
+	uint64_t received;	/* the highest WAL end received */
+	uint64_t confirmed;	/* the flush position to report */
+	uint64_t reported;	/* the one last reported */
+	uint64_t sent_end;	/* the last keepalive's sent position */
+	int64_t next_status;	/* monotonic ms: the next status update */
+	bool reply;		/* the server asked for one */
+	PGconn *dead_pg;	/* plain SQL: dead letters, the map */
+	/* An adopted table captured through the WAL (wal_adopted.c). */
+	bool adopted;	/* streams its inserts, not messages */
+	uint32_t relid; /* the table's oid */
+	char **cols;	/* its columns, from the last Relation */
+	size_t ncols;
+	char *map_sql;		 /* rows -> events (malloc'd) */
+	bool map_prepared;	 /* as pgoutbox_map on dead_pg */
+	bool map_stale;		 /* a Relation came since: prepare again */
+	bool fatal;		 /* stop: the map no longer fits (errmsg) */
+	bool eval_busy;		 /* the map's statement runs on dead_pg */
+	size_t eval_n;		 /* for the FIFO's first eval_n rows */
+	unsigned eval_epoch;	 /* sent at this epoch */
+	PGresult *eval_res;	 /* its result, while the end is not in */
+	pgo_loop_io_t *plain_io; /* dead_pg's socket while it runs */
+	short plain_revents;	 /* what the loop saw on it */
+	unsigned epoch;		 /* +1 each time the stream is lost */
 	int64_t backoff;	 /* after a batch not all acked, ms */
 	int64_t pause_until;	 /* no batch before (monotonic ms) */
 	int64_t refused_backoff; /* a fleet's: after a refusal, ms */
@@ -78,6 +98,27 @@ struct relay_wal {
 void pgo_wal_txn_free(wal_txn_t *t);
 /* Frees every transaction read, the open one too. */
 void pgo_wal_fifo_clear(struct relay_wal *w);
+
+/* wal_adopted.c: an adopted table's inserts. */
+/* Builds the map's statement: false without memory. */
+bool pgo_wal_adopted_init(pgo_relay_t *r);
+void pgo_wal_adopted_free(struct relay_wal *w);
+/* pgoutput's 'R' and 'I' messages (the table's; others ignored). */
+void pgo_wal_adopted_relation(pgo_relay_t *r, const char *m, size_t len);
+void pgo_wal_adopted_insert(pgo_relay_t *r, const char *m, size_t len);
+/* How many of the first k transactions hold no row (all events). */
+size_t pgo_wal_adopted_ready(const struct relay_wal *w, size_t k);
+/* Sends the map's statement for the rows of the first k transactions:
+ * PGO_ERR_AGAIN while it runs (pgo_wal_adopted_poll() reads its result);
+ * PGO_OK when they hold none; PGO_ERR_DB to try again later. */
+int pgo_wal_adopted_eval(pgo_relay_t *r, size_t k);
+/* Reads the statement's result when in: the rows become events, or
+ * w->fatal (errmsg set) when the map does not fit them, or a pause
+ * when the connection failed. */
+void pgo_wal_adopted_poll(pgo_relay_t *r);
+/* The connection of plain SQL (dead letters, the map), made when first
+ * needed (blocking); NULL when it cannot be made. */
+PGconn *pgo_wal_plain(pgo_relay_t *r);
 
 /* wal_stream.c: the connection. */
 /* The loop's watch on the socket, for the state. */

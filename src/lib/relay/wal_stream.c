@@ -12,9 +12,11 @@
  *              again every second (the slot's active flag elects).
  *   STREAMING  XLogData ('w') carries pgoutput's messages: 'B' opens a
  *              transaction, 'M' is one of its messages (ours by the
- *              prefix), 'C' closes it with its end LSN; the transaction
- *              joins the FIFO of committed ones.  Keepalives ('k') carry
- *              the server's sent position and may ask for a reply.
+ *              prefix), 'R' and 'I' an adopted table's columns and
+ *              inserts (wal_adopted.c), 'C' closes it with its end LSN;
+ *              the transaction joins the FIFO of committed ones.
+ *              Keepalives ('k') carry the server's sent position and
+ *              may ask for a reply.
  *
  * The confirmed position wal.c moves goes to the server in standby
  * status updates ('r').
@@ -109,6 +111,7 @@ void pgo_wal_drop(pgo_relay_t *r, const char *why)
 	w->in_sink = false;
 	pgo_arena_reset(w->arena);
 	pgo_wal_fifo_clear(w);
+	w->epoch++; /* a map's result in flight is for rows gone */
 	PQfinish(w->pg);
 	w->pg = NULL;
 	w->state = WAL_DOWN;
@@ -222,7 +225,15 @@ static void on_pgoutput(pgo_relay_t *r, const char *m, size_t len)
 		w->cur->n++;
 		return;
 	}
-	default: return; /* relations, types, origins: none of ours */
+	case 'R':
+		if (w->adopted)
+			pgo_wal_adopted_relation(r, m, len);
+		return;
+	case 'I':
+		if (w->adopted)
+			pgo_wal_adopted_insert(r, m, len);
+		return;
+	default: return; /* types, origins: none of ours */
 	}
 }
 
