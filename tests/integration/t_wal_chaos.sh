@@ -69,11 +69,12 @@ check_all() {
 	# they committed is in sent.
 	for p in "${prods[@]}"; do wait "$p" 2>/dev/null || true; done
 	total=$(q "SELECT count(*) FROM sent")
-	q "SELECT id FROM sent ORDER BY id" >"$T_TMP/want"
-	wait_until 60 '[ "$(ids_of "$T_TMP"/r*.out | sort -n | uniq | comm -13 - "$T_TMP/want" | wc -l)" = 0 ]'
+	# comm needs text order on both sides (numeric order misreads 9, 10).
+	q "SELECT id FROM sent" | LC_ALL=C sort >"$T_TMP/want"
+	wait_until 60 '[ "$(ids_of "$T_TMP"/r*.out | LC_ALL=C sort -u | LC_ALL=C comm -13 - "$T_TMP/want" | wc -l)" = 0 ]'
 	sleep 0.5
 	got=$(ids_of "$T_TMP"/r*.out | sort -n | uniq | wc -l)
-	extra=$(ids_of "$T_TMP"/r*.out | sort -n | uniq | comm -23 - "$T_TMP/want" | wc -l)
+	extra=$(ids_of "$T_TMP"/r*.out | LC_ALL=C sort -u | LC_ALL=C comm -23 - "$T_TMP/want" | wc -l)
 	[ "$extra" = 0 ] || fail "$1: $extra delivered events were never committed (rolled back?)"
 	[ "$got" = "$total" ] || fail "$1: $got of $total committed events delivered"
 	# Per key, each relay's output has strictly increasing versions
