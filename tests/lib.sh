@@ -107,6 +107,34 @@ start_producer() {
 	PRODUCERS+=("$!")
 }
 
+# A fleet's probe: commits an event through URL $1 and prints the ms
+# until the relay wrote it to $OUT with the pgoutbox-source $2; fails
+# after ${3:-3} s.
+fleet_probe() {
+	local id t0 t1 pat
+	t0=$(date +%s%N)
+	id=$(psql -XAtq "$1" -c "SELECT pgoutbox.send('probe', 'probe', 'probe', '{\"v\": 0}')")
+	pat="^{\"id\":$id,.*\"pgoutbox-source\": \"$2\"}"
+	wait_until "${3:-3}" 'grep -q "$pat" "$OUT"'
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000000))
+}
+
+# Probes on databases 1 and 2 (the test's probe N) every half second
+# until SECONDS reaches $1; each must arrive within 2 s, else fails
+# saying "while $2".  Prints the latencies.
+fleet_probes_until() {
+	local ms i
+	while [ $SECONDS -lt "$1" ]; do
+		for i in 1 2; do
+			ms=$(probe "$i")
+			[ "$ms" -le 2000 ] || fail "a probe on db$i took $ms ms while $2 (the loop was held up)"
+			echo "$ms"
+		done
+		sleep 0.5
+	done
+}
+
 # Shard leases held now in the queue's namespace, per backend pid.
 lease_count() {
 	q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted

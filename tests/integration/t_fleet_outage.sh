@@ -29,17 +29,8 @@ PGOUTBOX_RELAY_RECONNECT_MAX=1s start_relay "$OUT" --mode ordered --sink stdout 
 relay=$RELAY_PID
 # Deliveries from database $1 (db1, db2, db3) so far.
 got() { grep -c "\"pgoutbox-source\": \"$1\"}" "$OUT" || true; }
-# Commits a probe event on database $1 (0-2) and prints the ms until the
-# relay wrote it out; fails after ${2:-3} s.
-probe() {
-	local id t0 t1 pat
-	t0=$(date +%s%N)
-	id=$(psql -XAtq "$(url "$1")" -c "SELECT pgoutbox.send('probe', 'probe', 'probe', '{\"v\": 0}')")
-	pat="^{\"id\":$id,.*\"pgoutbox-source\": \"db$(($1 + 1))\"}"
-	wait_until "${2:-3}" 'grep -q "$pat" "$OUT"'
-	t1=$(date +%s%N)
-	echo $(((t1 - t0) / 1000000))
-}
+# A probe event on database $1 (0-2): ms until delivered (fleet_probe).
+probe() { fleet_probe "$(url "$1")" "db$(($1 + 1))" "${2:-3}"; }
 PRODUCERS=()
 for i in 0 1 2; do
 	DATABASE_URL=$(url "$i") start_producer $((OUTAGE + 20)) 0.01

@@ -27,30 +27,9 @@ LD_PRELOAD=$T_TMP/slow_dns.so SLOW_DNS_MS=3000 \
 	--db "$(url 1)" --db "$(url 2)" --db "$SLOW_URL"
 relay=$RELAY_PID
 got() { grep -c "\"pgoutbox-source\": \"${name}_$1\"}" "$OUT" || true; }
-# Commits a probe event on database $1 (1-3) and prints the ms until the
-# relay wrote it out; fails after ${2:-3} s.
-probe() {
-	local id t0 t1 pat
-	t0=$(date +%s%N)
-	id=$(psql -XAtq "$(url "$1")" -c "SELECT pgoutbox.send('probe', 'probe', 'probe', '{\"v\": 0}')")
-	pat="^{\"id\":$id,.*\"pgoutbox-source\": \"${name}_$1\"}"
-	wait_until "${2:-3}" 'grep -q "$pat" "$OUT"'
-	t1=$(date +%s%N)
-	echo $(((t1 - t0) / 1000000))
-}
-# Probes on db1 and db2 every half second until $1 (SECONDS); each must
-# arrive within 2 s.  Prints the latencies.
-probes_until() {
-	local ms
-	while [ $SECONDS -lt "$1" ]; do
-		for i in 1 2; do
-			ms=$(probe "$i")
-			[ "$ms" -le 2000 ] || fail "a probe on db$i took $ms ms while db3's name is looked up (the loop was held up)"
-			echo "$ms"
-		done
-		sleep 0.5
-	done
-}
+# A probe event on database $1 (1-3): ms until delivered (fleet_probe).
+probe() { fleet_probe "$(url "$1")" "${name}_$1" "${2:-3}"; }
+probes_until() { fleet_probes_until "$1" "db3's name is looked up"; }
 PRODUCERS=()
 for i in 1 2 3; do
 	DATABASE_URL=$(url "$i") start_producer 30 0.01
