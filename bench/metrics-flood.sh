@@ -104,7 +104,7 @@ flood() {
 	fi
 	local path=${4:-/metrics}
 	[ "$path" != /metrics ] ||
-		until curl -sf "http://127.0.0.1:$1/metrics" | grep -q pgoutbox_events_published_total; do sleep 0.01; done
+		until curl -sf "http://127.0.0.1:$1/metrics" | grep pgoutbox_events_published_total >/dev/null; do sleep 0.01; done
 	ab -q ${FLOOD_KEEPALIVE:+-k} -n "$2" -c 4 "http://127.0.0.1:$1$path" >"$TMP/ab.txt" 2>&1 || { cat "$TMP/ab.txt" >&2; return 1; }
 	python3 - "$TMP/ab.txt" "$3" <<'AB'
 import re, sys

@@ -45,6 +45,12 @@ wait_until() {
 
 pending() { q "SELECT count(*) FROM pgoutbox.outbox"; }
 
+# `cmd | qgrep [grep options] PATTERN`: true when a line matches.  Use it
+# instead of `grep -q` at the end of a pipe: under pipefail, grep -q quits
+# at the first match and the writer still writing dies of SIGPIPE, which
+# fails the pipe (ldd in t_deb did, on CI).  This reads all of its input.
+qgrep() { grep "$@" >/dev/null; }
+
 # Bytes that arrived on the local TCP ports given and that their server
 # has not read yet (a stopped broker's sockets hold a relay's requests).
 unread() {

@@ -36,7 +36,7 @@ redis_start_again() {
 	local i
 	for i in $(seq 200); do
 		# PING answers (even NOAUTH) once the server accepts connections.
-		if redis-cli -h 127.0.0.1 -p "$REDIS_PORT" PING 2>/dev/null | grep -q -e PONG -e NOAUTH -e LOADING; then
+		if redis-cli -h 127.0.0.1 -p "$REDIS_PORT" PING 2>/dev/null | grep -e PONG -e NOAUTH -e LOADING >/dev/null; then
 			return 0
 		fi
 		kill -0 "$REDIS_PID" 2>/dev/null || break

@@ -56,7 +56,7 @@ case "$order" in
 "$O:1 $S:1 $K:2 $K:3 "|"$S:1 $O:1 $K:2 $K:3 ") ;;
 *) fail "order: $order (other keys first, then $K:2 $K:3 after the dead letter)" ;;
 esac
-grep "\"key\":\"$K\"" "$T_TMP/out" | grep -q '"attempts":0' || fail "held-back events spent attempts: $(cat "$T_TMP/out")"
+grep "\"key\":\"$K\"" "$T_TMP/out" | qgrep '"attempts":0' || fail "held-back events spent attempts: $(cat "$T_TMP/out")"
 
 # Halt policy.
 # The operator is done with the dead letter: its row leaves the pending

@@ -101,7 +101,7 @@ SQL
 	got=$(sunk | ids_of | sort -un | wc -l)
 	bulk=$(grep -c '"type":"bulk"' <(sunk) || true)
 	[ "$bulk" = 3700 ] || fail "$mode: $bulk bulk events reached the sink, want 3700"
-	sunk | grep -q '"type":"gap"' && fail "$mode: a rolled-back event was relayed"
+	sunk | qgrep '"type":"gap"' && fail "$mode: a rolled-back event was relayed"
 	n=$(grep -c '"type":"retry-me"' <(sunk) || true)
 	[ "$n" = 2 ] || fail "$mode: the retried event was delivered $n times, want 2"
 	n=$(sunk | ids_of | grep -c "^$dead\$")

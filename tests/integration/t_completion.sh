@@ -51,7 +51,7 @@ n=0
 for c in $cmds; do
 	offered=$(complete_words pgoutbox "$c" --)
 	for flag in $("$PGO_BIN" "$c" --help | grep -oE '^ +(-h, )?--[a-z][a-z0-9-]*' | grep -oE -- '--[a-z0-9-]+'); do
-		echo "$offered" | grep -qx -- "$flag" || fail "pgoutbox $c --<TAB> does not offer $flag"
+		echo "$offered" | qgrep -x -- "$flag" || fail "pgoutbox $c --<TAB> does not offer $flag"
 		n=$((n + 1))
 	done
 done

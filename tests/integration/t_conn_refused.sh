@@ -15,7 +15,7 @@ expect_refused() {
 	timeout 30 "$@" >"$T_TMP/out" 2>"$T_TMP/err" || rc=$?
 	[ "$rc" = 2 ] || fail "$*: exit $rc, want 2; stderr: $(tail -5 "$T_TMP/err")"
 	if [ "${EXPECT_LINE:-first}" = first ]; then
-		head -1 "$T_TMP/err" | grep -qF -- "$msg" || fail "$*: first line lacks '$msg': $(cat "$T_TMP/err")"
+		head -1 "$T_TMP/err" | qgrep -F -- "$msg" || fail "$*: first line lacks '$msg': $(cat "$T_TMP/err")"
 	else
 		grep -qF -- "$msg" "$T_TMP/err" || fail "$*: stderr lacks '$msg': $(cat "$T_TMP/err")"
 	fi
@@ -113,7 +113,7 @@ expect_refused 'database "t_conn_nosuch" does not exist' "$PGO_BIN" relay --db "
 nodb=(env -u DATABASE_URL -u PGOUTBOX_DATABASE_URL -u PGHOST -u PGPORT -u PGDATABASE -u PGSERVICE
 	-u PGHOSTADDR PGUSER=t_conn_nobody)
 rc=0; "${nodb[@]}" "$PGO_BIN" status >"$T_TMP/out" 2>"$T_TMP/err" || rc=$?
-[ "$rc" != 0 ] && head -1 "$T_TMP/err" | grep -q '^pgoutbox: no database is configured: set database.url' ||
+[ "$rc" != 0 ] && head -1 "$T_TMP/err" | qgrep '^pgoutbox: no database is configured: set database.url' ||
 	fail "status without a database: exit $rc: $(cat "$T_TMP/err")"
 expect_refused 'no database is configured' "${nodb[@]}" "$PGO_BIN" relay
 note "no database configured: status and relay say so on their first line"

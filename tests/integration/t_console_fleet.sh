@@ -94,7 +94,7 @@ HPORT=$(pg_free_port)
 python3 -c 'import socket, sys, time
 s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16); time.sleep(600)' "$HPORT" &
 PIDS+=("$!")
-wait_until 10 'ss -Hltn "sport = :$HPORT" | grep -q .'
+wait_until 10 'ss -Hltn "sport = :$HPORT" | qgrep .'
 CPORT2=$(pg_free_port)
 "$PGO_BIN" console --listen "127.0.0.1:$CPORT2" --db "$(url 1)" --db "$(url 2)" \
 	--db "host=127.0.0.1 port=$HPORT dbname=silent" >"$T_TMP/console2.log" 2>&1 &

@@ -42,7 +42,7 @@ for u in "$R" "$W" "$C"; do
 done
 # The relay's port serves the pages and their API.
 [ "$(code_of "$R/")" = 200 ] || fail "$R/ is not the console: $(code_of "$R/")"
-wait_until 30 'curl -s "$R/api/overview" | grep -q "\"name\":\"jobs\""'
+wait_until 30 'curl -s "$R/api/overview" | qgrep "\"name\":\"jobs\""'
 # The others serve their metrics only.
 for u in "$W" "$C"; do
 	[ "$(code_of "$u/")" = 404 ] || fail "$u/ answers $(code_of "$u/"): a second console"

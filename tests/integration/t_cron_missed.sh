@@ -19,7 +19,7 @@ for p in skip run_once catch_up; do
 	"$PGO_BIN" cron add "m_$p" '* * * * * *' --queue cq --overlap allow --missed "$p" --catch-up-max 3 >/dev/null || fail "add $p"
 done
 "$PGO_BIN" cron add busy '* * * * * *' --queue cq --overlap skip >/dev/null || fail "add busy"
-"$PGO_BIN" cron list | grep -q '^m_catch_up .*missed=catch_up:3' || fail "cron list: $("$PGO_BIN" cron list)"
+"$PGO_BIN" cron list | qgrep '^m_catch_up .*missed=catch_up:3' || fail "cron list: $("$PGO_BIN" cron list)"
 "$PGO_BIN" cron run --name a --grace 1s 2>"$T_TMP/a.log" & A=$!; PIDS+=($!)
 sleep 3
 kill -9 "$A"
@@ -46,8 +46,8 @@ check m_catch_up 3
 row=$(q "SELECT count(*) FILTER (WHERE outcome = 'fired'), count(*) FILTER (WHERE reason = 'previous run still queued or running') FROM pgoutbox.cron_history WHERE name = 'busy'")
 IFS='|' read -r fired skipped <<<"$row"
 [ "$fired" = 1 ] && [ "$skipped" -ge 4 ] || fail "overlap skip: fired $fired, skipped as still running $skipped"
-"$PGO_BIN" cron history busy --limit 3 | grep -q 'skipped .*previous run still queued' || fail "cron history: $("$PGO_BIN" cron history busy)"
-"$PGO_BIN" cron remove busy | grep -q removed || fail "cron remove"
+"$PGO_BIN" cron history busy --limit 3 | qgrep 'skipped .*previous run still queued' || fail "cron history: $("$PGO_BIN" cron history busy)"
+"$PGO_BIN" cron remove busy | qgrep removed || fail "cron remove"
 rc=0; "$PGO_BIN" cron remove busy 2>/dev/null || rc=$?
 [ "$rc" = 1 ] || fail "removing a missing schedule: rc $rc"
 # The compare-and-set itself: two instances that read the same last_tick;

@@ -19,13 +19,13 @@ got=$(q "SELECT expr || ' ' || tz || ' ' || missed || ' ' || catch_up_max || ' '
 "$PGO_BIN" cron list >"$T_TMP/list" || fail "cron list"
 line=$(grep '^nightly ' "$T_TMP/list")
 [ "$(echo "$line" | grep -oE '[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z' | wc -l)" = 1 ] || fail "never ticked, yet: $line"
-echo "$line" | grep -qE ' - +[0-9]{4}-' || fail "no '-' as LAST TICK: $line"
+echo "$line" | qgrep -E ' - +[0-9]{4}-' || fail "no '-' as LAST TICK: $line"
 # After a tick: the tick.
 "$PGO_BIN" cron add beat '* * * * * *' --queue cq --overlap allow >/dev/null || fail "cron add beat"
-"$PGO_BIN" cron list | grep -qE '^beat .* - ' || fail "beat before its first tick: $("$PGO_BIN" cron list)"
+"$PGO_BIN" cron list | qgrep -E '^beat .* - ' || fail "beat before its first tick: $("$PGO_BIN" cron list)"
 "$PGO_BIN" cron run 2>"$T_TMP/cron.log" &
 PIDS+=($!)
 wait_until 20 "[ \$(q \"SELECT count(*) FROM pgoutbox.cron_history WHERE name = 'beat'\") -gt 0 ]"
 last=$(q "SELECT to_char(last_tick AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM pgoutbox.cron_schedules WHERE name = 'beat'")
-"$PGO_BIN" cron list | grep -qE "^beat .* $last " || fail "beat's last tick $last not shown: $("$PGO_BIN" cron list)"
+"$PGO_BIN" cron list | qgrep -E "^beat .* $last " || fail "beat's last tick $last not shown: $("$PGO_BIN" cron list)"
 note "a replaced schedule kept its zone and policies; LAST TICK '-' until the first tick"

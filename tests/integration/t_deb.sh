@@ -11,7 +11,7 @@ sudo=()
 [ "$(id -u)" = 0 ] || sudo=(sudo -n)
 apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o DPkg::Lock::Timeout=300)
 
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | qgrep 'ok installed'; }
 for p in "${pkgs[@]}"; do
 	installed "$p" && fail "$p is installed on this machine already; t_deb installs and purges its own (dpkg --purge ${pkgs[*]} first)"
 done
@@ -44,7 +44,7 @@ purge() {
 	cleanup_pids
 	local p any=
 	for p in "${pkgs[@]}"; do
-		installed "$p" || dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'config-files' && any=1
+		installed "$p" || dpkg-query -W -f='${Status}' "$p" 2>/dev/null | qgrep 'config-files' && any=1
 	done
 	[ -z "$any" ] || "${apt[@]}" purge "${pkgs[@]}" >"$T_TMP/purge.log" 2>&1 || true
 }
@@ -54,7 +54,7 @@ for p in "${pkgs[@]}"; do installed "$p" || fail "$p not installed"; done
 
 bin=/usr/bin/pgoutbox
 [ "$(command -v pgoutbox)" = "$bin" ] || fail "pgoutbox on PATH is $(command -v pgoutbox), not $bin"
-"$bin" --version | grep -q "^pgoutbox $("$PGO_BIN" --version | awk '{print $2}') " || fail "--version: $("$bin" --version)"
+"$bin" --version | qgrep "^pgoutbox $("$PGO_BIN" --version | awk '{print $2}') " || fail "--version: $("$bin" --version)"
 for page in pgoutbox pgoutbox-relay pgoutbox-queue; do
 	man -w "$page" >/dev/null 2>&1 || fail "man $page: not installed"
 done
@@ -92,7 +92,7 @@ pkg-config --exists pgoutbox || fail "pkg-config does not find pgoutbox"
 # shellcheck disable=SC2046
 cc -o "$T_TMP/c_api" "$root/examples/c_api.c" $(pkg-config --cflags --libs pgoutbox) 2>"$T_TMP/cc.log" ||
 	fail "cc examples/c_api.c: $(cat "$T_TMP/cc.log")"
-ldd "$T_TMP/c_api" | grep -qE 'libpgoutbox.so.0 => (/usr)?/lib/' || fail "c_api does not use the installed library: $(ldd "$T_TMP/c_api" | grep pgoutbox)"
+ldd "$T_TMP/c_api" | qgrep -E 'libpgoutbox.so.0 => (/usr)?/lib/' || fail "c_api does not use the installed library: $(ldd "$T_TMP/c_api" | grep pgoutbox)"
 "$T_TMP/c_api" produce 10 >"$T_TMP/produce" 2>&1 || fail "c_api produce: $(cat "$T_TMP/produce")"
 [ "$(pending)" = 11 ] || fail "c_api produced $(pending) events, want 11"
 

@@ -12,7 +12,7 @@ for cmd in migrate send relay status config; do
 	grep -q "usage: pgoutbox $cmd" "$T_TMP/help" || fail "$cmd --help has no usage line"
 done
 grep -q relay <<<"$("$PGO_BIN" --help)" || fail "pgoutbox --help lists no commands"
-"$PGO_BIN" --version | grep -q "pgoutbox [0-9]" || fail "--version"
+"$PGO_BIN" --version | qgrep "pgoutbox [0-9]" || fail "--version"
 
 # The README stays a five-minute read and the benchmark page a results
 # page (issue 42); the README names the two commands and where the binary

@@ -36,10 +36,10 @@ for src in t_fleet_inbox_b t_fleet_inbox; do
 done
 [ "$(grep -c '^# TYPE pgoutbox_events_published_total ' "$T_TMP/metrics")" = 1 ] || fail "a family is written twice"
 [ "$(grep '^# TYPE ' "$T_TMP/metrics" | sort | uniq -d | wc -l)" = 0 ] || fail "families written twice: $(grep '^# TYPE ' "$T_TMP/metrics" | sort | uniq -d)"
-curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/readyz" | grep -q 200 || fail "/readyz not 200 with both up"
+curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/readyz" | qgrep 200 || fail "/readyz not 200 with both up"
 # A down database makes /readyz name it (its database is dropped).
 psql -XAtq "$(pg_url postgres)" -c "DROP DATABASE t_fleet_inbox_b WITH (FORCE)" >/dev/null
-wait_until 10 'curl -s "http://127.0.0.1:$MPORT/readyz" | grep -q "database t_fleet_inbox_b"'
+wait_until 10 'curl -s "http://127.0.0.1:$MPORT/readyz" | qgrep "database t_fleet_inbox_b"'
 stop_relay "$relay"
 # A re-send of one entry, as after a relay's crash.
 python3 - "$REDIS_PORT" <<'PY'

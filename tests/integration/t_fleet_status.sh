@@ -77,7 +77,7 @@ rc=0
 "$PGO_BIN" status "${FLEET[@]}" --db "$DOWN" >"$T_TMP/down.txt" 2>"$T_TMP/down.err" || rc=$?
 [ "$rc" = 1 ] || fail "status with a database down exited $rc: $(cat "$T_TMP/down.err")"
 check_text "$T_TMP/down.txt"
-grep -A1 -x "database t_down, queue outbox" "$T_TMP/down.txt" | grep -q "^  ERROR: cannot connect to PostgreSQL" ||
+grep -A1 -x "database t_down, queue outbox" "$T_TMP/down.txt" | qgrep "^  ERROR: cannot connect to PostgreSQL" ||
 	fail "no ERROR row for t_down: $(cat "$T_TMP/down.txt")"
 grep -q "1 of 4 databases failed: t_down" "$T_TMP/down.err" || fail "stderr: $(cat "$T_TMP/down.err")"
 rc=0
@@ -89,7 +89,7 @@ check_json "$T_TMP/down.json" t_down
 rc=0
 "$PGO_BIN" status "${FLEET[@]}" --db "$(pg_url t_fleet_status_none)" >"$T_TMP/none.txt" 2>/dev/null || rc=$?
 [ "$rc" = 2 ] || fail "status with no such database exited $rc: $(tail -3 "$T_TMP/none.txt")"
-grep -A1 -x "database t_fleet_status_none, queue outbox" "$T_TMP/none.txt" | grep -q "ERROR: .*t_fleet_status_none" ||
+grep -A1 -x "database t_fleet_status_none, queue outbox" "$T_TMP/none.txt" | qgrep "ERROR: .*t_fleet_status_none" ||
 	fail "no ERROR row for the database that does not exist: $(cat "$T_TMP/none.txt")"
 check_text "$T_TMP/none.txt"
 
@@ -142,7 +142,7 @@ for s in eu-1 us_2 main down; do
 	grep -qx "\[database $s\]" "$T_TMP/show.txt" || fail "config show lists no [database $s]: $(cat "$T_TMP/show.txt")"
 done
 grep -q "s3cret-pw" "$T_TMP/show.txt" && fail "config show shows the password"
-grep -A1 -x "\[database eu-1\]" "$T_TMP/show.txt" | grep "^url = .*dbname=t_fleet_status_a" | grep -q "password=\*\*\*" ||
+grep -A1 -x "\[database eu-1\]" "$T_TMP/show.txt" | grep "^url = .*dbname=t_fleet_status_a" | qgrep "password=\*\*\*" ||
 	fail "the masked url: $(grep '^url' "$T_TMP/show.txt")"
 
 # A database not migrated: exit 2, what no retry fixes outranks down.
@@ -150,7 +150,7 @@ psql -XAtq "$(pg_url postgres)" -c "DROP DATABASE IF EXISTS t_fleet_status_new" 
 rc=0
 "$PGO_BIN" status "${FLEET[@]}" --db "$DOWN" --db "$(pg_url t_fleet_status_new)" >"$T_TMP/new.txt" 2>"$T_TMP/new.err" || rc=$?
 [ "$rc" = 2 ] || fail "status with a database not migrated exited $rc: $(cat "$T_TMP/new.err")"
-grep -A1 -x "database t_fleet_status_new, queue outbox" "$T_TMP/new.txt" | grep -q "ERROR: .*migrate" ||
+grep -A1 -x "database t_fleet_status_new, queue outbox" "$T_TMP/new.txt" | qgrep "ERROR: .*migrate" ||
 	fail "no ERROR row for the database not migrated: $(cat "$T_TMP/new.txt")"
 
 # One database: the JSON of before, no fleet keys.

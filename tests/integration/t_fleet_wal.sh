@@ -197,7 +197,7 @@ done
 # status: a row per database, the WAL ones with their slot.
 "$PGO_BIN" status --queue ev "${FLEET[@]}" >"$T_TMP/status" || fail "status exited $?: $(cat "$T_TMP/status")"
 for d in fw1 fw2 fw3; do
-	grep -A4 -x "database $d, queue ev" "$T_TMP/status" | grep -q 'capture: wal, slot pgoutbox_ev streamed' ||
+	grep -A4 -x "database $d, queue ev" "$T_TMP/status" | qgrep 'capture: wal, slot pgoutbox_ev streamed' ||
 		fail "status of $d: $(cat "$T_TMP/status")"
 done
 grep -qx "database fwt, queue ev" "$T_TMP/status" || fail "no status of fwt"
@@ -208,7 +208,7 @@ relays=()
 MPORT=$(pg_free_port)
 start_one --metrics-listen "127.0.0.1:$MPORT"
 wait_until 30 '[ "$(curl -sf "127.0.0.1:$MPORT/metrics" | grep -c "^pgoutbox_slot_lag_bytes{database=\"fw[123]\"")" = 3 ]'
-curl -sf "127.0.0.1:$MPORT/metrics" | grep -q '^pgoutbox_slot_lag_seconds{database="fw2",queue="ev"' ||
+curl -sf "127.0.0.1:$MPORT/metrics" | qgrep '^pgoutbox_slot_lag_seconds{database="fw2",queue="ev"' ||
 	fail "no slot lag seconds of fw2: $(curl -sf "127.0.0.1:$MPORT/metrics" | grep slot_lag)"
 
 # A slot dropped in fw2: reported for fw2, the others deliver; created

@@ -32,7 +32,7 @@ http_start "$T_TMP/recv" VERIFY_SECRETS="$SECRET" TLS_KEY="$pki/server.key" TLS_
 sent=$(send tls 50)
 start_relay "$T_TMP/relay1" --sink http --http-url "$HTTP_URL/tls" --poll-interval 200ms
 wait_until 20 'grep -q "TLS failed" "$T_TMP/relay1.log"'
-grep "TLS failed" "$T_TMP/relay1.log" | head -1 | grep -q "certificate" ||
+grep "TLS failed" "$T_TMP/relay1.log" | sed -n 1p | qgrep "certificate" ||
 	fail "the TLS error does not say what is wrong: $(grep "TLS failed" "$T_TMP/relay1.log" | head -1)"
 grep -q "ERROR" "$T_TMP/relay1.log" || fail "a verification failure is not logged as an error"
 [ "$(q "SELECT max(attempts) FROM pgoutbox.outbox")" = 0 ] || fail "a TLS failure spent attempts"

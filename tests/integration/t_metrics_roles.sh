@@ -57,7 +57,7 @@ fired=$(fired_ticks)
 done_jobs() { curl -s "$W/metrics" | awk '/^pgoutbox_worker_jobs_total\{.*outcome="done"/ {print $2}'; }
 wait_until 30 '[ "$(done_jobs)" -ge 25 ]'
 db_done=$(q "SELECT count(*) FROM pgoutbox.cron_history WHERE outcome = 'fired'" 2>/dev/null || echo "?")
-curl -s "$W/metrics" | grep -q '^pgoutbox_worker_job_duration_seconds_count{queue="jobs"' || fail "no job durations"
+curl -s "$W/metrics" | qgrep '^pgoutbox_worker_job_duration_seconds_count{queue="jobs"' || fail "no job durations"
 grep -q '^pgoutbox_events_published_total' <(curl -s "$R/metrics") || fail "the relay's port does not serve the relay"
 # The ordered relay's two connections hold the 64 shards between them.
 owned() { curl -s "$R/metrics" | awk '/^pgoutbox_shards_owned\{/ {print $2}'; }

@@ -3,11 +3,11 @@
 . "$(dirname "$0")/../lib.sh"
 psql -XAtq "$(pg_url postgres)" -c "DROP DATABASE IF EXISTS t_migrate" -c "CREATE DATABASE t_migrate" >/dev/null
 export DATABASE_URL=$(pg_url t_migrate)
-"$PGO_BIN" migrate --to 1 | grep -q 'from version 0 to 1' || fail "migrate --to 1"
+"$PGO_BIN" migrate --to 1 | qgrep 'from version 0 to 1' || fail "migrate --to 1"
 q "SELECT pgoutbox.send('t', 'user-' || i, 'x', jsonb_build_object('i', i)) FROM generate_series(1, 500) i" >/dev/null
 q "SELECT pgoutbox.send('t', NULL, 'x', '{}')" >/dev/null
 latest=$("$PGO_BIN" --version | sed 's/.*schema version \([0-9]*\).*/\1/')
-"$PGO_BIN" migrate | grep -q "from version 1 to $latest" || fail "migrate to latest"
+"$PGO_BIN" migrate | qgrep "from version 1 to $latest" || fail "migrate to latest"
 [ "$(pending)" = 501 ] || fail "pending after migrating: $(pending)"
 # 017_lighter_rows: no stored shard (the relay computes it, as
 # shard_of), the fields as domains; a queue created later gets the same
@@ -24,7 +24,7 @@ q "SELECT pgoutbox.enqueue('t_migrate_jobs', '{}', key => CASE WHEN i % 3 = 0 TH
 rc=0; q "SELECT pgoutbox.enqueue('t_migrate_jobs', '{}', key => repeat('k', 1025))" 2>"$T_TMP/err" >/dev/null || rc=$?
 [ "$rc" != 0 ] && grep -q 'event_key_max_1024' "$T_TMP/err" || fail "a 1025-byte key in a new queue: $rc $(cat "$T_TMP/err")"
 q "DELETE FROM pgoutbox.shard_leases WHERE queue = 't_migrate_jobs'; DELETE FROM pgoutbox.queues WHERE name = 't_migrate_jobs'; DROP TABLE pgoutbox.t_migrate_jobs" >/dev/null
-"$PGO_BIN" migrate | grep -q "up to date (version $latest)" || fail "second migrate not idempotent"
+"$PGO_BIN" migrate | qgrep "up to date (version $latest)" || fail "second migrate not idempotent"
 rc=0; "$PGO_BIN" migrate --to 99 2>"$T_TMP/err" || rc=$?
 [ "$rc" = 2 ] && grep -q 'not a schema version' "$T_TMP/err" || fail "--to 99: $rc $(cat "$T_TMP/err")"
 # Three migrate runs at once on a fresh database: one does the work.

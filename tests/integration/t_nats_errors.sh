@@ -57,7 +57,7 @@ q "INSERT INTO pgoutbox.outbox (topic, type, payload) VALUES ('small', 'x', json
 q "INSERT INTO pgoutbox.outbox (topic, type, payload) VALUES ('small', 'x', '{}')"
 wait_until 15 '[ "$(pending)" = 0 ]'
 [ "$(q 'SELECT count(*) FROM pgoutbox.dead_letters')" = 1 ] || fail "expected the large event in the dead letters"
-q "SELECT last_error FROM pgoutbox.dead_letters" | grep -q "message size exceeds maximum" || fail "dead letter without the server's text: $(q 'SELECT last_error FROM pgoutbox.dead_letters')"
+q "SELECT last_error FROM pgoutbox.dead_letters" | qgrep "message size exceeds maximum" || fail "dead letter without the server's text: $(q 'SELECT last_error FROM pgoutbox.dead_letters')"
 [ "$(js info SMALL)" = 1 ] || fail "expected the small event in the stream"
 note "too large: $(q 'SELECT last_error FROM pgoutbox.dead_letters')"
 stop_relay "$relay"

@@ -71,5 +71,5 @@ note "$(head -1 "$T_TMP/check")"
 [ "$(q "SELECT count(*) FROM pgoutbox.relays")" = 0 ] || fail "relays stopped with SIGTERM left member rows: $(q 'SELECT member FROM pgoutbox.relays')"
 # One INFO line per change of share, the shard lists only at debug
 # (issue 20 item 9).
-grep -h 'INFO .*owns [0-9]* shard' "$T_TMP"/*.log | grep -q '{' && fail "shard lists at INFO: $(grep -h 'INFO .*owns' "$T_TMP"/*.log | grep -m2 '{')"
+grep -h 'INFO .*owns [0-9]* shard' "$T_TMP"/*.log | qgrep '{' && fail "shard lists at INFO: $(grep -h 'INFO .*owns' "$T_TMP"/*.log | grep -m2 '{')"
 grep -qh 'INFO .*owns [0-9]* shards (was [0-9]*)$' "$T_TMP"/*.log || fail "no summary line of a rebalance"

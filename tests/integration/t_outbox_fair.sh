@@ -50,7 +50,7 @@ run() {
 }
 
 # Fair: set before the relay starts (a relay reads it at its start).
-"$PGO_BIN" queue set outbox --fair | grep -q ', fair$' || fail "queue set outbox --fair"
+"$PGO_BIN" queue set outbox --fair | qgrep ', fair$' || fail "queue set outbox --fair"
 [ "$(q "SELECT to_regclass('pgoutbox.outbox_fair') IS NOT NULL")" = t ] || fail "no index outbox_fair"
 run "$T_TMP/fair.out"
 grep -q 'claims are fair across keys' "$T_TMP/fair.out.log" || fail "the relay does not say it claims fairly"
@@ -58,7 +58,7 @@ fair_a=$A_BEFORE fair_ms=$B_MS fair_rate=$RATE
 note "fair: b's 10 events delivered ${fair_ms} ms after their commit, $fair_a events of a delivered in between; drain $fair_rate events/s"
 
 # Plain, on the same backlog.
-"$PGO_BIN" queue set outbox --no-fair | grep -q ', fair$' && fail "queue set outbox --no-fair: still fair"
+"$PGO_BIN" queue set outbox --no-fair | qgrep ', fair$' && fail "queue set outbox --no-fair: still fair"
 [ "$(q "SELECT count(*) FROM pgoutbox.queue_controls")" = 0 ] || fail "--no-fair left a controls row"
 [ "$(q "SELECT to_regclass('pgoutbox.outbox_fair') IS NULL")" = t ] || fail "--no-fair left the index outbox_fair"
 run "$T_TMP/plain.out"

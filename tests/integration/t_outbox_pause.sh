@@ -46,13 +46,13 @@ note "pause: last delivery ${latency_ms} ms after the pause returned; $prev deli
 [ "$left_1s" = "$left_3s" ] || fail "claims went on while paused: $left_1s rows left 1 s after the pause, $left_3s at 3 s"
 [ "$left_3s" -gt 0 ] || fail "the backlog drained before the pause took effect"
 [ "$(q "SELECT max(id) FROM pgoutbox.outbox")" -gt "$max_id" ] || fail "the producer's events were not accepted while paused"
-"$PGO_BIN" status | grep -q 'PAUSED: its relays claim nothing' || fail "status does not say paused: $("$PGO_BIN" status)"
+"$PGO_BIN" status | qgrep 'PAUSED: its relays claim nothing' || fail "status does not say paused: $("$PGO_BIN" status)"
 "$PGO_BIN" status --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["paused"] is True else 1)' ||
 	fail "status --json: not paused"
 kill -0 "$R1" && kill -0 "$R2" || fail "a relay exited while paused"
 # Resume: only the notification can wake relays polling every 30 s.
 before=$(delivered)
-"$PGO_BIN" queue resume outbox | grep -qx 'queue outbox resumed' || fail "queue resume outbox"
+"$PGO_BIN" queue resume outbox | qgrep -x 'queue outbox resumed' || fail "queue resume outbox"
 resumed_at=$(date +%s.%N)
 wait_until 10 "[ \"\$(delivered)\" -gt $before ]"
 woke_ms=$(awk -v s="$resumed_at" -v n="$(date +%s.%N)" 'BEGIN { printf "%d", (n - s) * 1000 }')
@@ -71,7 +71,7 @@ want=$(q "SELECT 300000 + sum(version) FROM agg")
 
 # An outbox queue of its own, concurrent mode, paused before its relay starts.
 "$PGO_BIN" queue create --kind outbox billing >/dev/null || fail "queue create billing"
-"$PGO_BIN" queue pause billing | grep -qx 'queue billing paused' || fail "queue pause billing"
+"$PGO_BIN" queue pause billing | qgrep -x 'queue billing paused' || fail "queue pause billing"
 q "SELECT pgoutbox.send_to('billing', 'inv', 'k' || (i % 7), 'x', jsonb_build_object('i', i)) FROM generate_series(1, 1000) i" >/dev/null
 start_relay "$T_TMP/b.out" --queue billing --mode concurrent --poll-interval 200ms
 B=$RELAY_PID

@@ -17,7 +17,7 @@ rc=0; "$PGO_BIN" queue create --kind bogus x 2>"$T_TMP/err" || rc=$?
 [ "$rc" = 2 ] && grep -q -- '--kind is work or outbox, not "bogus"' "$T_TMP/err" || fail "--kind bogus: exit $rc: $(cat "$T_TMP/err")"
 [ "$(q "SELECT string_agg(name || ':' || kind, ' ' ORDER BY name) FROM pgoutbox.queues")" = \
 	"consumers:outbox emails:work outbox:outbox workers:outbox" ] || fail "queues: $(q 'SELECT * FROM pgoutbox.queues')"
-"$PGO_BIN" queue list | grep -q '^workers  *outbox ' || fail "queue list: $("$PGO_BIN" queue list)"
+"$PGO_BIN" queue list | qgrep '^workers  *outbox ' || fail "queue list: $("$PGO_BIN" queue list)"
 rc=0; "$PGO_BIN" queue stats workers 2>"$T_TMP/err" || rc=$?
 [ "$rc" != 0 ] && grep -q '"workers" is not a work queue but an outbox (its events: pgoutbox status --queue workers' "$T_TMP/err" ||
 	fail "queue stats of an outbox: exit $rc: $(cat "$T_TMP/err")"

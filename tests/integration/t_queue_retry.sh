@@ -50,14 +50,14 @@ ts = [datetime.datetime.fromisoformat(l[:23]) for l in open(sys.argv[1]) if re.s
 assert len(ts) == 3, ts
 assert (ts[1] - ts[0]).total_seconds() >= 1.0 and (ts[2] - ts[1]).total_seconds() >= 2.0, ts
 PY
-"$PGO_BIN" queue dead flaky | grep -q 'attempt 3 failed' || fail "queue dead: $("$PGO_BIN" queue dead flaky)"
-"$PGO_BIN" queue list | grep -q '^flaky  *work  *0  *0  *1 ' || fail "queue list: $("$PGO_BIN" queue list)"
-"$PGO_BIN" queue retry "$id" --queue flaky | grep -q 'moved back' || fail "retry"
+"$PGO_BIN" queue dead flaky | qgrep 'attempt 3 failed' || fail "queue dead: $("$PGO_BIN" queue dead flaky)"
+"$PGO_BIN" queue list | qgrep '^flaky  *work  *0  *0  *1 ' || fail "queue list: $("$PGO_BIN" queue list)"
+"$PGO_BIN" queue retry "$id" --queue flaky | qgrep 'moved back' || fail "retry"
 [ "$(q "SELECT attempts, payload FROM pgoutbox.flaky WHERE id = $id")" = '0|{"n": 3}' ] || fail "retried job"
-"$PGO_BIN" queue stats flaky | grep -q 'ready  *1' || fail "stats: $("$PGO_BIN" queue stats flaky)"
+"$PGO_BIN" queue stats flaky | qgrep 'ready  *1' || fail "stats: $("$PGO_BIN" queue stats flaky)"
 rc=0; "$PGO_BIN" queue purge flaky 2>"$T_TMP/err" || rc=$?
 [ "$rc" = 2 ] && grep -q -- '--yes' "$T_TMP/err" || fail "purge without --yes: $rc"
-"$PGO_BIN" queue purge flaky --yes | grep -q 'purged 1 job' || fail "purge"
+"$PGO_BIN" queue purge flaky --yes | qgrep 'purged 1 job' || fail "purge"
 
 # A timeout kills the whole process group (the grandchild too).
 id=$("$PGO_BIN" queue enqueue flaky '{}')
@@ -68,4 +68,4 @@ wait_until 10 "[ \"\$(q 'SELECT count(*) FROM pgoutbox.dead_letters')\" = 1 ]"
 stop_relay "$T"
 sleep 2
 [ -e "$T_TMP/survived" ] && fail "the grandchild survived the timeout"
-q "SELECT last_error FROM pgoutbox.dead_letters" | grep -q 'timed out after 500 ms' || fail "timeout error: $(q 'SELECT last_error FROM pgoutbox.dead_letters')"
+q "SELECT last_error FROM pgoutbox.dead_letters" | qgrep 'timed out after 500 ms' || fail "timeout error: $(q 'SELECT last_error FROM pgoutbox.dead_letters')"

@@ -24,7 +24,7 @@ RUN=$!; PIDS+=($!)
 q "SELECT pgoutbox.send('t', 'k', 'x', '{\"hello\": 1}')" >/dev/null
 wait_until 20 "grep -q '\"hello\"' $T_TMP/out"
 wait_until 20 "[ \$(grep -c sweep $T_TMP/jobs 2>/dev/null || echo 0) -ge 2 ]"
-wpid=$(grep -o 'worker started (pid [0-9]*' "$T_TMP/run.log" | head -1 | grep -o '[0-9]*$')
+wpid=$(grep -o 'worker started (pid [0-9]*' "$T_TMP/run.log" | sed -n 1p | grep -o '[0-9]*$')
 kill -9 "$wpid"
 wait_until 10 "grep -q 'worker (pid $wpid) ended' $T_TMP/run.log"
 wait_until 10 "[ \$(grep -c 'worker started' $T_TMP/run.log) = 2 ]"

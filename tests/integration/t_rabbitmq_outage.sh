@@ -115,7 +115,7 @@ stop_with_broker_stopped "$relay"
 note "6: SIGTERM during the login to a stopped broker: exit 0 in $TOOK ms"
 
 amqp_drain q.orders >"$T_TMP/all.jsonl"
-q "SELECT count(*) FROM pgoutbox.dead_letters" | grep -qx 0 || fail "dead letters"
+q "SELECT count(*) FROM pgoutbox.dead_letters" | qgrep -x 0 || fail "dead letters"
 res=$(python3 - "$T_TMP/all.jsonl" "$N" <<'PY'
 
 import json, sys

@@ -142,7 +142,7 @@ note "3: reject-publish nacks retried with backoff: 12 of 12 arrived ($(head -c 
 
 # 4. A memory alarm: connection.blocked is an outage, no attempt spent.
 rctl set_vm_memory_high_watermark 0.0000001 >/dev/null
-wait_until 30 'rctl eval "rabbit_alarm:get_alarms()." | grep -q memory'
+wait_until 30 'rctl eval "rabbit_alarm:get_alarms()." | qgrep memory'
 q "INSERT INTO pgoutbox.outbox (topic, type, payload) SELECT 'orders', 'alarm', jsonb_build_object('i', i) FROM generate_series(1, 50) i"
 wait_until 30 'grep -q "connection blocked by the broker" "$T_TMP/relay1.log"'
 sleep 1 # the alarm lasts: whatever the relay does meanwhile must not spend attempts

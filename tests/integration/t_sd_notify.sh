@@ -71,7 +71,7 @@ if command -v systemd-analyze >/dev/null; then
 		"$units/pgoutbox@.service.in" >"$T_TMP/units/pgoutbox@demo.service"
 	systemd-analyze verify --man=no "$T_TMP/units/pgoutbox@demo.service" >"$T_TMP/verify.txt" 2>&1 ||
 		fail "systemd-analyze verify: $(cat "$T_TMP/verify.txt")"
-	grep -v -e '^$' "$T_TMP/verify.txt" | grep -q . && note "systemd-analyze verify says: $(cat "$T_TMP/verify.txt")"
+	grep -v -e '^$' "$T_TMP/verify.txt" | qgrep . && note "systemd-analyze verify says: $(cat "$T_TMP/verify.txt")"
 	note "systemd-analyze verify: pgoutbox@.service clean"
 else
 	note "systemd-analyze not installed: unit files not verified"

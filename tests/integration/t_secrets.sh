@@ -17,8 +17,8 @@ q "INSERT INTO pgoutbox.outbox (topic, type, payload) SELECT 't', 'x', '{}' FROM
 	--exec "cat >/dev/null; env > $T_TMP/env1") >"$T_TMP/r1" 2>"$T_TMP/r1.log" &
 relay=$!; PIDS+=("$relay")
 wait_until 20 '[ "$(pending)" = 0 ]'
-tr '\0' ' ' </proc/$relay/cmdline | grep -q "$PW" && fail "the password is in the relay's command line"
-tr '\0' '\n' </proc/$relay/environ | grep -q "$PW" && fail "the password is in the relay's environment"
+tr '\0' ' ' </proc/$relay/cmdline | qgrep "$PW" && fail "the password is in the relay's command line"
+tr '\0' '\n' </proc/$relay/environ | qgrep "$PW" && fail "the password is in the relay's environment"
 grep -q "$PW" "$T_TMP/r1.log" && fail "the password is in the relay's log"
 out=$("$PGO_BIN" config show --db-file "$T_TMP/db.secret")
 grep -q "$PW" <<<"$out" && fail "config show printed the password from --db-file"

@@ -23,12 +23,12 @@ expect_exit 2 'fix database.url' "$PGO_BIN" worker --db "$(pg_url t_start_nosuch
 
 psql -XAtq "$(pg_url postgres)" -c "DROP DATABASE IF EXISTS t_start_empty" -c "CREATE DATABASE t_start_empty" >/dev/null
 expect_exit 2 'run `pgoutbox migrate`' "$PGO_BIN" relay --db "$(pg_url t_start_empty)"
-head -1 "$T_TMP/stderr" | grep -qF 'run `pgoutbox migrate`' || fail "never migrated: not the first line: $(cat "$T_TMP/stderr")"
+head -1 "$T_TMP/stderr" | qgrep -F 'run `pgoutbox migrate`' || fail "never migrated: not the first line: $(cat "$T_TMP/stderr")"
 # An older schema at start: a step left out, refused (issue 44 item 4:
 # the relay and the worker used to retry it forever).
 "$PGO_BIN" migrate --db "$(pg_url t_start_empty)" --to 10 >/dev/null 2>&1 || fail "migrate --to 10"
 expect_exit 2 'the database schema is version 10' "$PGO_BIN" relay --db "$(pg_url t_start_empty)"
-head -1 "$T_TMP/stderr" | grep -qF 'the database schema is version 10' || fail "older schema: not the first line: $(cat "$T_TMP/stderr")"
+head -1 "$T_TMP/stderr" | qgrep -F 'the database schema is version 10' || fail "older schema: not the first line: $(cat "$T_TMP/stderr")"
 expect_exit 2 'run `pgoutbox migrate`' "$PGO_BIN" worker --db "$(pg_url t_start_empty)" --queue outbox --exec true
 
 expect_exit 2 'relay.queue "nosuch" is not a queue' "$PGO_BIN" relay --queue nosuch

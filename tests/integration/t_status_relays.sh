@@ -43,8 +43,8 @@ note "one relay, two connections: $(grep -A1 '^  relays:' "$T_TMP/status" | tr -
 # beat is older than the default lease timeout, it is not connected.
 kill -9 "$RELAY_PID"
 q "SELECT pgoutbox.send('t', 'k', 'x', '{}')" >/dev/null
-wait_until 40 '"$PGO_BIN" status | grep -q "^  WARNING queue outbox: 1 event pending and no relay connected"'
-"$PGO_BIN" status | grep -Eq "^    $name +ordered +2 connections, heartbeat .* ago \(not connected now\)$" ||
+wait_until 40 '"$PGO_BIN" status | qgrep "^  WARNING queue outbox: 1 event pending and no relay connected"'
+"$PGO_BIN" status | qgrep -E "^    $name +ordered +2 connections, heartbeat .* ago \(not connected now\)$" ||
 	fail "a killed relay shows as connected: $("$PGO_BIN" status)"
 note "killed: $("$PGO_BIN" status | grep 'not connected now' | tr -s ' ')"
 

@@ -20,7 +20,7 @@ git -C "$ROOT" archive "$REL" | tar -x -C "$T_TMP/old/src"
 	-Dmicrohttpd=disabled -Dsystemd=disabled && ninja -C "$T_TMP/old/build") \
 	>"$T_TMP/old/build.log" 2>&1 || fail "building $REL: $(tail -20 "$T_TMP/old/build.log")"
 OLD=$T_TMP/old/build/pgoutbox
-"$OLD" --version | grep -q 'schema version 18' || fail "old binary: $("$OLD" --version)"
+"$OLD" --version | qgrep 'schema version 18' || fail "old binary: $("$OLD" --version)"
 
 name=$(basename "$0" .sh)
 PGOPTIONS='-c client_min_messages=warning' psql -XAtq "$(pg_url postgres)" \

@@ -197,9 +197,9 @@ grep -qx t "$T_TMP/toasted" || fail "the big payload is not TOASTed: $(cat "$T_T
 q "ALTER TABLE outbox ADD COLUMN tenant text"
 q "BEGIN; INSERT INTO outbox (aggregatetype, aggregateid, type, payload, tenant) VALUES ('agg', 'after', 'later', '{\"x\": 1}', 't1'); DELETE FROM outbox; COMMIT"
 wait_until 30 'grep -q "\"key\":\"after\"" "$T_TMP"/r*.out'
-big=$(grep -h '"key":"big"' "$T_TMP"/r*.out | head -1 | python3 -c 'import json,sys; print(len(json.loads(sys.stdin.read())["payload"]["blob"]))')
+big=$(grep -h '"key":"big"' "$T_TMP"/r*.out | sed -n 1p | python3 -c 'import json,sys; print(len(json.loads(sys.stdin.read())["payload"]["blob"]))')
 [ "$big" = 320000 ] || fail "the TOASTed payload arrived with $big characters, not 320000"
-grep -h '"key":"after"' "$T_TMP"/r*.out | head -1 | grep -q '"type":"later","payload":{"x": 1}' ||
+grep -h '"key":"after"' "$T_TMP"/r*.out | sed -n 1p | qgrep '"type":"later","payload":{"x": 1}' ||
 	fail "the row after ADD COLUMN: $(grep -h '"key":"after"' "$T_TMP"/r*.out)"
 
 # 5. A mapped column renamed: the relay stops and says so.

@@ -68,7 +68,7 @@ wait_until 10 '[ "$(metric bytes)" -gt 0 ] && [ "$(metric seconds)" -ge 1 ]'
 note "sink down: /metrics shows slot lag $(metric bytes) bytes, $(metric seconds) s"
 st=$("$PGO_BIN" status --queue ev --json | python3 -c 'import json, sys; s = json.load(sys.stdin)["slot"]; print(s["exists"], s["active"], s["lag_bytes"] > 0)')
 [ "$st" = "True True True" ] || fail "status --json does not show the streamed slot's lag: $st"
-"$PGO_BIN" status --queue ev | grep -q 'capture: wal, slot pgoutbox_ev streamed' || fail "status shows no slot: $("$PGO_BIN" status --queue ev)"
+"$PGO_BIN" status --queue ev | qgrep 'capture: wal, slot pgoutbox_ev streamed' || fail "status shows no slot: $("$PGO_BIN" status --queue ev)"
 grep -q "retrying" "$T_TMP/down.out.log" && fail "an unavailable sink spent attempts: $(grep retrying "$T_TMP/down.out.log" | head -2)"
 printf '#!/bin/sh\ncat >> "%s/got"\n' "$T_TMP" >"$T_TMP/sink.sh"
 chmod +x "$T_TMP/sink.sh"
@@ -80,7 +80,7 @@ grep -q '"n": 0' "$T_TMP/got" && fail "a rolled-back event was sent"
 grep -o '"n": [0-9]*' "$T_TMP/got" | cut -d' ' -f2 | sort -n -c || fail "not in commit order"
 grep -q '"attempts":0' "$T_TMP/got" || fail "no attempts field"
 grep '"attempts":[1-9]' "$T_TMP/got" && fail "attempts spent on an unavailable sink"
-ids_of "$T_TMP/got" | head -1 | grep -qx 2 || fail "the first id is not the sequence's 2 (the rolled back took 1): $(ids_of "$T_TMP/got" | head -3)"
+ids_of "$T_TMP/got" | sed -n 1p | qgrep -x 2 || fail "the first id is not the sequence's 2 (the rolled back took 1): $(ids_of "$T_TMP/got" | head -3)"
 # created_at: that transaction's commit time, for its single and batched
 # events alike, in the table path's format.
 python3 - "$T_TMP/got" "$tx_start" <<'PY' || fail "created_at is not the commit time"

@@ -21,5 +21,5 @@ timeout 20 "$PGO_BIN" relay --queue ev --sink stdout >"$T_TMP/out" 2>"$T_TMP/rel
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "a relay of a lost slot did not stop with an error (exit $rc)"
 grep -q 'replication slot pgoutbox_ev of queue ev is lost' "$T_TMP/relay.log" || fail "no clear error: $(tail -2 "$T_TMP/relay.log")"
 [ ! -s "$T_TMP/out" ] || fail "a relay of a lost slot delivered"
-"$PGO_BIN" status --queue ev | grep -q 'wal_status lost' || fail "status does not show the slot lost: $("$PGO_BIN" status --queue ev)"
+"$PGO_BIN" status --queue ev | qgrep 'wal_status lost' || fail "status does not show the slot lost: $("$PGO_BIN" status --queue ev)"
 note "slot lost past max_slot_wal_keep_size: $(grep -o 'is lost.*' "$T_TMP/relay.log" | head -c 100)"

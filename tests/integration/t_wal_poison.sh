@@ -77,5 +77,5 @@ wait_until 20 '[ "$(ids_of "$T_TMP/out" | wc -l)" -ge 6 ]'
 stop_relay "$RELAY_PID"
 [ "$(ids_of "$T_TMP/out" | tail -2 | tr '\n' ' ')" = "$BAD $SLOW " ] ||
 	fail "retried ids: $(ids_of "$T_TMP/out" | tail -2 | tr '\n' ' ') (want $BAD $SLOW)"
-tail -2 "$T_TMP/out" | grep -q '"key":"bad".*"n": 2' || fail "the retried event's envelope: $(tail -2 "$T_TMP/out")"
+tail -2 "$T_TMP/out" | qgrep '"key":"bad".*"n": 2' || fail "the retried event's envelope: $(tail -2 "$T_TMP/out")"
 note "dead-lettered $BAD (dead) and $SLOW (3 attempts), delivered past them; retried: $(ids_of "$T_TMP/out" | tail -2 | tr '\n' ' ')"
