@@ -93,7 +93,7 @@ for t in tests/integration/t_*.sh "${soaks[@]}"; do
 		done
 		[ -n "$match" ] || continue
 	fi
-	if grep -q '^# serial' "$t"; then serial+=("$t"); else tests+=("$t"); fi
+	if grep -qE '^# serial(:|$)' "$t"; then serial+=("$t"); else tests+=("$t"); fi
 done
 JOBS=${T_JOBS:-2}
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: T_JOBS must be a number of lanes, not \"$JOBS\"" >&2; exit 2; }

@@ -1,4 +1,3 @@
-# serial
 # The web console over a fleet (docs/console.md, docs/fleet.md): three
 # databases on three PostgreSQL clusters, named shard1..shard3 by
 # [database NAME] sections, each with its own backlog and dead letters

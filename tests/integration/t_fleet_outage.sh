@@ -1,4 +1,4 @@
-# serial
+# serial: it drains 300,000 events on 3 clusters, loading the whole machine
 # One relay process serving 3 databases on 3 PostgreSQL clusters (--db
 # given three times: the databases are named db1, db2, db3, their
 # dbnames being alike), a producer on each.  While db3 drains a backlog

@@ -1,4 +1,3 @@
-# serial
 # One relay process serving 3 databases; the third is named by a host
 # name whose lookup takes 3 s (tests/slow_dns.c, LD_PRELOAD: a name
 # server that answers slowly).  The lookup runs in the database's start

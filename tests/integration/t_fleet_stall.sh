@@ -1,4 +1,3 @@
-# serial
 # One relay process serving 3 databases; the third is reached through a
 # TCP proxy that is stopped (SIGSTOP: the kernel accepts and ACKs, no
 # reply ever comes, as from a host that hangs) before the relay starts

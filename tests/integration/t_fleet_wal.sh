@@ -1,4 +1,3 @@
-# serial
 # A fleet streaming queues captured through the WAL (docs/fleet.md,
 # docs/wal.md): three clusters with wal_level = logical, the WAL queue ev
 # in a database of each (fw1, fw2, fw3) and a table queue ev in a fourth
