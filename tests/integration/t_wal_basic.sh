@@ -11,6 +11,7 @@
 #  5. queue drop removes the queue and its slot; refused while a relay
 #     streams it.
 #  6. A relay that could not read the capture at start stops once it can.
+#  7. A queue of the same name in another database refuses the slot.
 . "$(dirname "$0")/../lib.sh"
 t_db
 out=$("$PGO_BIN" queue create ev --capture wal 2>&1) && fail "capture wal at wal_level replica: created: $out"
@@ -24,6 +25,16 @@ trap 'cleanup_pids; pg_stop' EXIT
 t_db
 "$PGO_BIN" queue create ev --capture wal >/dev/null || fail "queue create --capture wal"
 [ "$(q "SELECT capture FROM pgoutbox.queues WHERE name = 'ev'")" = wal ] || fail "capture not recorded"
+# Slot names are the cluster's: the same queue in another database
+# refuses the first one's slot, and leaves nothing behind.
+main_url=$DATABASE_URL
+t_db t_wal_basic_other
+out=$("$PGO_BIN" queue create ev --capture wal 2>&1) && fail "a second database took the slot pgoutbox_ev: $out"
+grep -q 'slot pgoutbox_ev exists already, for database t_wal_basic' <<<"$out" || fail "no clear error for another database's slot: $out"
+[ "$(q "SELECT count(*) FROM pgoutbox.queues WHERE name = 'ev'")" = 0 ] || fail "the refused queue was left behind"
+"$PGO_BIN" queue create ev2 --capture wal >/dev/null || fail "queue create ev2 --capture wal in a second database"
+"$PGO_BIN" queue drop ev2 --yes >/dev/null || fail "queue drop ev2"
+DATABASE_URL=$main_url
 lag() { q "SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'pgoutbox_ev'"; }
 
 # 2. Rollbacks and checks.

@@ -145,6 +145,7 @@ AS $$
 DECLARE
     q    text := create_queue.name;
     slot text := 'pgoutbox_' || create_queue.name;
+    db   name;
 BEGIN
     IF capture IS NULL OR capture NOT IN ('table', 'wal') THEN
         RAISE EXCEPTION 'pgoutbox.create_queue: capture must be table or wal, not %', coalesce(capture, 'NULL')
@@ -167,7 +168,15 @@ BEGIN
        OR EXISTS (SELECT 1 FROM pgoutbox.queues x WHERE x.name = q) THEN
         PERFORM pgoutbox.create_queue(q, shards, kind);  -- raises its error
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.slot_name = slot) THEN
+    -- Slot names are the cluster's: a slot of this name made for another
+    -- database (or a physical one) is not this queue's to stream.  One of
+    -- this database, left by a queue or an adoption of this name, is kept.
+    SELECT s.database INTO db FROM pg_replication_slots s WHERE s.slot_name = slot;
+    IF FOUND AND db IS DISTINCT FROM current_database() THEN
+        RAISE EXCEPTION 'pgoutbox.create_queue: the replication slot % exists already, for database % (slot names are the cluster''s)', slot, coalesce(db, '(none: a physical slot)')
+            USING ERRCODE = 'duplicate_object',
+                  HINT = 'Choose another queue name, or drop that slot (SELECT pg_drop_replication_slot(''' || slot || ''')) if nothing streams it.';
+    ELSIF NOT FOUND THEN
         PERFORM pg_create_logical_replication_slot(slot, 'pgoutput');
     END IF;
     PERFORM pgoutbox.create_queue(q, shards, kind);
