@@ -50,7 +50,7 @@
 \ir functions/send_batch_rows.sql
 \ir functions/send_batch_to.sql
 \ir functions/send_to.sql
-\ir functions/send_to_table.sql
+\ir functions/send_to_refused.sql
 \ir functions/set_queue.sql
 \ir functions/set_retention.sql
 \ir functions/shard_expr.sql

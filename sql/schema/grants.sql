@@ -10,7 +10,7 @@
 -- Producers: send, send_to, send_batch, send_batch_to and their helpers.
 REVOKE ALL ON FUNCTION pgoutbox.send(text, text, text, jsonb, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.send_to(text, text, text, text, jsonb, jsonb) FROM PUBLIC;
-REVOKE ALL ON FUNCTION pgoutbox.send_to_table(text, text, text, text, jsonb, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgoutbox.send_to_refused(text, text, jsonb, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.send_batch(text[], text[], text[], jsonb[], jsonb[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.send_batch(text, text[], text[], jsonb[], jsonb[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pgoutbox.send_batch_to(text, text[], text[], text[], jsonb[], jsonb[]) FROM PUBLIC;

@@ -162,3 +162,23 @@ refused "'t', 'k', 'x', jsonb_build_object('s', repeat('x', 1100000))" 'payload 
 [ -z "$(ran)" ] || fail "send() ran the caller's look-alikes: $(ran)"
 [ "$(q "SELECT count(*) FROM pgoutbox.outbox WHERE payload->>'n' IN ('3', '4')")" = 2 ] || fail "the two events are not in the outbox"
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 't_shadow_sleeper'" >/dev/null
+
+# send_to() sets no search path either (step 23): into a table queue of
+# its own (the statements after its WAL test) and on its errors, the
+# look-alikes run neither.
+"$PGO_BIN" queue create tq --kind outbox >/dev/null || fail "queue create tq"
+q "GRANT EXECUTE ON FUNCTION pgoutbox.send_to(text, text, text, text, jsonb, jsonb) TO $P" >/dev/null
+send_to_evil() { psql -XAtq "$(url $P)" -c "$EVIL" -c "SELECT pgoutbox.send_to($1)" 2>&1; }
+[ "$(send_to_evil "'tq', 't', 'k', 'x', '{\"n\": 5}'")" -gt 0 ] 2>/dev/null ||
+	fail "send_to() with the look-alikes first: $(send_to_evil "'tq', 't', 'k', 'x', '{}'")"
+refused_to() {
+	local out
+	out=$(send_to_evil "$1" || true)
+	grep -q "$2" <<<"$out" || fail "send_to($1) with the look-alikes first: $(head -c 300 <<<"$out")"
+}
+refused_to "'tq', '', 'k', 'x', '{}'" 'send_to: topic must not be empty'
+refused_to "'tq', 't', 'k', 'x', NULL" 'send_to: payload must not be NULL'
+refused_to "'tq', 't', 'k', 'x', '{}', '[1]'" 'send_to: headers must be a JSON object, not array'
+refused_to "'nope', 't', 'k', 'x', '{}'" 'nope'
+[ -z "$(ran)" ] || fail "send_to() ran the caller's look-alikes: $(ran)"
+[ "$(q "SELECT count(*) FROM pgoutbox.tq WHERE payload->>'n' = '5'")" = 1 ] || fail "send_to() wrote no row into tq"

@@ -1,0 +1,11 @@
+-- 026_send_to_rows: send_to() writes a table queue's row itself again.
+--
+-- Since step 23 send_to() handed every table queue's call to
+-- send_to_table(), a second PL/pgSQL call with a SET clause, and built
+-- the state of the whole WAL expression first: a table queue's producer
+-- lost about a tenth of its rate (pgbench, one client and eight).
+-- send_to() now asks whether the queue is captured through the WAL in an
+-- IF of its own, and a table queue takes the statements after it, as
+-- before step 23.  The WAL path's failed checks go to send_to_refused(),
+-- which the definitions of this version create; send_to_table() goes.
+DROP FUNCTION IF EXISTS pgoutbox.send_to_table(text, text, text, text, jsonb, jsonb);
