@@ -6,6 +6,7 @@
 -- lost about a tenth of its rate (pgbench, one client and eight).
 -- send_to() now asks whether the queue is captured through the WAL in an
 -- IF of its own, and a table queue takes the statements after it, as
--- before step 23.  The WAL path's failed checks go to send_to_refused(),
--- which the definitions of this version create; send_to_table() goes.
+-- before step 23, its checks in one test.  Failed checks, on either path,
+-- go to send_to_refused(), which raises the error; the definitions of
+-- this version create it.  send_to_table() goes.
 DROP FUNCTION IF EXISTS pgoutbox.send_to_table(text, text, text, text, jsonb, jsonb);

@@ -15,7 +15,7 @@
 -- each expression it evaluates once per transaction, so each path
 -- evaluates few, small ones.  No SET clause: a WAL queue is known by its
 -- sequence's name (a catalog cache probe, no query), and its event is one
--- expression; an argument that fails a check there goes to
+-- expression.  An argument that fails a check, on either path, goes to
 -- send_to_refused(), which raises the error.  The event domains check the
 -- caps, as the columns of a table queue do.  The id: nextval() in the
 -- WHEN, currval() in the THEN that only runs after it.  A table queue
@@ -64,22 +64,13 @@ BEGIN
     IF queue OPERATOR(pg_catalog.=) 'outbox' THEN
         RETURN pgoutbox.send(topic, key, type, payload, headers);
     END IF;
-    -- send()'s checks (001), with this function's name.
-    IF topic IS NULL OR topic OPERATOR(pg_catalog.=) '' THEN
-        RAISE EXCEPTION 'pgoutbox.send_to: topic must not be empty'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF payload IS NULL THEN
-        RAISE EXCEPTION 'pgoutbox.send_to: payload must not be NULL (use ''null''::jsonb)'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.pg_column_size(payload) OPERATOR(pg_catalog.>) 1048576 THEN
-        RAISE EXCEPTION 'pgoutbox.send_to: payload is % bytes, the limit is 1048576',
-            pg_catalog.pg_column_size(payload) USING ERRCODE = 'program_limit_exceeded';
-    END IF;
-    IF headers IS NOT NULL AND pg_catalog.jsonb_typeof(headers) OPERATOR(pg_catalog.<>) 'object' THEN
-        RAISE EXCEPTION 'pgoutbox.send_to: headers must be a JSON object, not %',
-            pg_catalog.jsonb_typeof(headers) USING ERRCODE = 'invalid_parameter_value';
+    -- send()'s checks (001), in one test: send_to_refused() raises the
+    -- failed one's error, with this function's name.
+    IF topic IS NULL OR topic OPERATOR(pg_catalog.=) '' OR payload IS NULL
+       OR pg_catalog.pg_column_size(payload) OPERATOR(pg_catalog.>) 1048576
+       OR (headers IS NOT NULL
+           AND pg_catalog.jsonb_typeof(headers) OPERATOR(pg_catalog.<>) 'object') THEN
+        RETURN pgoutbox.send_to_refused(queue, topic, payload, headers);
     END IF;
     IF capture OPERATOR(pg_catalog.=) 'wal' THEN
         RAISE EXCEPTION 'pgoutbox.send_to: queue % is captured through the WAL, but its sequence pgoutbox.%$wal is missing', queue, queue

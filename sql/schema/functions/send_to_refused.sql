@@ -1,8 +1,7 @@
--- The errors of send_to() into a queue captured through the WAL
--- (functions/send_to.sql): that path is one expression, which calls this
--- when an argument fails a check; it raises the error a table queue's
--- send_to() raises.  Not granted to anyone: send_to() calls it as its
--- owner.
+-- The errors of send_to() (functions/send_to.sql): each of its paths
+-- tests the arguments in one expression, and calls this when one fails a
+-- check; it raises the error that check has always raised.  Not granted
+-- to anyone: send_to() calls it as its owner.
 CREATE OR REPLACE FUNCTION pgoutbox.send_to_refused(queue text, topic text, payload jsonb, headers jsonb)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -30,4 +29,4 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION pgoutbox.send_to_refused(text, text, jsonb, jsonb) IS
-    'The error of send_to() into a WAL queue whose arguments fail a check.';
+    'The error of send_to() whose arguments fail a check.';
