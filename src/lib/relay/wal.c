@@ -21,7 +21,8 @@
  * unavailable sink spends no attempt.  An event the sink rejects for
  * good (PGO_ACK_DEAD), or that used relay.max_attempts (unless
  * relay.poison is halt), goes to pgoutbox.dead_letters, as in table
- * capture, and counts as done: the slot moves past it once it is there.
+ * capture (wal_dead.c, without blocking the loop), and counts as done:
+ * the slot moves past it once it is there.
  *
  * In a fleet (fleet.c) the relay runs in the fleet's loop, its turn in
  * halves (pgo_wal_turn_prepare/step), its events given the
@@ -94,90 +95,6 @@ static bool txn_acked(const wal_txn_t *t)
 	for (size_t i = 0; i < t->n; i++)
 		if (!t->evs[i].acked)
 			return false;
-	return true;
-}
-
-/* --- dead letters --- */
-
-/* A dead letter: as table capture writes them (claim.c), one row a
- * statement: they are rare. */
-#define DEAD_SQL                                                               \
-	"INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, type, "     \
-	"payload, headers, created_at, attempts, last_error) VALUES "          \
-	"($1::bigint, $2, $3, $4, $5, pgoutbox.adopted_jsonb($6), "            \
-	"coalesce(pgoutbox.adopted_jsonb($7), '{}'), $8::timestamptz, "        \
-	"$9::int, $10) ON CONFLICT (queue, id) DO "                            \
-	"UPDATE SET attempts = EXCLUDED.attempts, last_error = "               \
-	"EXCLUDED.last_error, failed_at = now()"
-
-static bool dead_exec(PGconn *pg, const char *sql)
-{
-	PGresult *res = PQexec(pg, sql);
-	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-
-	PQclear(res);
-	return ok;
-}
-
-/* Writes batch events idx[0..n) into pgoutbox.dead_letters, in one
- * transaction, over a plain connection made when first needed (the
- * stream's is in COPY).  Blocking, as dead letters are rare.  True once
- * they are committed; false (logged) when not: they stay to be tried
- * again. */
-static bool dead_letter(pgo_relay_t *r, const size_t *idx, size_t n)
-{
-	struct relay_wal *w = r->wal;
-	pgo_batch_t *b = &w->batch;
-	const char *queue = pgo_conf_values(r->conf)->queue;
-	bool ok;
-
-	ok = pgo_wal_plain(r) && dead_exec(w->dead_pg, "BEGIN");
-	for (size_t j = 0; ok && j < n; j++) {
-		const pgo_event_t *e = &w->src[idx[j]]->ev;
-		char id[24], attempts[16];
-		const char *params[10] = {id,
-					  queue,
-					  e->topic,
-					  e->key,
-					  e->type ? e->type : "",
-					  e->payload,
-					  e->headers,
-					  e->created_at,
-					  attempts,
-					  b->errors[idx[j]] ? b->errors[idx[j]]
-							    : "dead"};
-		PGresult *res;
-
-		snprintf(id, sizeof(id), "%lld", (long long)e->id);
-		snprintf(attempts, sizeof(attempts), "%d", e->attempts);
-		res = PQexecParams(w->dead_pg, DEAD_SQL, 10, NULL, params, NULL,
-				   NULL, 0);
-		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-		PQclear(res);
-	}
-	ok = ok && dead_exec(w->dead_pg, "COMMIT");
-	if (!ok) {
-		pgo_log(PGO_LOG_ERROR, r->subject,
-			"cannot write %zu dead letter%s (kept, tried again): "
-			"%s",
-			n, n == 1 ? "" : "s",
-			w->dead_pg ? pgo_pq_msg(w->dead_pg, NULL)
-				   : "out of memory");
-		if (w->dead_pg && PQstatus(w->dead_pg) == CONNECTION_OK)
-			dead_exec(w->dead_pg, "ROLLBACK");
-		return false;
-	}
-	for (size_t j = 0; j < n; j++) {
-		const pgo_event_t *e = &w->src[idx[j]]->ev;
-
-		pgo_log(PGO_LOG_WARN, r->subject,
-			"event %lld to dead letters after %d attempt%s: %s",
-			(long long)e->id, e->attempts,
-			e->attempts == 1 ? "" : "s",
-			b->errors[idx[j]] ? b->errors[idx[j]] : "dead");
-		w->src[idx[j]]->acked = true;
-		r->stats.total.dead++;
-	}
 	return true;
 }
 
@@ -256,20 +173,20 @@ static void submit(pgo_relay_t *r)
 	}
 }
 
-/* The sink's verdicts are in: acked events are done; the transactions
- * all acked leave the FIFO and the slot may move past them; the rest is
- * sent again after a backoff. */
+/* The sink's verdicts are in: acked events are done; dead ones are
+ * written into dead_letters first (wal_dead.c, without blocking), then
+ * pgo_wal_settled() finishes. */
 static void settle(pgo_relay_t *r)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	struct relay_wal *w = r->wal;
 	pgo_batch_t *b = &w->batch;
-	size_t failed = 0, ndead = 0, *dead;
-	bool unavailable = false;
-	long long first_id = 0;
-	char why[200] = "";
+	size_t ndead = 0, *dead;
 
 	w->in_sink = false;
+	w->settle_failed = 0;
+	w->settle_unavailable = false;
+	w->dead_n = 0;
 	dead = pgo_arena_alloc(w->arena, sizeof(*dead) * (b->n + 1));
 	for (size_t i = 0; i < b->n; i++) {
 		if (b->acks[i] == PGO_ACK_OK) {
@@ -277,13 +194,13 @@ static void settle(pgo_relay_t *r)
 			r->stats.total.published++;
 			continue;
 		}
-		if (!failed++) {
-			first_id = (long long)b->events[i].id;
-			snprintf(why, sizeof(why), "%s",
+		if (!w->settle_failed++) {
+			w->settle_first = (long long)b->events[i].id;
+			snprintf(w->settle_why, sizeof(w->settle_why), "%s",
 				 b->errors[i] ? b->errors[i] : "no verdict");
 		}
 		if (b->acks[i] == PGO_ACK_UNAVAILABLE) {
-			unavailable = true;
+			w->settle_unavailable = true;
 			continue;
 		}
 		w->src[i]->ev.attempts++;
@@ -295,11 +212,49 @@ static void settle(pgo_relay_t *r)
 		}
 		r->stats.total.retried++;
 	}
-	/* Dead letters written count as done: the queue moves on. */
-	if (ndead && dead_letter(r, dead, ndead))
-		failed -= ndead;
-	else
-		r->stats.total.retried += ndead;
+	if (ndead && pgo_wal_dead_start(r, dead, ndead))
+		return; /* pgo_wal_dead_poll() settles */
+	w->dead_n = ndead;
+	pgo_wal_settled(r, false);
+}
+
+/* The rest of settling: dead letters written count as done, and the
+ * transactions all acked leave the FIFO so that the slot may move past
+ * them; the rest is sent again after a backoff. */
+void pgo_wal_settled(pgo_relay_t *r, bool dead_ok)
+{
+	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
+	struct relay_wal *w = r->wal;
+	pgo_batch_t *b = &w->batch;
+	size_t failed = w->settle_failed;
+
+	if (dead_ok) {
+		/* Every dead event of the batch: dead_idx holds one per id,
+		 * and a repeated id is done with its first. */
+		for (size_t i = 0; i < b->n; i++) {
+			bool was = false;
+
+			for (size_t j = 0; j < w->dead_n && !was; j++)
+				was = b->events[w->dead_idx[j]].id ==
+				      b->events[i].id;
+			if (!was || b->acks[i] == PGO_ACK_OK ||
+			    b->acks[i] == PGO_ACK_UNAVAILABLE ||
+			    w->src[i]->acked)
+				continue;
+			pgo_log(PGO_LOG_WARN, r->subject,
+				"event %lld to dead letters after %d "
+				"attempt%s: %s",
+				(long long)b->events[i].id,
+				w->src[i]->ev.attempts,
+				w->src[i]->ev.attempts == 1 ? "" : "s",
+				b->errors[i] ? b->errors[i] : "dead");
+			w->src[i]->acked = true;
+			r->stats.total.dead++;
+			failed--;
+		}
+	} else {
+		r->stats.total.retried += w->dead_n;
+	}
 	pgo_observe_acked(r, b); /* before the events' memory goes */
 	while (w->head && w->batch_txns && txn_acked(w->head)) {
 		fifo_pop(w);
@@ -315,9 +270,10 @@ static void settle(pgo_relay_t *r)
 	pgo_log(PGO_LOG_WARN, r->subject,
 		"%zu of %zu events not acked (event %lld: %s): %s, sent "
 		"again in %lld ms, before anything later",
-		failed, b->n, first_id, why,
-		unavailable ? "the sink is unavailable (no attempt spent)"
-			    : "retrying",
+		failed, b->n, w->settle_first, w->settle_why,
+		w->settle_unavailable
+			? "the sink is unavailable (no attempt spent)"
+			: "retrying",
 		(long long)w->backoff);
 }
 
@@ -345,14 +301,15 @@ static void pump(pgo_relay_t *r, int64_t now)
 {
 	struct relay_wal *w = r->wal;
 
-	while (!w->in_sink && w->head && txn_acked(w->head))
+	while (!w->in_sink && !w->dead_busy && w->head && txn_acked(w->head))
 		fifo_pop(w);
 	/* Nothing read is waiting: everything the server had sent before
 	 * its last keepalive is done. */
-	if (!w->head && !w->cur && !w->in_sink && w->sent_end > w->confirmed)
+	if (!w->head && !w->cur && !w->in_sink && !w->dead_busy &&
+	    w->sent_end > w->confirmed)
 		w->confirmed = w->sent_end;
-	if (w->in_sink || !w->head || r->run.stop || r->outage.down ||
-	    w->fatal || now < w->pause_until)
+	if (w->in_sink || w->dead_busy || !w->head || r->run.stop ||
+	    r->outage.down || w->fatal || now < w->pause_until)
 		return;
 	submit(r);
 }
@@ -489,6 +446,8 @@ static int wal_turn(pgo_relay_t *r, int64_t now)
 	}
 	if (w->adopted && w->eval_busy)
 		pgo_wal_adopted_poll(r);
+	if (w->dead_busy)
+		pgo_wal_dead_poll(r);
 	if (w->state == WAL_STREAMING && pgo_wal_read(r, now))
 		pump(r, now);
 	if (w->fatal) {
@@ -545,6 +504,9 @@ static void wal_close(pgo_relay_t *r)
 	if (w->plain_io)
 		pgo_loop_io_del(w->plain_io);
 	w->plain_io = NULL;
+	/* Dead letters in flight: their events were not confirmed, so they
+	 * come again (and are upserted) if the INSERT did not commit. */
+	w->dead_busy = false;
 }
 
 int pgo_wal_begin(pgo_relay_t *r)
@@ -553,7 +515,7 @@ int pgo_wal_begin(pgo_relay_t *r)
 	struct relay_wal *w = r->wal;
 
 	w->io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note, &w->revents);
-	if (w->io && w->adopted &&
+	if (w->io &&
 	    !(w->plain_io = pgo_loop_io_add(r->loop, -1, 0, pgo_loop_io_note,
 					    &w->plain_revents))) {
 		pgo_loop_io_del(w->io);
@@ -585,7 +547,8 @@ int64_t pgo_wal_turn_prepare(pgo_relay_t *r, int64_t now, bool *over)
 	}
 	if (r->run.reload)
 		wal_reload(r);
-	if (r->run.stop && (!w->in_sink || now >= r->run.drain_until)) {
+	if (r->run.stop &&
+	    ((!w->in_sink && !w->dead_busy) || now >= r->run.drain_until)) {
 		*over = true;
 		return 0;
 	}

@@ -85,6 +85,17 @@ struct relay_wal {
 	size_t eval_n;		 /* for the FIFO's first eval_n rows */
 	unsigned eval_epoch;	 /* sent at this epoch */
 	PGresult *eval_res;	 /* its result, while the end is not in */
+	/* Dead letters being written (wal_dead.c), and the settling of
+	 * the batch that waits for them. */
+	bool dead_busy;		 /* their INSERT runs on dead_pg */
+	bool dead_ok, dead_got;	 /* its result, while the end is not in */
+	unsigned dead_epoch;	 /* sent at this epoch */
+	size_t *dead_idx;	 /* the batch's events written (arena) */
+	size_t dead_n;
+	size_t settle_failed;	 /* events of the batch not acked */
+	long long settle_first;	 /* the first of them */
+	bool settle_unavailable; /* one of them for an unavailable sink */
+	char settle_why[200];	 /* its error */
 	pgo_loop_io_t *plain_io; /* dead_pg's socket while it runs */
 	short plain_revents;	 /* what the loop saw on it */
 	unsigned epoch;		 /* +1 each time the stream is lost */
@@ -119,6 +130,16 @@ void pgo_wal_adopted_poll(pgo_relay_t *r);
 /* The connection of plain SQL (dead letters, the map), made when first
  * needed (blocking); NULL when it cannot be made. */
 PGconn *pgo_wal_plain(pgo_relay_t *r);
+
+/* wal_dead.c: dead letters.  Sends the INSERT of the batch's events
+ * idx[0..n) (at most one row per id; idx is reordered and kept): true
+ * once sent (pgo_wal_dead_poll() reads its result), false (logged) when
+ * it could not be. */
+bool pgo_wal_dead_start(pgo_relay_t *r, size_t *idx, size_t n);
+/* Reads the INSERT's result when in, then pgo_wal_settled(). */
+void pgo_wal_dead_poll(pgo_relay_t *r);
+/* wal.c: the batch settled, its dead letters written (dead_ok) or not. */
+void pgo_wal_settled(pgo_relay_t *r, bool dead_ok);
 
 /* wal_stream.c: the connection. */
 /* The loop's watch on the socket, for the state. */

@@ -1,0 +1,192 @@
+/*
+ * wal_dead.c — the dead letters of a queue captured through the WAL
+ * (docs/wal.md): events the sink rejected for good, or that used
+ * relay.max_attempts, written into pgoutbox.dead_letters as table
+ * capture writes them (claim.c), after which they count as done.
+ *
+ * They are written without blocking the loop: one INSERT of every dead
+ * event of the batch (one statement, so all or none) is sent on the
+ * plain connection (pgo_wal_plain(), made when first needed), and its
+ * result is read when the socket has it.  Until then the batch is not
+ * settled and no other batch starts, so the FIFO keeps its order; the
+ * loop goes on streaming, reporting the position and, in a fleet,
+ * serving the other databases.  A dead_letters table locked by a
+ * migration, or a server that stalls, holds up this queue alone.
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "relay/wal_int.h"
+#include "base/arena.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "conf/conf.h"
+#include "db/conn.h"
+#include "loop/loop.h"
+#include "pgoutbox/sink.h"
+#include "relay/relay_int.h"
+
+/* Rows in one statement: 10 parameters each, under libpq's 65,535. */
+#define DEAD_ROWS_MAX 6000
+
+#define DEAD_COLS                                                              \
+	"INSERT INTO pgoutbox.dead_letters (id, queue, topic, key, type, "     \
+	"payload, headers, created_at, attempts, last_error) VALUES "
+/* Row k's values, $1-based (k * 10 + 1 ...). */
+#define DEAD_ROW                                                               \
+	"%s($%zu::bigint, $%zu, $%zu, $%zu, $%zu, "                            \
+	"pgoutbox.adopted_jsonb($%zu), "                                       \
+	"coalesce(pgoutbox.adopted_jsonb($%zu), '{}'), $%zu::timestamptz, "   \
+	"$%zu::int, $%zu)"
+#define DEAD_CONFLICT                                                          \
+	" ON CONFLICT (queue, id) DO UPDATE SET attempts = "                   \
+	"EXCLUDED.attempts, last_error = EXCLUDED.last_error, "                \
+	"failed_at = now()"
+
+static void dead_failed(pgo_relay_t *r, const char *why)
+{
+	struct relay_wal *w = r->wal;
+
+	pgo_log(PGO_LOG_ERROR, r->subject,
+		"cannot write %zu dead letter%s (kept, tried again): %s",
+		w->dead_n, w->dead_n == 1 ? "" : "s", why);
+}
+
+bool pgo_wal_dead_start(pgo_relay_t *r, size_t *idx, size_t n)
+{
+	struct relay_wal *w = r->wal;
+	pgo_batch_t *b = &w->batch;
+	const char *queue = pgo_conf_values(r->conf)->queue;
+	const char **params;
+	char *nums;
+	pgo_buf_t sql;
+	size_t rows = 0;
+	PGconn *pg;
+	int sent;
+
+	/* The same id twice (a message written by hand with an id taken
+	 * already): one row, the first, or the upsert would fail for good. */
+	for (size_t j = 0; j < n && rows < DEAD_ROWS_MAX; j++) {
+		bool seen = false;
+
+		for (size_t k = 0; k < rows && !seen; k++)
+			seen = b->events[idx[k]].id == b->events[idx[j]].id;
+		if (!seen)
+			idx[rows++] = idx[j];
+	}
+	w->dead_idx = idx;
+	w->dead_n = rows;
+	params = pgo_arena_alloc(w->arena, sizeof(*params) * rows * 10);
+	nums = pgo_arena_alloc(w->arena, rows * 40);
+	pgo_buf_init(&sql);
+	pgo_buf_puts(&sql, DEAD_COLS);
+	for (size_t j = 0; params && nums && j < rows; j++) {
+		const pgo_event_t *e = &w->src[idx[j]]->ev;
+		const char **p = params + j * 10;
+		size_t k = j * 10;
+
+		snprintf(nums + j * 40, 24, "%lld", (long long)e->id);
+		snprintf(nums + j * 40 + 24, 16, "%d", e->attempts);
+		p[0] = nums + j * 40;
+		p[1] = queue;
+		p[2] = e->topic;
+		p[3] = e->key;
+		p[4] = e->type ? e->type : "";
+		p[5] = e->payload;
+		p[6] = e->headers;
+		p[7] = e->created_at;
+		p[8] = nums + j * 40 + 24;
+		p[9] = b->errors[idx[j]] ? b->errors[idx[j]] : "dead";
+		pgo_buf_printf(&sql, DEAD_ROW, j ? ", " : "", k + 1, k + 2,
+			       k + 3, k + 4, k + 5, k + 6, k + 7, k + 8, k + 9,
+			       k + 10);
+	}
+	pgo_buf_puts(&sql, DEAD_CONFLICT);
+	if (!params || !nums || sql.oom) {
+		pgo_buf_free(&sql);
+		dead_failed(r, "out of memory");
+		return false;
+	}
+	/* Connecting blocks, once per connection (as the map's). */
+	if (!(pg = pgo_wal_plain(r))) {
+		pgo_buf_free(&sql);
+		dead_failed(r, w->dead_pg ? pgo_pq_msg(w->dead_pg, NULL)
+					  : "out of memory");
+		return false;
+	}
+	PQsetnonblocking(pg, 1);
+	sent = PQsendQueryParams(pg, sql.data, (int)(rows * 10), NULL, params,
+				 NULL, NULL, 0);
+	pgo_buf_free(&sql);
+	if (!sent) {
+		dead_failed(r, pgo_pq_msg(pg, NULL));
+		PQfinish(w->dead_pg);
+		w->dead_pg = NULL;
+		return false;
+	}
+	w->dead_busy = true;
+	w->dead_epoch = w->epoch;
+	pgo_loop_io_set(w->plain_io, PQsocket(pg),
+			POLLIN | (PQflush(pg) > 0 ? POLLOUT : 0));
+	return true;
+}
+
+void pgo_wal_dead_poll(pgo_relay_t *r)
+{
+	struct relay_wal *w = r->wal;
+	PGconn *pg = w->dead_pg;
+	PGresult *res;
+	bool ok = false, got = false;
+	char why[256] = "no result";
+
+	if (!w->dead_busy)
+		return;
+	w->plain_revents = 0;
+	if (PQflush(pg) < 0 || !PQconsumeInput(pg)) {
+		snprintf(why, sizeof(why), "%s", pgo_pq_msg(pg, NULL));
+		PQfinish(w->dead_pg);
+		w->dead_pg = NULL;
+		goto done;
+	}
+	if (PQisBusy(pg)) {
+		pgo_loop_io_set(w->plain_io, PQsocket(pg),
+				POLLIN | (PQflush(pg) > 0 ? POLLOUT : 0));
+		return;
+	}
+	/* Its one result, then NULL.  The end comes with the result's
+	 * CommandComplete (one statement), so nothing waits here. */
+	while (!PQisBusy(pg) && (res = PQgetResult(pg))) {
+		if (!got) {
+			got = true;
+			ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+			if (!ok)
+				snprintf(why, sizeof(why), "%s",
+					 pgo_pq_msg(pg, res));
+		}
+		PQclear(res);
+	}
+	if (PQisBusy(pg)) { /* the end not in yet: wait for it */
+		w->dead_ok = ok;
+		w->dead_got = got;
+		pgo_loop_io_set(w->plain_io, PQsocket(pg), POLLIN);
+		return;
+	}
+	if (!got) {
+		ok = w->dead_ok;
+		got = w->dead_got;
+	}
+done:
+	w->dead_busy = false;
+	w->dead_got = w->dead_ok = false;
+	pgo_loop_io_set(w->plain_io, -1, 0);
+	/* The stream was lost meanwhile: the batch is gone (its events
+	 * come again from the slot); the rows, if written, are upserted
+	 * then. */
+	if (w->dead_epoch != w->epoch)
+		return;
+	if (!ok)
+		dead_failed(r, why);
+	pgo_wal_settled(r, ok);
+}
