@@ -1,7 +1,9 @@
 /*
  * cmd_console.c — `pgoutbox console`: the web console (docs/console.md)
  * until SIGTERM or SIGINT.  The pages are served by the console's own
- * thread; this one takes a throughput sample every few seconds.
+ * thread; this one takes a throughput sample every few seconds, and on
+ * SIGHUP reads the configuration again: the databases of its file's
+ * [database NAME] sections from then on.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -9,15 +11,42 @@
 #include <time.h>
 
 #include "cli.h"
+#include "base/log.h"
 #include "console/console.h"
+#include "conf/conf.h"
 #include "pgoutbox.h"
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, reload;
 
 static void on_stop(int sig)
 {
 	(void)sig;
 	stop = 1;
+}
+
+static void on_reload(int sig)
+{
+	(void)sig;
+	reload = 1;
+}
+
+/* SIGHUP: the file again (a bad one changes nothing), then its
+ * databases. */
+static void console_reload(pgo_console_t *c, pgo_conf_t *conf)
+{
+	extern char **environ;
+	pgo_error_t err;
+
+	reload = 0;
+	if (pgo_conf_reload(conf, environ, NULL) != PGO_OK) {
+		pgo_log(PGO_LOG_ERROR, "console",
+			"reload failed, keeping the running configuration: %s",
+			pgo_conf_errmsg(conf));
+		return;
+	}
+	if (pgo_console_reload(c, conf, &err) != PGO_OK)
+		pgo_log(PGO_LOG_ERROR, "console",
+			"reload failed, keeping its databases: %s", err.msg);
 }
 
 static const char *const flags[] = {"--db", "--db-file", "--log-level", NULL};
@@ -45,20 +74,22 @@ int cmd_console(int argc, char **argv)
 			   "enters it in the\npage may retry and discard dead "
 			   "letters and pause cron schedules.\nOver a fleet's "
 			   "databases ([database NAME] sections, or --db given "
-			   "more than\nonce) it shows each by its name.  "
-			   "Listens on 127.0.0.1 unless told\notherwise; see "
-			   "docs/console.md.",
+			   "more than\nonce) it shows each by its name; SIGHUP reads "
+			   "the file again and shows its\nsections from then "
+			   "on.  Listens on 127.0.0.1 unless told otherwise;\n"
+			   "see docs/console.md.",
 		.opts = opts,
 		.flags = flags,
 	};
 	const struct sigaction sa = {.sa_handler = on_stop};
+	const struct sigaction hup = {.sa_handler = on_reload};
 	pgo_console_t *c;
 	pgo_error_t err;
 	bool done;
 	cli_t cli;
 	int rc;
 
-	cli_catch_signals_early(false);
+	cli_catch_signals_early(true); /* a SIGHUP before the console runs is dropped */
 	rc = cli_parse(&cli, &cmd, argc, argv, &done);
 	if (rc != EXIT_OK || done)
 		return rc;
@@ -82,12 +113,15 @@ int cmd_console(int argc, char **argv)
 	}
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &hup, NULL);
 	if (cli_stop_early)
 		stop = 1;
 	while (!stop) {
 		struct timespec tick = {0, 200 * 1000 * 1000};
 		static int turns;
 
+		if (reload)
+			console_reload(c, cli.conf);
 		if (turns++ % 25 == 0) /* every 5 s */
 			pgo_console_sample(c);
 		nanosleep(&tick, NULL);

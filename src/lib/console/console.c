@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "console/console_int.h"
+#include "base/buf.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/time.h"
@@ -344,16 +345,29 @@ static bool db_init(console_db_t *d, const char *name, const char *url,
 	return true;
 }
 
-/* The databases of conf: its fleet's when it names two or more, else
- * the one of database.url (or of a lone fleet database).  PGO_OK, or
- * the error in err. */
-static int dbs_init(pgo_console_t *c, const pgo_conf_t *conf, pgo_error_t *err)
+static void dbs_free(console_db_t *dbs, int n)
+{
+	for (int i = 0; dbs && i < n; i++) {
+		if (dbs[i].conn)
+			PQfinish(dbs[i].conn);
+		free(dbs[i].url);
+		free(dbs[i].ring);
+	}
+	free(dbs);
+}
+
+/* The databases of conf into *dbs (*ndb of them, *fleet): its fleet's
+ * when it names two or more, else the one of database.url (or of a lone
+ * fleet database).  PGO_OK, or the error in err. */
+static int dbs_make(const pgo_conf_t *conf, console_db_t **dbs, int *ndb,
+		    bool *fleet, pgo_error_t *err)
 {
 	size_t n = pgo_conf_database_count(conf);
 	const char *url = pgo_conf_get(conf, "database.url");
 	pgo_conf_db_t *named = NULL;
 	int rc = PGO_OK;
 
+	*dbs = NULL;
 	if (n && !(named = calloc(n, sizeof(*named))))
 		return pgo_error_set(err, PGO_ERR_NOMEM, 1,
 				     "out of memory for the console");
@@ -361,20 +375,115 @@ static int dbs_init(pgo_console_t *c, const pgo_conf_t *conf, pgo_error_t *err)
 		free(named);
 		return err->code;
 	}
-	c->fleet = n >= 2;
-	c->ndb = c->fleet ? (int)n : 1;
-	if (!(c->dbs = calloc((size_t)c->ndb, sizeof(*c->dbs))))
+	*fleet = n >= 2;
+	*ndb = *fleet ? (int)n : 1;
+	if (!(*dbs = calloc((size_t)*ndb, sizeof(**dbs))))
 		rc = PGO_ERR_NOMEM;
-	for (int i = 0; rc == PGO_OK && i < c->ndb; i++)
-		if (!db_init(&c->dbs[i], c->fleet ? named[i].name : "",
-			     n ? named[i].url : url, c->fleet))
+	for (int i = 0; rc == PGO_OK && i < *ndb; i++)
+		if (!db_init(&(*dbs)[i], *fleet ? named[i].name : "",
+			     n ? named[i].url : url, *fleet))
 			rc = PGO_ERR_NOMEM;
 	free(named);
-	c->db = c->dbs;
-	if (rc != PGO_OK)
+	if (rc != PGO_OK) {
+		dbs_free(*dbs, *ndb);
+		*dbs = NULL;
 		return pgo_error_set(err, rc, 1,
 				     "out of memory for the console");
+	}
 	return PGO_OK;
+}
+
+static int dbs_init(pgo_console_t *c, const pgo_conf_t *conf, pgo_error_t *err)
+{
+	int rc = dbs_make(conf, &c->dbs, &c->ndb, &c->fleet, err);
+
+	c->db = c->dbs;
+	return rc;
+}
+
+int pgo_console_reload(pgo_console_t *c, const pgo_conf_t *conf,
+		       pgo_error_t *err)
+{
+	console_db_t *dbs;
+	int n;
+	bool fleet;
+
+	if (!c)
+		return PGO_OK;
+	if (dbs_make(conf, &dbs, &n, &fleet, err) != PGO_OK)
+		return err->code;
+	pthread_mutex_lock(&c->qlock);
+	dbs_free(c->next_dbs, c->next_ndb); /* a reload not taken yet */
+	c->next_dbs = dbs;
+	c->next_ndb = n;
+	c->next_fleet = fleet;
+	pthread_mutex_unlock(&c->qlock);
+	return PGO_OK;
+}
+
+void console_reload_apply(pgo_console_t *c)
+{
+	console_db_t *dbs;
+	int n, kept = 0;
+	bool fleet;
+	pgo_buf_t added, gone;
+
+	pthread_mutex_lock(&c->qlock);
+	dbs = c->next_dbs;
+	n = c->next_ndb;
+	fleet = c->next_fleet;
+	c->next_dbs = NULL;
+	c->next_ndb = 0;
+	pthread_mutex_unlock(&c->qlock);
+	if (!dbs)
+		return;
+	pgo_buf_init(&added);
+	pgo_buf_init(&gone);
+	/* A database kept (same name, same URL) keeps its connection, its
+	 * backoff and its samples. */
+	for (int i = 0; i < n; i++) {
+		console_db_t *d = &dbs[i], *o = NULL;
+
+		for (int j = 0; j < c->ndb && !o; j++)
+			if (c->dbs[j].ring && strcmp(c->dbs[j].name, d->name) == 0 &&
+			    strcmp(c->dbs[j].url, d->url) == 0)
+				o = &c->dbs[j];
+		if (!o) {
+			pgo_buf_printf(&added, "%s%s", added.len ? ", " : "",
+				       d->name[0] ? d->name : "database.url");
+			continue;
+		}
+		free(d->ring);
+		d->ring = o->ring;
+		d->ring_next = o->ring_next;
+		d->conn = o->conn;
+		d->next_try = o->next_try;
+		d->fails = o->fails;
+		d->connecting = o->connecting;
+		d->want = o->want;
+		d->connect_until = o->connect_until;
+		d->down = o->down;
+		memcpy(d->error, o->error, sizeof(d->error));
+		o->ring = NULL;
+		o->conn = NULL;
+		kept++;
+	}
+	for (int j = 0; j < c->ndb; j++)
+		if (c->dbs[j].ring)
+			pgo_buf_printf(&gone, "%s%s", gone.len ? ", " : "",
+				       c->dbs[j].name[0] ? c->dbs[j].name
+							 : "database.url");
+	dbs_free(c->dbs, c->ndb);
+	c->dbs = dbs;
+	c->ndb = n;
+	c->fleet = fleet;
+	c->db = c->dbs;
+	pgo_log(PGO_LOG_INFO, c->subject,
+		"reloaded: %d database%s (%d kept; added: %s; removed: %s)", n,
+		n == 1 ? "" : "s", kept, added.len ? added.data : "none",
+		gone.len ? gone.data : "none");
+	pgo_buf_free(&added);
+	pgo_buf_free(&gone);
 }
 
 pgo_console_t *pgo_console_new(const pgo_conf_t *conf, const char *listen,
@@ -439,6 +548,7 @@ void pgo_console_sample(pgo_console_t *c)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
+	console_reload_apply(c);
 	console_sample_take(c);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -449,13 +559,8 @@ void pgo_console_destroy(pgo_console_t *c)
 		return;
 	console_http_stop(c);
 	console_worker_stop(c);
-	for (int i = 0; c->dbs && i < c->ndb; i++) {
-		if (c->dbs[i].conn)
-			PQfinish(c->dbs[i].conn);
-		free(c->dbs[i].url);
-		free(c->dbs[i].ring);
-	}
-	free(c->dbs);
+	dbs_free(c->dbs, c->ndb);
+	dbs_free(c->next_dbs, c->next_ndb);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->qlock);
 	pthread_cond_destroy(&c->qcond);

@@ -57,6 +57,14 @@ void pgo_console_mhd_done(void **req_cls);
 int pgo_console_wake_fd(const pgo_console_t *c);
 void pgo_console_woken(pgo_console_t *c);
 
+/* A reload (SIGHUP): the databases of conf from now on, as
+ * pgo_console_new() reads them.  Those kept (same name and URL) keep
+ * their connection and samples; the change is taken by the next request
+ * or sample, so this never waits for one that runs.  PGO_OK, or err
+ * filled (the databases kept as they were). */
+int pgo_console_reload(pgo_console_t *c, const pgo_conf_t *conf,
+		       pgo_error_t *err);
+
 /* The port it listens on. */
 int pgo_console_port(const pgo_console_t *c);
 /* Records one throughput sample of every queue (call every few seconds;

@@ -124,10 +124,20 @@ struct pgo_console {
 	int queued;
 	bool quit;
 	int wake_fd; /* eventfd: written after each resume, -1 standalone */
+	/* A reload's databases (pgo_console_reload, under qlock), taken by
+	 * the next holder of lock: the reloading thread (a relay's loop)
+	 * never waits for lock, which a request holds while it queries. */
+	console_db_t *next_dbs;
+	int next_ndb;
+	bool next_fleet;
 };
 
 /* console.c */
 
+/* Takes the databases of a reload, if one came: those kept (same name
+ * and URL) keep their connection and samples; the others' connections
+ * close.  Lock held. */
+void console_reload_apply(pgo_console_t *c);
 /* c->db's connection, (re)connected when needed (at most every 2 s; a
  * fleet's backing off to 10 s while it fails, and made 250 ms of a
  * request at a time); NULL with c->db->error set when that database is

@@ -371,6 +371,7 @@ static void answer(pgo_console_t *c, request_t *q)
 		return;
 	}
 	pthread_mutex_lock(&c->lock);
+	console_reload_apply(c);
 	s = console_session_find(c, q->cookie);
 	if (q->post && strcmp(path, "login") != 0) {
 		if (!s)

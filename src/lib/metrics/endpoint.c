@@ -384,6 +384,15 @@ static void on_console(void *arg, int fd, short revents)
 	drive(e);
 }
 
+void pgo_endpoint_console_reload(pgo_endpoint_t *e, const pgo_conf_t *conf)
+{
+	pgo_error_t err;
+
+	if (e && e->console && pgo_console_reload(e->console, conf, &err) != PGO_OK)
+		pgo_log(PGO_LOG_ERROR, "console",
+			"reload failed, keeping its databases: %s", err.msg);
+}
+
 int pgo_endpoint_console(pgo_endpoint_t *e, pgo_loop_t *loop,
 			 const pgo_conf_t *conf, pgo_error_t *err)
 {

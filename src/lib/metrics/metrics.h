@@ -106,6 +106,9 @@ void pgo_endpoint_set_probe(pgo_endpoint_t *e, const pgo_endpoint_probe_t *p);
  * docs/console.md), answered by a thread of the console's own. */
 int pgo_endpoint_console(pgo_endpoint_t *e, pgo_loop_t *loop,
 			 const pgo_conf_t *conf, pgo_error_t *err);
+/* Its console's databases from conf from now on (SIGHUP; errors
+ * logged, the old ones kept).  No-op without a console. */
+void pgo_endpoint_console_reload(pgo_endpoint_t *e, const pgo_conf_t *conf);
 /* The port it listens on (useful with port 0). */
 int pgo_endpoint_port(const pgo_endpoint_t *e);
 /* Answers /healthz with 503 and the reason from now on (stopping). */
@@ -140,6 +143,8 @@ void pgo_monitor_destroy(pgo_monitor_t *mon);
 pgo_metrics_t *pgo_monitor_metrics(pgo_monitor_t *mon);
 /* Sets what the endpoint asks (call before the loop turns). */
 void pgo_monitor_probe(pgo_monitor_t *mon, const pgo_endpoint_probe_t *p);
+/* The endpoint's console follows conf's databases (a fleet's SIGHUP). */
+void pgo_monitor_console_reload(pgo_monitor_t *mon, const pgo_conf_t *conf);
 /* The endpoint's port (0: no endpoint). */
 int pgo_monitor_port(const pgo_monitor_t *mon);
 /* The runner is connected and working: READY=1 (once), and the

@@ -127,6 +127,17 @@ void pgo_monitor_probe(pgo_monitor_t *mon, const pgo_endpoint_probe_t *p)
 		pgo_endpoint_set_probe(mon->endpoint, p);
 }
 
+void pgo_monitor_console_reload(pgo_monitor_t *mon, const pgo_conf_t *conf)
+{
+#ifdef PGO_HAVE_MICROHTTPD
+	if (mon && mon->endpoint)
+		pgo_endpoint_console_reload(mon->endpoint, conf);
+#else
+	(void)mon;
+	(void)conf;
+#endif
+}
+
 int pgo_monitor_port(const pgo_monitor_t *mon)
 {
 	return mon ? pgo_endpoint_port(mon->endpoint) : 0;

@@ -429,6 +429,8 @@ static void fleet_reload(pgo_fleet_t *f)
 		if (file && !known)
 			add_db(f, name, url);
 	}
+	/* The console on the metrics address shows the file's databases. */
+	pgo_monitor_console_reload(f->mon, f->conf);
 }
 
 /* Frees the databases removed whose relay has stopped. */
