@@ -112,8 +112,8 @@ void pgo_wal_adopted_free(struct relay_wal *w)
 	cols_free(w);
 	free(w->map_sql);
 	w->map_sql = NULL;
-	PQclear(w->eval_res);
-	w->eval_res = NULL;
+	PQclear(w->plain_res);
+	w->plain_res = NULL;
 }
 
 static uint32_t get32(const char *p)
@@ -542,62 +542,64 @@ int pgo_wal_adopted_eval(pgo_relay_t *r, size_t k)
 	return PGO_ERR_AGAIN;
 }
 
-void pgo_wal_adopted_poll(pgo_relay_t *r)
+int pgo_wal_plain_result(pgo_relay_t *r, PGresult **res, char *why,
+			 size_t size)
 {
 	struct relay_wal *w = r->wal;
 	PGconn *pg = w->dead_pg;
-	PGresult *res, *last = NULL;
-	int rc = PGO_OK;
+	PGresult *one;
 
-	if (!w->eval_busy)
-		return;
+	*res = NULL;
 	w->plain_revents = 0;
 	if (PQflush(pg) < 0 || !PQconsumeInput(pg)) {
-		last = NULL;
-		rc = PGO_ERR_DB;
-		pgo_log(PGO_LOG_WARN, r->subject,
-			"cannot make the events of table %s (%s): trying "
-			"again in a second",
-			pgo_adopted_map(r, PGO_ADOPTED_TBL),
-			pgo_pq_msg(pg, NULL));
+		snprintf(why, size, "%s", pgo_pq_msg(pg, NULL));
 		PQfinish(w->dead_pg);
 		w->dead_pg = NULL;
-		goto done;
+		PQclear(w->plain_res);
+		w->plain_res = NULL;
+		pgo_loop_io_set(w->plain_io, -1, 0);
+		return PGO_ERR_DB;
+	}
+	/* Its one result, then NULL, read while nothing blocks; the first
+	 * kept while the end is not in. */
+	while (!PQisBusy(pg) && (one = PQgetResult(pg))) {
+		if (!w->plain_res)
+			w->plain_res = one;
+		else
+			PQclear(one);
 	}
 	if (PQisBusy(pg)) {
 		pgo_loop_io_set(w->plain_io, PQsocket(pg),
 				POLLIN | (PQflush(pg) > 0 ? POLLOUT : 0));
-		return;
+		return PGO_ERR_AGAIN;
 	}
-	/* Its one result, then NULL: read while nothing blocks. */
-	while ((res = PQgetResult(pg))) {
-		if (!last)
-			last = res;
-		else
-			PQclear(res);
-		if (PQisBusy(pg)) {
-			/* The end not in yet: rare; wait for it with the
-			 * result kept. */
-			PQclear(w->eval_res);
-			w->eval_res = last;
-			pgo_loop_io_set(w->plain_io, PQsocket(pg), POLLIN);
-			return;
-		}
-	}
-	if (!last) {
-		last = w->eval_res;
-		w->eval_res = NULL;
-	}
-	/* The stream was lost meanwhile: its rows are gone, the result
-	 * too. */
-	if (w->eval_epoch == w->epoch)
-		rc = evaluated(r, pg, last);
-	PQclear(last);
-done:
-	PQclear(w->eval_res);
-	w->eval_res = NULL;
-	w->eval_busy = false;
+	*res = w->plain_res;
+	w->plain_res = NULL;
 	pgo_loop_io_set(w->plain_io, -1, 0);
+	return PGO_OK;
+}
+
+void pgo_wal_adopted_poll(pgo_relay_t *r)
+{
+	struct relay_wal *w = r->wal;
+	PGresult *res;
+	char why[256];
+	int rc;
+
+	if (!w->eval_busy)
+		return;
+	rc = pgo_wal_plain_result(r, &res, why, sizeof(why));
+	if (rc == PGO_ERR_AGAIN)
+		return;
+	if (rc == PGO_ERR_DB)
+		pgo_log(PGO_LOG_WARN, r->subject,
+			"cannot make the events of table %s (%s): trying "
+			"again in a second",
+			pgo_adopted_map(r, PGO_ADOPTED_TBL), why);
+	else if (w->eval_epoch == w->epoch) /* else its rows are gone */
+		rc = evaluated(r, w->dead_pg, res);
+	PQclear(res);
+	w->eval_busy = false;
 	if (rc == PGO_ERR_DB)
 		w->pause_until = pgo_now_ms() + 1000;
 }

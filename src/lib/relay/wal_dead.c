@@ -136,51 +136,21 @@ bool pgo_wal_dead_start(pgo_relay_t *r, size_t *idx, size_t n)
 void pgo_wal_dead_poll(pgo_relay_t *r)
 {
 	struct relay_wal *w = r->wal;
-	PGconn *pg = w->dead_pg;
 	PGresult *res;
-	bool ok = false, got = false;
 	char why[256] = "no result";
+	bool ok;
+	int rc;
 
 	if (!w->dead_busy)
 		return;
-	w->plain_revents = 0;
-	if (PQflush(pg) < 0 || !PQconsumeInput(pg)) {
-		snprintf(why, sizeof(why), "%s", pgo_pq_msg(pg, NULL));
-		PQfinish(w->dead_pg);
-		w->dead_pg = NULL;
-		goto done;
-	}
-	if (PQisBusy(pg)) {
-		pgo_loop_io_set(w->plain_io, PQsocket(pg),
-				POLLIN | (PQflush(pg) > 0 ? POLLOUT : 0));
+	rc = pgo_wal_plain_result(r, &res, why, sizeof(why));
+	if (rc == PGO_ERR_AGAIN)
 		return;
-	}
-	/* Its one result, then NULL.  The end comes with the result's
-	 * CommandComplete (one statement), so nothing waits here. */
-	while (!PQisBusy(pg) && (res = PQgetResult(pg))) {
-		if (!got) {
-			got = true;
-			ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-			if (!ok)
-				snprintf(why, sizeof(why), "%s",
-					 pgo_pq_msg(pg, res));
-		}
-		PQclear(res);
-	}
-	if (PQisBusy(pg)) { /* the end not in yet: wait for it */
-		w->dead_ok = ok;
-		w->dead_got = got;
-		pgo_loop_io_set(w->plain_io, PQsocket(pg), POLLIN);
-		return;
-	}
-	if (!got) {
-		ok = w->dead_ok;
-		got = w->dead_got;
-	}
-done:
+	ok = rc == PGO_OK && PQresultStatus(res) == PGRES_COMMAND_OK;
+	if (rc == PGO_OK && res && !ok)
+		snprintf(why, sizeof(why), "%s", pgo_pq_msg(w->dead_pg, res));
+	PQclear(res);
 	w->dead_busy = false;
-	w->dead_got = w->dead_ok = false;
-	pgo_loop_io_set(w->plain_io, -1, 0);
 	/* The stream was lost meanwhile: the batch is gone (its events
 	 * come again from the slot); the rows, if written, are upserted
 	 * then. */

@@ -84,11 +84,10 @@ struct relay_wal {
 	bool eval_busy;		 /* the map's statement runs on dead_pg */
 	size_t eval_n;		 /* for the FIFO's first eval_n rows */
 	unsigned eval_epoch;	 /* sent at this epoch */
-	PGresult *eval_res;	 /* its result, while the end is not in */
+	PGresult *plain_res;	 /* dead_pg's result, while the end is not in */
 	/* Dead letters being written (wal_dead.c), and the settling of
 	 * the batch that waits for them. */
 	bool dead_busy;		 /* their INSERT runs on dead_pg */
-	bool dead_ok, dead_got;	 /* its result, while the end is not in */
 	unsigned dead_epoch;	 /* sent at this epoch */
 	size_t *dead_idx;	 /* the batch's events written (arena) */
 	size_t dead_n;
@@ -130,6 +129,12 @@ void pgo_wal_adopted_poll(pgo_relay_t *r);
 /* The connection of plain SQL (dead letters, the map), made when first
  * needed (blocking); NULL when it cannot be made. */
 PGconn *pgo_wal_plain(pgo_relay_t *r);
+/* Reads the result of the statement sent on it: PGO_ERR_AGAIN while it
+ * is not all in (the socket watched for it); PGO_OK with its result in
+ * *res (NULL when none came; the caller clears it); PGO_ERR_DB when the
+ * connection failed (why filled, the connection closed). */
+int pgo_wal_plain_result(pgo_relay_t *r, PGresult **res, char *why,
+			 size_t size);
 
 /* wal_dead.c: dead letters.  Sends the INSERT of the batch's events
  * idx[0..n) (at most one row per id; idx is reordered and kept): true
