@@ -140,7 +140,9 @@ ran() { q "SELECT coalesce(string_agg(who || ' ' || what, ', '), '') FROM evil.r
 [ "$(as $P "$EVIL; SELECT 'a'::text = 'a'::text")" = t ] || fail "control: the look-alike = did not answer"
 [ "$(ran)" = "$P =" ] || fail "control: the look-alike = did not run: '$(ran)'"
 q "TRUNCATE evil.ran"
-send_evil() { psql -XAtq "$(url $P)" -c "$EVIL" -c "SELECT pgoutbox.send($1)" 2>&1; }
+# pgoutbox.$1($2) as the producer, the look-alikes first on its path.
+call_evil() { psql -XAtq "$(url $P)" -c "$EVIL" -c "SELECT pgoutbox.$1($2)" 2>&1; }
+send_evil() { call_evil send "$1"; }
 # The quiet path (no relay asleep), then the NOTIFY one (the sleeper
 # lock held, as by a sleeping relay).
 [ "$(send_evil "'t', 'k', 'x', '{\"n\": 3}'")" -gt 0 ] 2>/dev/null || fail "send() with the look-alikes first: $(send_evil "'t', 'k', 'x', '{}'")"
@@ -150,15 +152,15 @@ PIDS+=("$!")
 wait_until 20 '[ "$(q "SELECT count(*) FROM pg_locks WHERE locktype = '\''advisory'\'' AND granted AND mode = '\''ExclusiveLock'\''")" = 1 ]'
 [ "$(send_evil "'t', 'k', 'x', '{\"n\": 4}'")" -gt 0 ] 2>/dev/null || fail "send() notifying, with the look-alikes first"
 # Each check's error, with its message (psql fails: the output is read).
-refused() {
+refused() { # function, arguments, the error's pattern
 	local out
-	out=$(send_evil "$1" || true)
-	grep -q "$2" <<<"$out" || fail "send($1) with the look-alikes first: $(head -c 300 <<<"$out")"
+	out=$(call_evil "$1" "$2" || true)
+	grep -q "$3" <<<"$out" || fail "$1($2) with the look-alikes first: $(head -c 300 <<<"$out")"
 }
-refused "'', 'k', 'x', '{}'" 'topic must not be empty'
-refused "'t', 'k', 'x', NULL" 'payload must not be NULL'
-refused "'t', 'k', 'x', '{}', '[1]'" 'headers must be a JSON object, not array'
-refused "'t', 'k', 'x', jsonb_build_object('s', repeat('x', 1100000))" 'payload is [0-9]* bytes, the limit is 1048576'
+refused send "'', 'k', 'x', '{}'" 'topic must not be empty'
+refused send "'t', 'k', 'x', NULL" 'payload must not be NULL'
+refused send "'t', 'k', 'x', '{}', '[1]'" 'headers must be a JSON object, not array'
+refused send "'t', 'k', 'x', jsonb_build_object('s', repeat('x', 1100000))" 'payload is [0-9]* bytes, the limit is 1048576'
 [ -z "$(ran)" ] || fail "send() ran the caller's look-alikes: $(ran)"
 [ "$(q "SELECT count(*) FROM pgoutbox.outbox WHERE payload->>'n' IN ('3', '4')")" = 2 ] || fail "the two events are not in the outbox"
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 't_shadow_sleeper'" >/dev/null
@@ -168,17 +170,12 @@ q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name
 # look-alikes run neither.
 "$PGO_BIN" queue create tq --kind outbox >/dev/null || fail "queue create tq"
 q "GRANT EXECUTE ON FUNCTION pgoutbox.send_to(text, text, text, text, jsonb, jsonb) TO $P" >/dev/null
-send_to_evil() { psql -XAtq "$(url $P)" -c "$EVIL" -c "SELECT pgoutbox.send_to($1)" 2>&1; }
-[ "$(send_to_evil "'tq', 't', 'k', 'x', '{\"n\": 5}'")" -gt 0 ] 2>/dev/null ||
-	fail "send_to() with the look-alikes first: $(send_to_evil "'tq', 't', 'k', 'x', '{}'")"
-refused_to() {
-	local out
-	out=$(send_to_evil "$1" || true)
-	grep -q "$2" <<<"$out" || fail "send_to($1) with the look-alikes first: $(head -c 300 <<<"$out")"
-}
-refused_to "'tq', '', 'k', 'x', '{}'" 'send_to: topic must not be empty'
-refused_to "'tq', 't', 'k', 'x', NULL" 'send_to: payload must not be NULL'
-refused_to "'tq', 't', 'k', 'x', '{}', '[1]'" 'send_to: headers must be a JSON object, not array'
-refused_to "'nope', 't', 'k', 'x', '{}'" 'nope'
+[ "$(call_evil send_to "'tq', 't', 'k', 'x', '{\"n\": 5}'")" -gt 0 ] 2>/dev/null ||
+	fail "send_to() with the look-alikes first: $(call_evil send_to "'tq', 't', 'k', 'x', '{}'")"
+refused send_to "'tq', '', 'k', 'x', '{}'" 'send_to: topic must not be empty'
+refused send_to "'tq', 't', 'k', 'x', NULL" 'send_to: payload must not be NULL'
+refused send_to "'tq', 't', 'k', 'x', '{}', '[1]'" 'send_to: headers must be a JSON object, not array'
+refused send_to "'tq', 't', 'k', 'x', jsonb_build_object('s', repeat('x', 1100000))" 'send_to: payload is [0-9]* bytes, the limit is 1048576'
+refused send_to "'nope', 't', 'k', 'x', '{}'" 'nope'
 [ -z "$(ran)" ] || fail "send_to() ran the caller's look-alikes: $(ran)"
 [ "$(q "SELECT count(*) FROM pgoutbox.tq WHERE payload->>'n' = '5'")" = 1 ] || fail "send_to() wrote no row into tq"
