@@ -41,6 +41,15 @@ static const char *string_end(const char *p, const char *end)
 	return NULL;
 }
 
+/* Whether [p, e) holds a byte below 0x20. */
+static bool has_control(const char *p, const char *e)
+{
+	for (; p < e; p++)
+		if ((unsigned char)*p < 0x20)
+			return true;
+	return false;
+}
+
 /* The JSON string [p, e) decoded to *o (by jansson when it has escapes;
  * NUL-ended, no longer
  * than its text); false when it is not one. */
@@ -51,9 +60,12 @@ static bool decode_string(const char *p, const char *e, char **o)
 
 	/* Most strings have no escape: their text is their value (what
 	 * PostgreSQL wrote is valid UTF-8, and to_json() escapes every
-	 * control character), copied without a parser. */
+	 * control character), copied without a parser.  A raw control
+	 * character (a NUL would cut the copy) is not JSON: jansson
+	 * refuses it below. */
 	if (e - p >= 2 && p[0] == '"' && e[-1] == '"' &&
-	    !memchr(p + 1, '\\', (size_t)(e - p - 2))) {
+	    !memchr(p + 1, '\\', (size_t)(e - p - 2)) &&
+	    !has_control(p + 1, e - 1)) {
 		memcpy(*o, p + 1, (size_t)(e - p - 2));
 		*o += e - p - 2;
 		*(*o)++ = '\0';
