@@ -16,13 +16,14 @@
  * whose every event the sink acked, and past the server's sent position
  * only when nothing is waiting: a kill -9 anywhere loses nothing, and
  * redelivers only what was not confirmed.  Events the sink did not ack
- * are sent again (the acked ones of the batch are not) after a backoff,
- * before anything later: a retried event holds back the queue, and an
- * unavailable sink spends no attempt.  An event the sink rejects for
- * good (PGO_ACK_DEAD), or that used relay.max_attempts (unless
- * relay.poison is halt), goes to pgoutbox.dead_letters, as in table
- * capture (wal_dead.c, without blocking the loop), and counts as done:
- * the slot moves past it once it is there.
+ * are sent again (the acked ones of the batch are not) after a backoff
+ * (relay.retry_base, doubling up to relay.retry_max), before anything
+ * later: a retried event holds back the queue, and an unavailable sink
+ * spends no attempt.  An event the sink rejects for good (PGO_ACK_DEAD),
+ * or that used relay.max_attempts (unless relay.poison is halt), goes to
+ * pgoutbox.dead_letters, as in table capture (wal_dead.c, without
+ * blocking the loop), and counts as done: the slot moves past it once
+ * it is there.
  *
  * In a fleet (fleet.c) the relay runs in the fleet's loop, its turn in
  * halves (pgo_wal_turn_prepare/step), its events given the
@@ -265,7 +266,16 @@ void pgo_wal_settled(pgo_relay_t *r, bool dead_ok)
 		w->backoff = 0;
 		return;
 	}
-	w->backoff = pgo_cycle_backoff(w->backoff, v->retry_max);
+	/* As the table path's: a retry waits relay.retry_base, doubling up
+	 * to relay.retry_max; an unavailable sink (no attempt spent) is
+	 * tried again from 100 ms, doubling up to relay.reconnect_max. */
+	if (w->settle_unavailable)
+		w->backoff = pgo_cycle_backoff(w->backoff, v->reconnect_max);
+	else if (!w->backoff)
+		w->backoff = v->retry_base < v->retry_max ? v->retry_base
+							  : v->retry_max;
+	else
+		w->backoff = pgo_cycle_backoff(w->backoff, v->retry_max);
 	w->pause_until = pgo_now_ms() + w->backoff;
 	pgo_log(PGO_LOG_WARN, r->subject,
 		"%zu of %zu events not acked (event %lld: %s): %s, sent "
