@@ -396,6 +396,7 @@ void pgo_wal_free(pgo_relay_t *r)
 	PQclear(w->check);
 	PQfinish(w->pg);
 	PQfinish(w->dead_pg);
+	pgo_buf_free(&w->dead_sql);
 	pgo_wal_adopted_free(w);
 	pgo_arena_destroy(w->arena);
 	free(w);
@@ -454,6 +455,7 @@ static int wal_turn(pgo_relay_t *r, int64_t now)
 			pgo_wal_drop(r, pgo_pq_msg(w->pg, NULL));
 		w->revents = 0;
 	}
+	pgo_wal_plain_step(r, now);
 	if (w->adopted && w->eval_busy)
 		pgo_wal_adopted_poll(r);
 	if (w->dead_busy)
@@ -488,6 +490,7 @@ static int64_t turn_deadline(pgo_relay_t *r, int64_t now)
 	}
 	if (r->run.stop)
 		deadline = pgo_deadline_min(deadline, r->run.drain_until);
+	deadline = pgo_wal_plain_deadline(r, deadline);
 	return pgo_deadline_min(deadline, pgo_observe_turn(r, now));
 }
 
@@ -511,12 +514,18 @@ static void wal_close(pgo_relay_t *r)
 	w->state = WAL_DOWN;
 	pgo_loop_io_del(w->io);
 	w->io = NULL;
+	/* Connecting, or a statement in flight, goes with the loop. */
+	if (w->plain_state != WAL_PLAIN_READY || w->dead_busy || w->eval_busy)
+		pgo_wal_plain_close(r);
 	if (w->plain_io)
 		pgo_loop_io_del(w->plain_io);
 	w->plain_io = NULL;
 	/* Dead letters in flight: their events were not confirmed, so they
 	 * come again (and are upserted) if the INSERT did not commit. */
 	w->dead_busy = false;
+	w->eval_busy = false;
+	pgo_buf_free(&w->dead_sql);
+	pgo_buf_free(&w->eval_rows);
 }
 
 int pgo_wal_begin(pgo_relay_t *r)

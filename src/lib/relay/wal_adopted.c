@@ -13,22 +13,20 @@
  *
  * Before a batch goes to the sink, its rows become events by the map of
  * table-mode adoption (the same SQL expressions, the same NULL rules),
- * in one prepared statement over the plain connection, sent without
- * blocking the loop and read when its socket has the result (connecting
- * and preparing block, once per connection): each row is rebuilt as
- * the table's row type from its columns' text (by name, against the
- * table's columns now: a column added since is NULL in older rows) and
- * the map evaluated over it.  The relay needs no right on the table for
- * that.  A map that no longer fits (a mapped column renamed or dropped),
- * or a row with a column the table has no more, stops the relay with
- * the error: unadopt and adopt again.
+ * in one prepared statement over the plain connection (wal_plain.c),
+ * connected, prepared, sent and read without blocking the loop: each
+ * row is rebuilt as the table's row type from its columns' text (by
+ * name, against the table's columns now: a column added since is NULL
+ * in older rows) and the map evaluated over it.  The relay needs no
+ * right on the table for that.  A map that no longer fits (a mapped
+ * column renamed or dropped), or a row with a column the table has no
+ * more, stops the relay with the error: unadopt and adopt again.
  *
  * An insert's values are always whole: PostgreSQL decodes TOASTed values
  * of an insert from the WAL; the unchanged-value marker ('u') belongs to
  * updates only, and one in an insert is logged and taken as NULL.
  */
 #include <arpa/inet.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,6 +112,7 @@ void pgo_wal_adopted_free(struct relay_wal *w)
 	w->map_sql = NULL;
 	PQclear(w->plain_res);
 	w->plain_res = NULL;
+	pgo_buf_free(&w->eval_rows);
 }
 
 static uint32_t get32(const char *p)
@@ -339,23 +338,6 @@ void pgo_wal_adopted_insert(pgo_relay_t *r, const char *m, size_t len)
 	e->row = true;
 }
 
-PGconn *pgo_wal_plain(pgo_relay_t *r)
-{
-	struct relay_wal *w = r->wal;
-
-	if (!w->dead_pg || PQstatus(w->dead_pg) != CONNECTION_OK) {
-		const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
-		char timeout[24];
-
-		PQfinish(w->dead_pg);
-		pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
-		w->dead_pg = PQconnectdbParams(keys, vals, 1);
-		w->map_prepared = false;
-	}
-	return w->dead_pg && PQstatus(w->dead_pg) == CONNECTION_OK ? w->dead_pg
-								   : NULL;
-}
-
 /* One event from result row i: its strings in one block. */
 static bool make_event(wal_ev_t *e, PGresult *res, int i)
 {
@@ -461,122 +443,112 @@ static int evaluated(pgo_relay_t *r, PGconn *pg, PGresult *res)
 	return PGO_OK;
 }
 
+/* The map is not prepared on the connection (new, or a Relation came
+ * since): PREPARE it, DEALLOCATE first when stale, in one simple query;
+ * its result is read as the statement's, then the statement goes.
+ * Neither blocks. */
+static bool send_prepare(pgo_relay_t *r, PGconn *pg, char *why, size_t size)
+{
+	struct relay_wal *w = r->wal;
+	pgo_buf_t sql;
+	bool sent;
+
+	pgo_buf_init(&sql);
+	if (w->map_prepared)
+		pgo_buf_puts(&sql, "DEALLOCATE pgoutbox_map; ");
+	pgo_buf_puts(&sql, "PREPARE pgoutbox_map AS ");
+	pgo_buf_puts(&sql, w->map_sql);
+	if (sql.oom) {
+		pgo_buf_free(&sql);
+		snprintf(why, size, "out of memory");
+		return false;
+	}
+	w->map_prepared = false;
+	w->map_stale = false;
+	sent = pgo_wal_plain_sent(r, pg, PQsendQuery(pg, sql.data), why, size);
+	pgo_buf_free(&sql);
+	return sent;
+}
+
+/* Sends the map's statement over the rows kept in eval_rows: prepared
+ * when that worked, else as it is (its error then says why). */
+static bool send_map(pgo_relay_t *r, PGconn *pg, char *why, size_t size)
+{
+	struct relay_wal *w = r->wal;
+	const char *param = w->eval_rows.data;
+
+	return pgo_wal_plain_sent(
+		r, pg,
+		w->map_prepared ? PQsendQueryPrepared(pg, "pgoutbox_map", 1,
+						      &param, NULL, NULL, 0)
+				: PQsendQueryParams(pg, w->map_sql, 1, NULL,
+						    &param, NULL, NULL, 0),
+		why, size);
+}
+
+static void eval_failed(pgo_relay_t *r, const char *why)
+{
+	pgo_log(PGO_LOG_WARN, r->subject,
+		"cannot make the events of table %s (%s): trying again in a "
+		"second",
+		pgo_adopted_map(r, PGO_ADOPTED_TBL), why);
+}
+
 int pgo_wal_adopted_eval(pgo_relay_t *r, size_t k)
 {
 	struct relay_wal *w = r->wal;
-	pgo_buf_t rows;
+	pgo_buf_t *rows = &w->eval_rows;
 	PGconn *pg;
-	const char *param;
+	char why[256];
 	size_t n = 0;
-	int sent;
+	int rc;
 
 	if (w->eval_busy)
 		return PGO_ERR_AGAIN;
-	pgo_buf_init(&rows);
-	pgo_buf_puts(&rows, "[");
+	/* Connecting does not block: the loop drives it, and this is asked
+	 * again on a later turn. */
+	rc = pgo_wal_plain(r, &pg, why, sizeof(why));
+	if (rc == PGO_ERR_AGAIN)
+		return PGO_ERR_AGAIN;
+	if (rc != PGO_OK) {
+		eval_failed(r, why);
+		return PGO_ERR_DB;
+	}
+	pgo_buf_free(rows);
+	pgo_buf_puts(rows, "[");
 	{
 		wal_txn_t *t = w->head;
 
 		for (size_t j = 0; j < k && t; j++, t = t->next)
 			for (size_t e = 0; e < t->n; e++)
 				if (t->evs[e].row) {
-					pgo_buf_puts(&rows, n++ ? "," : "");
-					pgo_buf_puts(&rows, t->evs[e].mem);
+					pgo_buf_puts(rows, n++ ? "," : "");
+					pgo_buf_puts(rows, t->evs[e].mem);
 				}
 	}
-	pgo_buf_puts(&rows, "]");
+	pgo_buf_puts(rows, "]");
 	if (!n) {
-		pgo_buf_free(&rows);
+		pgo_buf_free(rows);
 		return PGO_OK;
 	}
-	/* Connecting and preparing block, once per connection. */
-	if (rows.oom || !(pg = pgo_wal_plain(r))) {
-		pgo_log(PGO_LOG_WARN, r->subject,
-			"cannot make the events of table %s (%s): trying "
-			"again in a second",
-			pgo_adopted_map(r, PGO_ADOPTED_TBL),
-			rows.oom     ? "out of memory"
-			: w->dead_pg ? pgo_pq_msg(w->dead_pg, NULL)
-				     : "out of memory");
-		pgo_buf_free(&rows);
+	if (rows->oom) {
+		pgo_buf_free(rows);
+		eval_failed(r, "out of memory");
 		return PGO_ERR_DB;
 	}
-	param = rows.data;
-	if (w->map_prepared && w->map_stale) {
-		PQclear(PQexec(pg, "DEALLOCATE pgoutbox_map"));
-		w->map_prepared = false;
-	}
-	w->map_stale = false;
-	if (!w->map_prepared) {
-		PGresult *res =
-			PQprepare(pg, "pgoutbox_map", w->map_sql, 1, NULL);
-
-		/* Not prepared (the map does not parse): the execution
-		 * below says why. */
-		w->map_prepared = PQresultStatus(res) == PGRES_COMMAND_OK;
-		PQclear(res);
-	}
-	/* The statement itself does not block the loop: its result is read
-	 * by pgo_wal_adopted_poll() when the socket has it. */
-	PQsetnonblocking(pg, 1);
-	sent = w->map_prepared ? PQsendQueryPrepared(pg, "pgoutbox_map", 1,
-						     &param, NULL, NULL, 0)
-			       : PQsendQueryParams(pg, w->map_sql, 1, NULL,
-						   &param, NULL, NULL, 0);
-	pgo_buf_free(&rows);
-	if (!sent) {
-		pgo_log(PGO_LOG_WARN, r->subject,
-			"cannot make the events of table %s (%s): trying "
-			"again in a second",
-			pgo_adopted_map(r, PGO_ADOPTED_TBL),
-			pgo_pq_msg(pg, NULL));
-		PQfinish(w->dead_pg);
-		w->dead_pg = NULL;
+	/* Neither statement blocks the loop: their results are read by
+	 * pgo_wal_adopted_poll() when the socket has them. */
+	w->eval_preparing = !w->map_prepared || w->map_stale;
+	if (!(w->eval_preparing ? send_prepare(r, pg, why, sizeof(why))
+				: send_map(r, pg, why, sizeof(why)))) {
+		pgo_buf_free(rows);
+		eval_failed(r, why);
 		return PGO_ERR_DB;
 	}
 	w->eval_busy = true;
 	w->eval_n = n;
 	w->eval_epoch = w->epoch;
-	pgo_loop_io_set(w->plain_io, PQsocket(pg),
-			POLLIN | (PQflush(pg) > 0 ? POLLOUT : 0));
 	return PGO_ERR_AGAIN;
-}
-
-int pgo_wal_plain_result(pgo_relay_t *r, PGresult **res, char *why,
-			 size_t size)
-{
-	struct relay_wal *w = r->wal;
-	PGconn *pg = w->dead_pg;
-	PGresult *one;
-
-	*res = NULL;
-	w->plain_revents = 0;
-	if (PQflush(pg) < 0 || !PQconsumeInput(pg)) {
-		snprintf(why, size, "%s", pgo_pq_msg(pg, NULL));
-		PQfinish(w->dead_pg);
-		w->dead_pg = NULL;
-		PQclear(w->plain_res);
-		w->plain_res = NULL;
-		pgo_loop_io_set(w->plain_io, -1, 0);
-		return PGO_ERR_DB;
-	}
-	/* Its one result, then NULL, read while nothing blocks; the first
-	 * kept while the end is not in. */
-	while (!PQisBusy(pg) && (one = PQgetResult(pg))) {
-		if (!w->plain_res)
-			w->plain_res = one;
-		else
-			PQclear(one);
-	}
-	if (PQisBusy(pg)) {
-		pgo_loop_io_set(w->plain_io, PQsocket(pg),
-				POLLIN | (PQflush(pg) > 0 ? POLLOUT : 0));
-		return PGO_ERR_AGAIN;
-	}
-	*res = w->plain_res;
-	w->plain_res = NULL;
-	pgo_loop_io_set(w->plain_io, -1, 0);
-	return PGO_OK;
 }
 
 void pgo_wal_adopted_poll(pgo_relay_t *r)
@@ -591,14 +563,23 @@ void pgo_wal_adopted_poll(pgo_relay_t *r)
 	rc = pgo_wal_plain_result(r, &res, why, sizeof(why));
 	if (rc == PGO_ERR_AGAIN)
 		return;
+	if (rc == PGO_OK && w->eval_preparing) {
+		/* Not prepared (the map does not parse): the statement run as
+		 * it is says why. */
+		w->map_prepared = PQresultStatus(res) == PGRES_COMMAND_OK;
+		PQclear(res);
+		w->eval_preparing = false;
+		if (send_map(r, w->dead_pg, why, sizeof(why)))
+			return;
+		rc = PGO_ERR_DB;
+		res = NULL;
+	}
 	if (rc == PGO_ERR_DB)
-		pgo_log(PGO_LOG_WARN, r->subject,
-			"cannot make the events of table %s (%s): trying "
-			"again in a second",
-			pgo_adopted_map(r, PGO_ADOPTED_TBL), why);
+		eval_failed(r, why);
 	else if (w->eval_epoch == w->epoch) /* else its rows are gone */
 		rc = evaluated(r, w->dead_pg, res);
 	PQclear(res);
+	pgo_buf_free(&w->eval_rows);
 	w->eval_busy = false;
 	if (rc == PGO_ERR_DB)
 		w->pause_until = pgo_now_ms() + 1000;

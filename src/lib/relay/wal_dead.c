@@ -6,14 +6,14 @@
  *
  * They are written without blocking the loop: one INSERT of every dead
  * event of the batch (one statement, so all or none) is sent on the
- * plain connection (pgo_wal_plain(), made when first needed), and its
- * result is read when the socket has it.  Until then the batch is not
- * settled and no other batch starts, so the FIFO keeps its order; the
- * loop goes on streaming, reporting the position and, in a fleet,
- * serving the other databases.  A dead_letters table locked by a
- * migration, or a server that stalls, holds up this queue alone.
+ * plain connection (wal_plain.c: made when first needed, connecting
+ * driven by the loop too), and its result is read when the socket has
+ * it.  Until then the batch is not settled and no other batch starts,
+ * so the FIFO keeps its order; the loop goes on streaming, reporting
+ * the position and, in a fleet, serving the other databases.  A
+ * dead_letters table locked by a migration, or a server or a path that
+ * hangs, holds up this queue alone.
  */
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,7 +38,7 @@
 #define DEAD_ROW                                                               \
 	"%s($%zu::bigint, $%zu, $%zu, $%zu, $%zu, "                            \
 	"pgoutbox.adopted_jsonb($%zu), "                                       \
-	"coalesce(pgoutbox.adopted_jsonb($%zu), '{}'), $%zu::timestamptz, "   \
+	"coalesce(pgoutbox.adopted_jsonb($%zu), '{}'), $%zu::timestamptz, "    \
 	"$%zu::int, $%zu)"
 #define DEAD_CONFLICT                                                          \
 	" ON CONFLICT (queue, id) DO UPDATE SET attempts = "                   \
@@ -54,17 +54,42 @@ static void dead_failed(pgo_relay_t *r, const char *why)
 		w->dead_n, w->dead_n == 1 ? "" : "s", why);
 }
 
+/* The INSERT is done with (sent, or given up). */
+static void dead_forget(struct relay_wal *w)
+{
+	pgo_buf_free(&w->dead_sql);
+	w->dead_params = NULL;
+}
+
+/* Sends the INSERT once the plain connection is up: PGO_OK (sent),
+ * PGO_ERR_AGAIN (connecting), PGO_ERR_DB (why filled). */
+static int dead_send(pgo_relay_t *r, char *why, size_t size)
+{
+	struct relay_wal *w = r->wal;
+	PGconn *pg;
+	int rc = pgo_wal_plain(r, &pg, why, size);
+
+	if (rc != PGO_OK)
+		return rc;
+	if (!pgo_wal_plain_sent(
+		    r, pg,
+		    PQsendQueryParams(pg, w->dead_sql.data, w->dead_nparams,
+				      NULL, w->dead_params, NULL, NULL, 0),
+		    why, size))
+		return PGO_ERR_DB;
+	w->dead_sent = true;
+	return PGO_OK;
+}
+
 bool pgo_wal_dead_start(pgo_relay_t *r, size_t *idx, size_t n)
 {
 	struct relay_wal *w = r->wal;
 	pgo_batch_t *b = &w->batch;
 	const char *queue = pgo_conf_values(r->conf)->queue;
 	const char **params;
-	char *nums;
+	char *nums, why[256];
 	pgo_buf_t sql;
 	size_t rows = 0;
-	PGconn *pg;
-	int sent;
 
 	/* The same id twice (a message written by hand with an id taken
 	 * already): one row, the first, or the upsert would fail for good. */
@@ -109,27 +134,24 @@ bool pgo_wal_dead_start(pgo_relay_t *r, size_t *idx, size_t n)
 		dead_failed(r, "out of memory");
 		return false;
 	}
-	/* Connecting blocks, once per connection (as the map's). */
-	if (!(pg = pgo_wal_plain(r))) {
-		pgo_buf_free(&sql);
-		dead_failed(r, w->dead_pg ? pgo_pq_msg(w->dead_pg, NULL)
-					  : "out of memory");
-		return false;
-	}
-	PQsetnonblocking(pg, 1);
-	sent = PQsendQueryParams(pg, sql.data, (int)(rows * 10), NULL, params,
-				 NULL, NULL, 0);
-	pgo_buf_free(&sql);
-	if (!sent) {
-		dead_failed(r, pgo_pq_msg(pg, NULL));
-		PQfinish(w->dead_pg);
-		w->dead_pg = NULL;
-		return false;
-	}
+	/* Kept until sent: the values point into the batch's events, which
+	 * stay while it is not settled (or until the stream is lost: the
+	 * epoch says). */
+	dead_forget(w);
+	w->dead_sql = sql;
+	w->dead_params = params;
+	w->dead_nparams = (int)(rows * 10);
+	w->dead_sent = false;
 	w->dead_busy = true;
 	w->dead_epoch = w->epoch;
-	pgo_loop_io_set(w->plain_io, PQsocket(pg),
-			POLLIN | (PQflush(pg) > 0 ? POLLOUT : 0));
+	if (dead_send(r, why, sizeof(why)) == PGO_ERR_DB) {
+		dead_failed(r, why);
+		dead_forget(w);
+		w->dead_busy = false;
+		return false;
+	}
+	if (w->dead_sent)
+		dead_forget(w);
 	return true;
 }
 
@@ -143,6 +165,25 @@ void pgo_wal_dead_poll(pgo_relay_t *r)
 
 	if (!w->dead_busy)
 		return;
+	if (!w->dead_sent) {
+		/* The stream was lost while connecting: the batch is gone,
+		 * its values with it. */
+		if (w->dead_epoch != w->epoch) {
+			dead_forget(w);
+			w->dead_busy = false;
+			return;
+		}
+		rc = dead_send(r, why, sizeof(why));
+		if (rc == PGO_ERR_AGAIN)
+			return;
+		dead_forget(w);
+		if (rc == PGO_OK)
+			return;
+		w->dead_busy = false;
+		dead_failed(r, why);
+		pgo_wal_settled(r, false);
+		return;
+	}
 	rc = pgo_wal_plain_result(r, &res, why, sizeof(why));
 	if (rc == PGO_ERR_AGAIN)
 		return;

@@ -15,6 +15,7 @@
 
 #include "relay/wal.h"
 #include "base/arena.h"
+#include "base/buf.h"
 #include "loop/loop.h"
 #include "pgoutbox.h"
 #include "pgoutbox/sink.h"
@@ -77,19 +78,34 @@ struct relay_wal {
 	uint32_t relid; /* the table's oid */
 	char **cols;	/* its columns, from the last Relation */
 	size_t ncols;
-	char *map_sql;		 /* rows -> events (malloc'd) */
-	bool map_prepared;	 /* as pgoutbox_map on dead_pg */
-	bool map_stale;		 /* a Relation came since: prepare again */
-	bool fatal;		 /* stop: the map no longer fits (errmsg) */
-	bool eval_busy;		 /* the map's statement runs on dead_pg */
-	size_t eval_n;		 /* for the FIFO's first eval_n rows */
-	unsigned eval_epoch;	 /* sent at this epoch */
-	PGresult *plain_res;	 /* dead_pg's result, while the end is not in */
+	char *map_sql;	     /* rows -> events (malloc'd) */
+	bool map_prepared;   /* as pgoutbox_map on dead_pg */
+	bool map_stale;	     /* a Relation came since: prepare again */
+	bool fatal;	     /* stop: the map no longer fits (errmsg) */
+	bool eval_busy;	     /* the map's statement runs on dead_pg */
+	size_t eval_n;	     /* for the FIFO's first eval_n rows */
+	unsigned eval_epoch; /* sent at this epoch */
+	PGresult *plain_res; /* dead_pg's result, while the end is not in */
+	enum {
+		WAL_PLAIN_DOWN = 0,
+		WAL_PLAIN_CONNECTING, /* PQconnectPoll() driven by the loop */
+		WAL_PLAIN_READY
+	} plain_state;
+	int64_t plain_until; /* connecting given up then (monotonic ms) */
+	int64_t plain_limit; /* database.connect_timeout, ms */
+	bool plain_failed;   /* connecting failed: plain_why says why */
+	char plain_why[256];
+	pgo_buf_t eval_rows; /* the rows' JSON while the map is prepared */
+	bool eval_preparing; /* the map's PREPARE runs on dead_pg */
 	/* Dead letters being written (wal_dead.c), and the settling of
 	 * the batch that waits for them. */
-	bool dead_busy;		 /* their INSERT runs on dead_pg */
-	unsigned dead_epoch;	 /* sent at this epoch */
-	size_t *dead_idx;	 /* the batch's events written (arena) */
+	bool dead_busy;		  /* their INSERT runs or waits for dead_pg */
+	bool dead_sent;		  /* it runs */
+	pgo_buf_t dead_sql;	  /* the INSERT, until sent */
+	const char **dead_params; /* its values (arena) */
+	int dead_nparams;
+	unsigned dead_epoch; /* sent at this epoch */
+	size_t *dead_idx;    /* the batch's events written (arena) */
 	size_t dead_n;
 	size_t settle_failed;	 /* events of the batch not acked */
 	long long settle_first;	 /* the first of them */
@@ -126,13 +142,27 @@ int pgo_wal_adopted_eval(pgo_relay_t *r, size_t k);
  * w->fatal (errmsg set) when the map does not fit them, or a pause
  * when the connection failed. */
 void pgo_wal_adopted_poll(pgo_relay_t *r);
-/* The connection of plain SQL (dead letters, the map), made when first
- * needed (blocking); NULL when it cannot be made. */
-PGconn *pgo_wal_plain(pgo_relay_t *r);
+
+/* wal_plain.c: the connection of plain SQL (dead letters, the map).
+ * PGO_OK with it in *pg when it is up; PGO_ERR_AGAIN while it connects
+ * (started when down: the loop drives it, ask again on a later turn);
+ * PGO_ERR_DB when connecting failed (why filled, once). */
+int pgo_wal_plain(pgo_relay_t *r, PGconn **pg, char *why, size_t size);
+/* One step of connecting, when the socket is ready or time is up. */
+void pgo_wal_plain_step(pgo_relay_t *r, int64_t now);
+/* deadline, or earlier while connecting. */
+int64_t pgo_wal_plain_deadline(const pgo_relay_t *r, int64_t deadline);
+/* Closes it (a statement in flight is gone). */
+void pgo_wal_plain_close(pgo_relay_t *r);
+/* After PQsend*() on it (sent: what that returned): watches the socket;
+ * false (why filled, the connection closed) when it was not sent. */
+bool pgo_wal_plain_sent(pgo_relay_t *r, PGconn *pg, int sent, char *why,
+			size_t size);
 /* Reads the result of the statement sent on it: PGO_ERR_AGAIN while it
  * is not all in (the socket watched for it); PGO_OK with its result in
- * *res (NULL when none came; the caller clears it); PGO_ERR_DB when the
- * connection failed (why filled, the connection closed). */
+ * *res (the first error of several, else the first; NULL when none
+ * came; the caller clears it); PGO_ERR_DB when the connection failed
+ * (why filled, the connection closed). */
 int pgo_wal_plain_result(pgo_relay_t *r, PGresult **res, char *why,
 			 size_t size);
 
