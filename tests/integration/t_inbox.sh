@@ -15,17 +15,19 @@ q "BEGIN; SELECT pgoutbox.inbox_claim('c1', 'm2'); ROLLBACK" >/dev/null
 [ "$(claim c1 m2)" = t ] || fail "a rolled-back claim still counts"
 
 # Concurrent claims: the second waits for the first transaction's end.
+# The first transaction has claimed when its sleep runs.
+sleeping() { wait_until 10 "[ \"\$(q \"SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query = 'SELECT pg_sleep($1)'\")\" = 1 ]"; }
 psql -XAtq "$DATABASE_URL" -c "BEGIN" -c "SELECT pgoutbox.inbox_claim('c1', 'm3')" \
-	-c "SELECT pg_sleep(1)" -c "COMMIT" >/dev/null &
-sleep 0.3
+	-c "SELECT pg_sleep(3)" -c "COMMIT" >/dev/null &
+sleeping 3
 start=$(date +%s%N)
 [ "$(claim c1 m3)" = f ] || fail "a concurrent duplicate was claimed as fresh"
 waited=$((($(date +%s%N) - start) / 1000000))
 wait
 [ "$waited" -ge 400 ] || fail "the concurrent claim did not wait for the first ($waited ms)"
 psql -XAtq "$DATABASE_URL" -c "BEGIN" -c "SELECT pgoutbox.inbox_claim('c1', 'm4')" \
-	-c "SELECT pg_sleep(0.5)" -c "ROLLBACK" >/dev/null &
-sleep 0.2
+	-c "SELECT pg_sleep(2)" -c "ROLLBACK" >/dev/null &
+sleeping 2
 [ "$(claim c1 m4)" = t ] || fail "after the first claim rolled back, the second is not fresh"
 wait
 note "concurrent claim waited $waited ms for the first to commit"

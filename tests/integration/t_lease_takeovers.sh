@@ -10,7 +10,7 @@ t_db
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PA=$(free_port)
 PB=$(free_port)
-sample() { curl -s "http://127.0.0.1:$1/metrics" | awk -v n="$2" 'index($1, n "{") == 1 { print $2; exit }'; }
+sample() { curl -s "http://127.0.0.1:$1/metrics" | awk -v n="$2" 'index($1, n "{") == 1 && !done { print $2; done = 1 }'; }
 shards=$(q "SELECT shards FROM pgoutbox.queues WHERE name = 'outbox'")
 ARGS=(--sink stdout --mode ordered --in-flight 4 --heartbeat 200ms --lease-timeout 2s --poll-interval 1s)
 

@@ -24,7 +24,7 @@ send_n() { q "INSERT INTO pgoutbox.outbox (topic, type, payload) SELECT '$1', 'x
 code_of() { curl -s -o /dev/null -w '%{http_code}' "$1"; }
 body_of() { curl -s "$1"; }
 # A sample of the relay's own scrape ("" if absent).
-sample() { body_of "$M/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 { print $2; exit }'; }
+sample() { body_of "$M/metrics" | awk -v n="$1" '!done && ($1 == n || index($1, n "{") == 1) { print $2; done = 1 }'; }
 
 # A wrong address is refused at start, exit 2, with what to do.
 rc=0

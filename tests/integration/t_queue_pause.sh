@@ -20,8 +20,8 @@ for n in a b; do
 	PIDS+=($!)
 done
 wait_until 30 "[ \$(wc -l < $T_TMP/starts 2>/dev/null || echo 0) -ge 100 ]"
-paused_at=$(date +%s.%N)
 "$PGO_BIN" queue pause p >"$T_TMP/pause.out" || fail "queue pause: $(cat "$T_TMP/pause.out")"
+paused_at=$(date +%s.%N)
 grep -q 'queue p paused' "$T_TMP/pause.out" || fail "pause said: $(cat "$T_TMP/pause.out")"
 grep -q '^queue p: paused' <<<"$("$PGO_BIN" queue stats p)" || fail "queue stats does not say paused: $("$PGO_BIN" queue stats p)"
 sleep 2.5
