@@ -1,4 +1,4 @@
-# Cron after downtime: with every scheduler down for ~8 s, the missed
+# Cron after downtime: with every scheduler down for ~12 s, the missed
 # ticks follow each schedule's policy: skip (none run), run_once (one run)
 # or catch_up (at most N run); every tick is still recorded, so the history
 # has no gap.  Overlap skip: while the previous job is still queued, ticks
@@ -20,11 +20,11 @@ for p in skip run_once catch_up; do
 done
 "$PGO_BIN" cron add busy '* * * * * *' --queue cq --overlap skip >/dev/null || fail "add busy"
 "$PGO_BIN" cron list | qgrep '^m_catch_up .*missed=catch_up:3' || fail "cron list: $("$PGO_BIN" cron list)"
-"$PGO_BIN" cron run --name a --grace 1s 2>"$T_TMP/a.log" & A=$!; PIDS+=($!)
+"$PGO_BIN" cron run --name a --grace 3s 2>"$T_TMP/a.log" & A=$!; PIDS+=($!)
 sleep 3
 kill -9 "$A"
-sleep 8
-"$PGO_BIN" cron run --name b --grace 1s 2>"$T_TMP/b.log" & B=$!; PIDS+=($!)
+sleep 12
+"$PGO_BIN" cron run --name b --grace 3s 2>"$T_TMP/b.log" & B=$!; PIDS+=($!)
 sleep 3
 stop_relay "$B"
 check() { # name, missed ticks run

@@ -100,8 +100,9 @@ kill_one() {
 	wait "$victim" 2>/dev/null || true
 	relays=("${relays[@]:1}")
 	# A window where the standing-by process alone can take over (the
-	# takeovers are measured below).
-	sleep 1.5
+	# takeovers are measured below; they take about a second, and the
+	# next kill, 2 s after this window, may be of that process).
+	sleep 2.5
 	start_one
 }
 for _ in 1 2; do sleep 2; kill_one; done

@@ -44,20 +44,21 @@ grep -q 'Index' <<<"$plan" || fail "no index by id: $plan"
 # Three maintain runs at once: one does the work, the others say so, none fails.
 mp=()
 for i in 1 2 3; do
-	psql -XAtq "$DATABASE_URL" -c "BEGIN; SELECT done FROM pgoutbox.maintain(); SELECT pg_sleep(0.5); COMMIT;" >"$T_TMP/c$i" 2>&1 & mp+=($!)
+	psql -XAtq "$DATABASE_URL" -c "BEGIN; SELECT done FROM pgoutbox.maintain(); SELECT pg_sleep(2); COMMIT;" >"$T_TMP/c$i" 2>&1 & mp+=($!)
 done
 for p in "${mp[@]}"; do wait "$p" || fail "a concurrent maintain failed: $(cat "$T_TMP"/c*)"; done
 [ "$(cat "$T_TMP"/c* | grep -cx t)" = 1 ] || fail "concurrent maintain: $(cat "$T_TMP"/c*)"
 
 # Health: a transaction held open is reported by maintain --health.
-psql -XAtq "$DATABASE_URL" -c "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pgoutbox.outbox; SELECT pg_sleep(4); COMMIT;" >/dev/null &
+psql -XAtq "$DATABASE_URL" -c "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM pgoutbox.outbox; SELECT pg_sleep(10); COMMIT;" >/dev/null &
 holder=$!
-sleep 1.5
+wait_until 10 '[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '"'%pg_sleep(10)%'"' AND backend_xmin IS NOT NULL AND xact_start < now() - interval '"'1.2 s'"'")" = 1 ]'
 psql -XAtq "$DATABASE_URL" -c "SELECT kind, detail FROM pgoutbox.health('1 second')" >"$T_TMP/health"
 grep -q 'xmin.*holds back vacuum' "$T_TMP/health" || fail "health did not report the held transaction: $(cat "$T_TMP/health")"
 "$PGO_BIN" status >"$T_TMP/status"
 grep -q 'retention: archive, 3 days' "$T_TMP/status" || fail "status: $(cat "$T_TMP/status")"
-wait "$holder"
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(10)%' AND pid <> pg_backend_pid()" >/dev/null
+wait "$holder" 2>/dev/null || true
 note "health: $(head -1 "$T_TMP/health")"
 
 # Delete mode keeps nothing.
