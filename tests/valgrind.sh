@@ -23,7 +23,7 @@ VG=(valgrind --quiet --error-exitcode=99 --leak-check=full
 	--show-leak-kinds=definite,indirect --num-callers=30)
 # One test per command and sink: each relay sink's delivery, outage and
 # stop paths, the inbox and consume, queues and workers, cron, status,
-# adopt.  Not the chaos tests: hundreds of processes, each slower to
+# adopt, capture through the WAL (its dead letters in a fleet too).  Not the chaos tests: hundreds of processes, each slower to
 # start under valgrind than their kill loops allow (a SIGTERM that comes
 # before main() kills a process, exit 143).
 DEFAULT=(t_rollback t_sigterm t_http_sink t_http_failures t_kafka_sink
@@ -31,7 +31,8 @@ DEFAULT=(t_rollback t_sigterm t_http_sink t_http_failures t_kafka_sink
 	t_rabbitmq_outage t_redis_sink t_redis_outage t_bullmq t_consume_inbox
 	t_inbox t_queue_run t_queue_retry t_cron_history t_status_json
 	t_metrics_roles t_config_reload t_retention t_adopt_errors
-	t_adopt_redis)
+	t_adopt_redis t_wal_basic t_wal_poison t_fleet_wal_dead
+	t_fleet_wal_connect)
 patterns=("$@")
 [ ${#patterns[@]} -gt 0 ] || patterns=("${DEFAULT[@]}")
 
