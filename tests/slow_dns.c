@@ -2,8 +2,9 @@
  * slow_dns.c — an LD_PRELOAD shim for tests: getaddrinfo() of a name
  * ending in ".test" sleeps SLOW_DNS_MS (default 3000) ms, as a name
  * server that answers slowly, then answers for 127.0.0.1.  Other names
- * go to the real getaddrinfo().  Built by the test that uses it
- * (t_fleet_slow_dns): cc -shared -fPIC -o slow_dns.so slow_dns.c -ldl
+ * go to the real getaddrinfo().  Built by the tests that use it
+ * (t_fleet_slow_dns, t_fleet_wal_dns): cc -shared -fPIC -o slow_dns.so
+ * slow_dns.c -ldl
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

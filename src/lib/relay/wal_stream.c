@@ -351,13 +351,10 @@ void pgo_wal_connect(pgo_relay_t *r)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	struct relay_wal *w = r->wal;
-	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
+	const char *keys[PGO_RELAY_CONN_KEYS], *vals[PGO_RELAY_CONN_KEYS];
 	char timeout[24];
-	int n = 0;
+	int n = pgo_relay_conn_params(r, keys, vals, timeout);
 
-	pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
-	while (keys[n] && n < PGO_CONN_KEYS - 2)
-		n++;
 	keys[n] = "replication";
 	vals[n++] = "database";
 	keys[n] = NULL;
