@@ -405,6 +405,19 @@ void pgo_conn_params(const pgo_conf_t *conf, const char *app_name,
 			    timeout);
 }
 
+int pgo_conn_params_resolved(const pgo_conf_t *conf, const char *app_name,
+			     const struct pgo_resolved *resolved,
+			     const char *keys[PGO_CONN_KEYS],
+			     const char *vals[PGO_CONN_KEYS], char timeout[24])
+{
+	int n = 0;
+
+	pgo_conn_params(conf, app_name, keys, vals, timeout);
+	while (keys[n])
+		n++;
+	return pgo_resolved_params(resolved, keys, vals, n);
+}
+
 /* Item i of a libpq comma list (a list of one: that one for every i). */
 static const char *list_item(const char *list, int i, char *buf, size_t len)
 {
@@ -616,16 +629,12 @@ void pgo_conn_kick(pgo_conn_t *c, int64_t now)
 
 	if (c->state != PGO_CONN_DOWN || now < c->retry_at || c->refused)
 		return;
-	pgo_conn_params(c->conf, c->setup->app_name, keys, vals, timeout);
-	if (c->setup->resolved && *c->setup->resolved) {
-		/* Looked up beforehand, in a thread: libpq resolves nothing
-		 * here (after the URL, so these win). */
-		int n = 0;
-
-		while (keys[n])
-			n++;
-		pgo_resolved_params(*c->setup->resolved, keys, vals, n);
-	}
+	/* Names looked up beforehand, in a thread: libpq resolves nothing
+	 * here. */
+	pgo_conn_params_resolved(c->conf, c->setup->app_name,
+				 c->setup->resolved ? *c->setup->resolved
+						    : NULL,
+				 keys, vals, timeout);
 	/* PQconnectPoll has no connect_timeout: one host's attempt is given
 	 * up here (pgo_conn_expire).  A list is left to libpq, which moves
 	 * to the next host only when one fails: a deadline would restart it

@@ -165,6 +165,14 @@ void pgo_conn_init(pgo_conn_t *c, const pgo_conf_t *conf,
 void pgo_conn_params(const pgo_conf_t *conf, const char *app_name,
 		     const char *keys[PGO_CONN_KEYS],
 		     const char *vals[PGO_CONN_KEYS], char timeout[24]);
+/* pgo_conn_params(), then the addresses of the URL's names looked up
+ * beforehand (pgo_conn_resolve(); NULL: none), so that libpq resolves
+ * nothing (they come after the URL, so they win).  Arrays of
+ * PGO_CONN_KEYS fit; returns the count of keywords. */
+int pgo_conn_params_resolved(const pgo_conf_t *conf, const char *app_name,
+			     const struct pgo_resolved *resolved,
+			     const char *keys[PGO_CONN_KEYS],
+			     const char *vals[PGO_CONN_KEYS], char timeout[24]);
 /* The same for a runner that holds only the URL (NULL or "": libpq's
  * defaults) and its connect timeout (ms). */
 void pgo_conn_params_url(const char *db_url, int64_t connect_timeout_ms,

@@ -265,19 +265,6 @@ pgo_relay_t *pgo_relay_new(pgo_conf_t *conf, pgo_sink_t *sink, pgo_error_t *err)
 	return r;
 }
 
-int pgo_relay_conn_params(const pgo_relay_t *r, const char **keys,
-			  const char **vals, char timeout[24])
-{
-	int n = 0;
-
-	pgo_conn_params(r->conf, r->app_name, keys, vals, timeout);
-	while (keys[n])
-		n++;
-	if (r->shared && r->resolved)
-		n = pgo_resolved_params(r->resolved, keys, vals, n);
-	return n;
-}
-
 void pgo_relay_destroy(pgo_relay_t *r)
 {
 	if (!r)

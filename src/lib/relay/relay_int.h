@@ -326,14 +326,6 @@ int pgo_relay_begin(pgo_relay_t *r, bool wait);
 /* The relay's statements and session setups, from its mode, fairness
  * and adopted table's map (claim.c, adopted.c). */
 void pgo_relay_build_sql(pgo_relay_t *r);
-/* The keywords of a session the relay connects itself (a WAL queue's
- * stream and plain connection), NULL-terminated: pgo_conn_params(),
- * then, in a fleet, the addresses its start thread looked up, so that
- * libpq resolves no name on the loop (as conn.c's sessions).  Arrays of
- * PGO_RELAY_CONN_KEYS, with room for one more; returns the count. */
-#define PGO_RELAY_CONN_KEYS (PGO_CONN_KEYS + 5)
-int pgo_relay_conn_params(const pgo_relay_t *r, const char **keys,
-			  const char **vals, char timeout[24]);
 
 /* start.c: what a fleet's relay reads before its first turn */
 

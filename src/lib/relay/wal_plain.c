@@ -57,7 +57,7 @@ int pgo_wal_plain(pgo_relay_t *r, PGconn **pg, char *why, size_t size)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	struct relay_wal *w = r->wal;
-	const char *keys[PGO_RELAY_CONN_KEYS], *vals[PGO_RELAY_CONN_KEYS];
+	const char *keys[PGO_CONN_KEYS], *vals[PGO_CONN_KEYS];
 	char timeout[24];
 
 	*pg = NULL;
@@ -74,7 +74,8 @@ int pgo_wal_plain(pgo_relay_t *r, PGconn **pg, char *why, size_t size)
 		return PGO_OK;
 	}
 	pgo_wal_plain_close(r);
-	pgo_relay_conn_params(r, keys, vals, timeout);
+	pgo_conn_params_resolved(r->conf, r->app_name, r->resolved, keys, vals,
+				 timeout);
 	w->dead_pg = PQconnectStartParams(keys, vals, 1);
 	if (!w->dead_pg || PQstatus(w->dead_pg) == CONNECTION_BAD) {
 		snprintf(why, size, "%s",

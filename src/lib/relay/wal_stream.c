@@ -351,9 +351,12 @@ void pgo_wal_connect(pgo_relay_t *r)
 {
 	const struct pgo_conf_values *v = pgo_conf_values(r->conf);
 	struct relay_wal *w = r->wal;
-	const char *keys[PGO_RELAY_CONN_KEYS], *vals[PGO_RELAY_CONN_KEYS];
+	const char *keys[PGO_CONN_KEYS + 1], *vals[PGO_CONN_KEYS + 1];
 	char timeout[24];
-	int n = pgo_relay_conn_params(r, keys, vals, timeout);
+	/* In a fleet, the addresses its start thread looked up (as its
+	 * other sessions'): libpq resolves no name on the loop. */
+	int n = pgo_conn_params_resolved(r->conf, r->app_name, r->resolved,
+					 keys, vals, timeout);
 
 	keys[n] = "replication";
 	vals[n++] = "database";
