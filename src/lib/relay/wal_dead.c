@@ -87,7 +87,7 @@ bool pgo_wal_dead_start(pgo_relay_t *r, size_t *idx, size_t n)
 	pgo_batch_t *b = &w->batch;
 	const char *queue = pgo_conf_values(r->conf)->queue;
 	const char **params;
-	char *nums, why[256];
+	char *nums;
 	pgo_buf_t sql;
 	size_t rows = 0;
 
@@ -144,14 +144,7 @@ bool pgo_wal_dead_start(pgo_relay_t *r, size_t *idx, size_t n)
 	w->dead_sent = false;
 	w->dead_busy = true;
 	w->dead_epoch = w->epoch;
-	if (dead_send(r, why, sizeof(why)) == PGO_ERR_DB) {
-		dead_failed(r, why);
-		dead_forget(w);
-		w->dead_busy = false;
-		return false;
-	}
-	if (w->dead_sent)
-		dead_forget(w);
+	pgo_wal_dead_poll(r); /* sent now when the connection is up */
 	return true;
 }
 

@@ -166,12 +166,14 @@ bool pgo_wal_plain_sent(pgo_relay_t *r, PGconn *pg, int sent, char *why,
 int pgo_wal_plain_result(pgo_relay_t *r, PGresult **res, char *why,
 			 size_t size);
 
-/* wal_dead.c: dead letters.  Sends the INSERT of the batch's events
- * idx[0..n) (at most one row per id; idx is reordered and kept): true
- * once sent (pgo_wal_dead_poll() reads its result), false (logged) when
- * it could not be. */
+/* wal_dead.c: dead letters.  Makes the INSERT of the batch's events
+ * idx[0..n) (at most one row per id; idx is reordered and kept) and
+ * sends it, now or once the plain connection is up: true, the batch
+ * settled by pgo_wal_dead_poll() (perhaps already); false (logged) when
+ * out of memory. */
 bool pgo_wal_dead_start(pgo_relay_t *r, size_t *idx, size_t n);
-/* Reads the INSERT's result when in, then pgo_wal_settled(). */
+/* Sends the INSERT once the plain connection is up, and reads its
+ * result when in; then pgo_wal_settled() (not written: false). */
 void pgo_wal_dead_poll(pgo_relay_t *r);
 /* wal.c: the batch settled, its dead letters written (dead_ok) or not. */
 void pgo_wal_settled(pgo_relay_t *r, bool dead_ok);
