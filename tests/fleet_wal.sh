@@ -10,6 +10,9 @@
 #   from DB                  the lines of database DB delivered so far ($OUT)
 #   probe                    a probe event sent in fwb: ms until delivered
 #                            (3 s at most)
+#   probes_until END WHILE   probes every 0.3 s until SECONDS reaches END,
+#                            each within 2 s (else fails saying "while
+#                            WHILE"), at least 3; prints their latencies
 #   fleet_wal_sink VERDICT   writes $T_TMP/sink.sh: each event of key "bad"
 #                            appends its id $id to the file $bad and is
 #                            answered by the shell code VERDICT (which prints
@@ -47,6 +50,18 @@ probe() {
 	wait_until 3 'from fwb | qgrep "^{\"id\":$id,"'
 	t1=$(date +%s%N)
 	echo $(((t1 - t0) / 1000000))
+}
+
+probes_until() {
+	local ms n=0
+	while [ $SECONDS -lt "$1" ]; do
+		ms=$(probe)
+		[ "$ms" -le 2000 ] || fail "a probe on fwb took $ms ms while $2 (the loop was held up)"
+		echo "$ms"
+		n=$((n + 1))
+		sleep 0.3
+	done
+	[ "$n" -ge 3 ] || fail "only $n probes while $2"
 }
 
 fleet_wal_sink() {

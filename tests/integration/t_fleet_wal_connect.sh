@@ -36,14 +36,7 @@ wait_until 10 '[ -s "$T_TMP/bad" ]'
 kill -STOP "$PROXY"
 stalled_at=$SECONDS
 wait_until 10 '[ "$(wc -l < "$T_TMP/bad")" = 2 ]'
-probes=()
-while [ $((SECONDS - stalled_at)) -lt $((STALL - 1)) ]; do
-	ms=$(probe)
-	[ "$ms" -le 2000 ] || fail "a probe on fwb took $ms ms while fwa's plain connection hung connecting (the loop was held up)"
-	probes+=("$ms")
-	sleep 0.3
-done
-[ "${#probes[@]}" -ge 3 ] || fail "only ${#probes[@]} probes while the proxy was stopped"
+probes=$(probes_until $((stalled_at + STALL - 1)) "fwa's plain connection hung connecting")
 [ "$(sql fwa "SELECT count(*) FROM pgoutbox.dead_letters")" = 0 ] ||
 	fail "a dead letter was written through a stopped proxy: nothing measured"
 from fwa | qgrep '"n": 3}' && fail "fwa's event after the dead one was delivered before the dead letter was written"
@@ -51,4 +44,4 @@ from fwa | qgrep '"n": 3}' && fail "fwa's event after the dead one was delivered
 # The proxy runs again: written once, then the rest in order.
 kill -CONT "$PROXY"
 fleet_wal_written "$BAD" 2
-note "fwa's plain connection hung connecting for a ${STALL}-s stall: ${#probes[@]} probes on fwb, max $(max "${probes[@]}") ms; then its dead letter written once, its next event after it"
+note "fwa's plain connection hung connecting for a ${STALL}-s stall: $(echo "$probes" | wc -l) probes on fwb, max $(max $probes) ms; then its dead letter written once, its next event after it"

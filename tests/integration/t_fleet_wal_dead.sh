@@ -29,14 +29,7 @@ BAD=$(send fwa bad 2)
 send fwa a 3 >/dev/null
 # The dead letter's INSERT waits for the lock.
 wait_until 10 '[ "$(sql fwa "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = '\''Lock'\'' AND query LIKE '\''INSERT INTO pgoutbox.dead_letters%'\''")" = 1 ]'
-probes=()
-while [ $((SECONDS - locked_at)) -lt $((LOCK - 5)) ]; do
-	ms=$(probe)
-	[ "$ms" -le 2000 ] || fail "a probe on fwb took $ms ms while fwa's dead letter waited for its lock (the loop was held up)"
-	probes+=("$ms")
-	sleep 0.3
-done
-[ "${#probes[@]}" -ge 3 ] || fail "only ${#probes[@]} probes while the lock was held"
+probes=$(probes_until $((locked_at + LOCK - 5)) "fwa's dead letter waited for its lock")
 from fwa | qgrep '"n": 3}' && fail "fwa's event after the dead one was delivered before the dead letter was written"
 [ "$(sql fwa "SELECT count(*) FROM pg_locks WHERE relation = 'pgoutbox.dead_letters'::regclass AND granted AND mode = 'AccessExclusiveLock'")" = 1 ] ||
 	fail "the lock went before the probes ended: nothing measured"
@@ -44,4 +37,4 @@ from fwa | qgrep '"n": 3}' && fail "fwa's event after the dead one was delivered
 # The lock goes: written once, then the rest in order.
 wait "$locker" || true
 fleet_wal_written "$BAD" 1
-note "fwa's dead letter waited $LOCK s for a lock: ${#probes[@]} probes on fwb, max $(max "${probes[@]}") ms; then written once, fwa's next event after it"
+note "fwa's dead letter waited $LOCK s for a lock: $(echo "$probes" | wc -l) probes on fwb, max $(max $probes) ms; then written once, fwa's next event after it"

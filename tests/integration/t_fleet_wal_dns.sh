@@ -17,17 +17,6 @@ cc -shared -fPIC -o "$T_TMP/slow_dns.so" "$(dirname "$0")/../slow_dns.c" -ldl ||
 	fail "cannot build the slow_dns.so shim"
 fleet_wal_setup
 fleet_wal_sink 'echo "dead $id refused for good"'
-# Probes on fwb every 0.3 s until SECONDS reaches $1, each within 2 s
-# (else fails saying "while $2"); prints the latencies.
-probes_until() {
-	local ms
-	while [ $SECONDS -lt "$1" ]; do
-		ms=$(probe)
-		[ "$ms" -le 2000 ] || fail "a probe on fwb took $ms ms while $2 (the loop was held up)"
-		echo "$ms"
-		sleep 0.3
-	done
-}
 export PGOUTBOX_RELAY_RETRY_BASE=50ms PGOUTBOX_RELAY_RETRY_MAX=200ms PGOUTBOX_RELAY_RECONNECT_MAX=1s
 # ASan's runtime must come first unless told otherwise.
 LD_PRELOAD=$T_TMP/slow_dns.so SLOW_DNS_MS=3000 \
